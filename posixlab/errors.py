@@ -1,0 +1,29 @@
+"""Errors a user can act on.
+
+Every error the library raises on bad input is a ``PosixlabError``: ``run.py`` prints its message (no traceback)
+and exits with status 2. The message names the problem and says what to do about it.
+"""
+
+
+class PosixlabError(Exception):
+    """Base class: a problem with the user's input or environment, explained in the message."""
+
+
+class ConfigError(PosixlabError, ValueError):
+    """A configuration value is unknown or out of range."""
+
+
+class PromptSetError(PosixlabError, ValueError):
+    """A prompt set cannot be scored (empty, singleton, malformed)."""
+
+
+class ModelUnavailableError(PosixlabError, OSError):
+    """A model cannot be loaded here (offline, gated, missing package, corrupted cache)."""
+
+
+class ContextLengthError(PosixlabError, ValueError):
+    """A prompt plus its response does not fit in the model's context window."""
+
+
+class DatasetUnavailableError(PosixlabError, OSError):
+    """A dataset cannot be loaded here (offline, missing local file)."""

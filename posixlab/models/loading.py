@@ -1,0 +1,116 @@
+"""Load a model by its spec: a packaged GGUF model, a local folder, or a Hugging Face Hub name.
+
+A hub model that is neither cached locally nor reachable fails within seconds with a message that says so (the
+hub client would otherwise retry for about a minute before raising).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from posixlab.errors import ConfigError, ModelUnavailableError
+from posixlab.hub import hub_offline_flag, hub_unreachable_reason
+from posixlab.models.assets import PACKAGED_MODELS, default_cache_dir, prepare_packaged_model
+from posixlab.models.causal_lm import CausalLM
+
+SOURCES = ("packaged", "hub", "local")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What to load. ``path`` is the packaged model's name, a hub repository id, or a local folder."""
+
+    name: str
+    source: str
+    path: str
+    revision: str | None = None  # hub revision (branch, tag or commit); pin a commit to reproduce exactly
+    dtype: str = "auto"  # auto: bfloat16 on a GPU that supports it, float32 otherwise
+    device: str = "auto"  # auto: cuda when available, else cpu
+    trust_remote_code: bool = False
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"model.device={device} but no CUDA device is visible; use model.device=auto or cpu")
+    return device
+
+
+def resolve_dtype(dtype: str, device: str):
+    import torch
+
+    if dtype not in DTYPES:
+        raise ConfigError(f"unknown model.dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
+    if dtype == "auto":
+        if device.startswith("cuda") and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float32
+    return getattr(torch, dtype)
+
+
+def _hub_folder_or_error(spec: ModelSpec) -> str:
+    """A local snapshot or the hub id when the hub answers; otherwise a clear ModelUnavailableError."""
+    from huggingface_hub import snapshot_download
+
+    try:  # already in the local Hugging Face cache: no network needed
+        return snapshot_download(spec.path, revision=spec.revision, local_files_only=True)
+    except Exception:  # noqa: BLE001 - any failure here only means "not cached"
+        pass
+    hint = ("Run on a machine that reaches huggingface.co (gated models also need HF_TOKEN and an accepted "
+            "licence), or download the model into the Hugging Face cache, or set model.source=local and "
+            "model.path=<folder>. Offline, use a packaged model: " + ", ".join(f"model={m}" for m in PACKAGED_MODELS))
+    if hub_offline_flag():
+        raise ModelUnavailableError(f"model {spec.name} ({spec.path}) is not in the local cache and HF_HUB_OFFLINE is set. {hint}")
+    reason = hub_unreachable_reason(spec.path, "model", spec.revision)
+    if reason:
+        raise ModelUnavailableError(f"model {spec.name} ({spec.path}) cannot be fetched from the Hugging Face Hub ({reason}). {hint}")
+    return spec.path
+
+
+def load_model(spec: ModelSpec, cache_dir: str | Path | None = None) -> CausalLM:
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if spec.source not in SOURCES:
+        raise ConfigError(f"model {spec.name}: unknown source {spec.source!r}; choose one of {', '.join(SOURCES)}")
+    device = resolve_device(spec.device)
+    dtype = resolve_dtype(spec.dtype, device)
+    identity = {"name": spec.name, "source": spec.source, "path": spec.path, "revision": spec.revision,
+                "dtype": str(dtype).removeprefix("torch."), "device": device,
+                "transformers": transformers.__version__, "torch": torch.__version__}
+    if spec.source == "packaged":
+        if spec.path not in PACKAGED_MODELS:
+            raise ConfigError(f"no packaged model {spec.path!r}; packaged models: {', '.join(PACKAGED_MODELS)}")
+        folder = str(prepare_packaged_model(spec.path, Path(cache_dir) if cache_dir else default_cache_dir()))
+        identity["gguf_sha256"] = PACKAGED_MODELS[spec.path].sha256
+        identity["packages"] = PACKAGED_MODELS[spec.path].pip_specs
+    elif spec.source == "local":
+        if not Path(spec.path).is_dir():
+            raise ModelUnavailableError(f"model {spec.name}: local folder {spec.path} does not exist")
+        folder = spec.path
+    else:
+        folder = _hub_folder_or_error(spec)
+    print(f"posixlab: loading {spec.name} ({spec.path}) on {device} in {identity['dtype']}", file=sys.stderr)
+    kwargs = {"revision": spec.revision} if spec.source == "hub" and folder == spec.path else {}
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=spec.trust_remote_code, **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=spec.trust_remote_code,
+                                                 **kwargs).to(device)
+    return CausalLM(model, tokenizer, name=spec.name, identity=identity)
+
+
+def spec_from_dict(d: dict) -> ModelSpec:
+    known = set(ModelSpec.__dataclass_fields__)
+    unknown = set(d) - known
+    if unknown:
+        raise ConfigError(f"unknown model option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
+    return ModelSpec(**d)
+
+
+__all__ = ["ModelSpec", "load_model", "spec_from_dict", "asdict"]

@@ -1,0 +1,108 @@
+"""One POSIX run, top to bottom: data -> prompt sets -> model -> generate and score -> ψ -> results files.
+
+``RunConfig`` is a plain dataclass; ``run.py`` builds it from the Hydra config, tests and notebooks build it by
+hand. Cheap checks (data, variants, context lengths) all happen before the first forward pass.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+import posixlab
+from posixlab.data import DatasetSpec, load_items, select_items
+from posixlab.metrics import REFERENCE_COMPAT, psi
+from posixlab.models import CausalLM, ModelSpec, load_model
+from posixlab.results import SetWriter, build_summary, read_sets, write_summary
+from posixlab.scoring import score_prompt_set
+from posixlab.variants import PromptSet, get_variant_generator
+
+
+@dataclass
+class RunConfig:
+    model: ModelSpec
+    dataset: DatasetSpec
+    variant: str = "spelling"
+    num_sets: int | None = 20  # prompt sets (one per data item); None: every item
+    num_variants: int = 20  # variants per set; the set adds the original, so N = num_variants + 1
+    max_new_tokens: int = 5
+    seed: int = 0
+    chat_template: bool = False  # wrap each prompt in the model's chat template (the paper does not)
+    output_dir: str = "."
+    cache_dir: str | None = None
+    variant_options: dict = field(default_factory=dict)
+
+
+def build_prompt_sets(cfg: RunConfig) -> list[PromptSet]:
+    generator = get_variant_generator(cfg.variant, **cfg.variant_options)
+    items = select_items(load_items(cfg.dataset), cfg.num_sets, cfg.seed)
+    return [generator.build_set(item, cfg.num_variants, cfg.seed) for item in items]
+
+
+def _set_record(prompt_set: PromptSet, model_texts, prompt_ids, scores, lm: CausalLM, max_new_tokens: int) -> dict:
+    lengths = scores.lengths
+    return {
+        "set_id": prompt_set.set_id,
+        "item_id": prompt_set.item.item_id,
+        "subject": prompt_set.item.subject,
+        "answer": prompt_set.item.answer,
+        "variant_type": prompt_set.variant_type,
+        "prompts": [
+            {**p.to_dict(), "model_text": mt if mt != p.text else None, "num_tokens": len(ids)}
+            for p, mt, ids in zip(prompt_set.prompts, model_texts, prompt_ids)
+        ],
+        "responses": [
+            {"text": lm.decode(r), "token_ids": r, "length": len(r), "ends_with_eos": bool(r) and r[-1] in lm.eos_ids,
+             "generation_logprobs": g}
+            for r, g in zip(scores.responses, scores.generation_logprobs)
+        ],
+        "logprob_matrix": scores.matrix.tolist(),
+        "lengths": lengths,
+        "psi": psi(scores.matrix, lengths),
+        "psi_reference_compat": psi(scores.matrix, lengths, mode=REFERENCE_COMPAT, max_new_tokens=max_new_tokens),
+        "stats": scores.stats,
+    }
+
+
+def run(cfg: RunConfig, lm: CausalLM | None = None, progress: bool = True) -> dict:
+    """Run ``cfg`` and write its results to ``cfg.output_dir``; returns the summary. ``lm`` reuses a loaded model."""
+    prompt_sets = build_prompt_sets(cfg)
+    if lm is None:
+        lm = load_model(cfg.model, cfg.cache_dir)
+    encoded = []
+    for prompt_set in prompt_sets:
+        texts = [lm.apply_chat_template(t) if cfg.chat_template else t for t in prompt_set.texts()]
+        ids = [lm.encode(t, add_special_tokens=not cfg.chat_template) for t in texts]
+        for k, prompt in enumerate(ids):
+            lm.check_fits(prompt, cfg.max_new_tokens, what=f"prompt {k} of set {prompt_set.set_id}")
+        encoded.append((texts, ids))
+
+    out = Path(cfg.output_dir)
+    with SetWriter(out) as writer:
+        bar = tqdm(list(zip(prompt_sets, encoded)), desc=f"{lm.name} · {cfg.variant}", unit="set",
+                   disable=not progress, file=sys.stderr)
+        for prompt_set, (texts, ids) in bar:
+            scores = score_prompt_set(lm, ids, cfg.max_new_tokens)
+            record = _set_record(prompt_set, texts, ids, scores, lm, cfg.max_new_tokens)
+            writer.write(record)
+            bar.set_postfix(psi=f"{record['psi']:.3f}")
+    meta = {
+        "model": lm.identity,
+        "dataset": cfg.dataset.name,
+        "dataset_source": cfg.dataset.source,
+        "variant": cfg.variant,
+        "num_prompts_per_set": cfg.num_variants + 1,
+        "max_new_tokens": cfg.max_new_tokens,
+        "seed": cfg.seed,
+        "chat_template": cfg.chat_template,
+        "posixlab": posixlab.__version__,
+        "python": platform.python_version(),
+        "config": asdict(cfg),
+    }
+    summary = build_summary(read_sets(out), meta)
+    write_summary(out, summary)
+    return summary

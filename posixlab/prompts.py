@@ -1,0 +1,120 @@
+"""Prompt text: the paper's original formats and its 20 templates (App. B, Tables 4 and 5), exactly as printed.
+
+A prompt is rendered from a ``PromptItem`` (the structured question) and a template. ``{}`` placeholders take the
+question, then the options A-D for multiple-choice items. Multiple-choice items are preceded by the paper's
+instruction line naming the subject.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from posixlab.errors import ConfigError
+
+MCQ_HEADER = "The following are multiple choice questions (with answers) about {subject}.\n\n"
+MCQ_ORIGINAL = "Q:{}\n(A){} (B){} (C){} (D){}\nA:"
+OPEN_ORIGINAL = "Q:{}\nA:"
+
+# Table 4 (MMLU), indexed by the paper's "Seed" column. "\n" and "\t" are real newline and tab characters.
+MCQ_TEMPLATES = (
+    "q:{}\n(A){} (B){} (C){} (D){}\na:",
+    "Q::{}\n(A){} (B){} (C){} (D){}\nA::",
+    "Q: {}\n(A){} (B){} (C){} (D){}\nA:",
+    "q:: {}\n(A){} (B){} (C){} (D){}\na::",
+    "Q::: {}\n(A){} (B){} (C){} (D){}\nA:::",
+    "Q: {} || (A){} (B){} (C){} (D){} || A:",
+    "q:::{}\n(A){} (B){} (C){} (D){}\na:::",
+    "Q: {}\n(A){} (B){} (C){} (D){}\nAnswer:",
+    "QUESTION:{}\n(A){} (B){} (C){} (D){}\nA:",
+    "Question:{}\n(A){} (B){} (C){} (D){}\nAnswer:",
+    "QUESTION:{}\n(A){} (B){} (C){} (D){}\nANSWER:",
+    "Question: {}\n(A){} (B){} (C){} (D){}\nAnswer:",
+    "Question::: {}\n(A){} (B){} (C){} (D){}\nAnswer:::",
+    "QUESTION: {}\n(A){} (B){} (C){} (D){}\nAnswer:",
+    "Question - {}\n(A){} (B){} (C){} (D){}\nAnswer -",
+    "question::{}\n(A){} (B){} (C){} (D){}\nanswer::",
+    "question: {}\n(A){} (B){} (C){} (D){}\nanswer:",
+    "Question: {} || (A){} (B){} (C){} (D){} || Answer:",
+    "QUESTION\t{}\n(A){} (B){} (C){} (D){}\nANSWER\t",
+    "Question: {} , (A){} (B){} (C){} (D){} , Answer:",
+)
+
+# Table 5 (Alpaca and other open-ended prompts): the same 20 patterns without the options.
+OPEN_TEMPLATES = (
+    "q:{}\na:",
+    "Q::{}\nA::",
+    "Q: {}\nA:",
+    "q:: {}\na::",
+    "Q::: {}\nA:::",
+    "Q: {} || A:",
+    "q:::{}\na:::",
+    "Q: {}\nAnswer:",
+    "QUESTION:{}\nA:",
+    "Question:{}\nAnswer:",
+    "QUESTION:{}\nANSWER:",
+    "Question: {}\nAnswer:",
+    "Question::: {}\nAnswer:::",
+    "QUESTION: {}\nAnswer:",
+    "Question - {}\nAnswer -",
+    "question::{}\nanswer::",
+    "question: {}\nanswer:",
+    "Question: {} || Answer:",
+    "QUESTION\t{}\nANSWER\t",
+    "Question: {} , Answer:",
+)
+
+
+@dataclass(frozen=True)
+class PromptItem:
+    """One question of a data set, before any prompt variation.
+
+    ``options`` is empty for open-ended items and holds the four answer texts (A-D) for multiple-choice items.
+    ``subject`` fills the multiple-choice instruction line; ``answer`` is the gold label when the data has one.
+    """
+
+    item_id: str
+    question: str
+    options: tuple[str, ...] = ()
+    subject: str | None = None
+    answer: str | None = None
+    meta: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def is_mcq(self) -> bool:
+        return bool(self.options)
+
+
+def original_template(item: PromptItem) -> str:
+    return MCQ_ORIGINAL if item.is_mcq else OPEN_ORIGINAL
+
+
+def templates_for(item: PromptItem) -> tuple[str, ...]:
+    return MCQ_TEMPLATES if item.is_mcq else OPEN_TEMPLATES
+
+
+def render(item: PromptItem, *, template: str | None = None, question: str | None = None) -> str:
+    """The prompt text for ``item``: header (multiple-choice only) + template filled with question and options.
+
+    ``question`` replaces the item's question (spelling errors, paraphrases); ``template`` replaces the original
+    format (template variants). Nothing else of the prompt changes.
+
+    >>> item = PromptItem("x", "What is 2+2?", ("3", "4", "5", "6"), subject="elementary mathematics")
+    >>> print(render(item))
+    The following are multiple choice questions (with answers) about elementary mathematics.
+    <BLANKLINE>
+    Q:What is 2+2?
+    (A)3 (B)4 (C)5 (D)6
+    A:
+    >>> render(PromptItem("y", "Name a color."), template=OPEN_TEMPLATES[5])
+    'Q: Name a color. || A:'
+    """
+    template = original_template(item) if template is None else template
+    text = item.question if question is None else question
+    if item.is_mcq:
+        if len(item.options) != 4:
+            raise ConfigError(
+                f"item {item.item_id!r} has {len(item.options)} options; the paper's multiple-choice templates take 4"
+            )
+        header = MCQ_HEADER.format(subject=item.subject) if item.subject else ""
+        return header + template.format(text, *item.options)
+    return template.format(text)

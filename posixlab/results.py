@@ -1,0 +1,83 @@
+"""The results of a run, as files a person can open; the one source of truth for every later table and figure.
+
+A run folder holds:
+
+- ``config.yaml``: the resolved configuration (written by the caller, e.g. ``run.py``);
+- ``sets.jsonl``: one JSON record per prompt set, appended and flushed as each set finishes, so an interrupted run
+  keeps every set it completed;
+- ``summary.json`` and ``summary.md``: POSIX with mean, standard deviation, median and number of sets, the model's
+  identity and the run's compute accounting.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from posixlab.metrics import summarize
+
+SETS_FILE = "sets.jsonl"
+SUMMARY_FILE = "summary.json"
+SUMMARY_MD = "summary.md"
+SCHEMA_VERSION = 1
+
+
+class SetWriter:
+    """Appends one record per prompt set to ``sets.jsonl`` and flushes it to disk at once."""
+
+    def __init__(self, folder: str | Path):
+        self.path = Path(folder) / SETS_FILE
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.path, "w", encoding="utf-8")
+
+    def write(self, record: dict) -> None:
+        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def read_sets(folder: str | Path) -> list[dict]:
+    path = Path(folder) / SETS_FILE
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
+
+
+def build_summary(records: list[dict], meta: dict) -> dict:
+    summary = {"schema_version": SCHEMA_VERSION, **meta}
+    summary["psi"] = summarize([r["psi"] for r in records])
+    summary["psi_reference_compat"] = {
+        "label": "prompt-sensitivity-index 0.0.1 formula (transposed index, divided by max_new_tokens); not the paper's",
+        **summarize([r["psi_reference_compat"] for r in records]),
+    }
+    computed = sum(r["stats"]["forward_tokens"] for r in records)
+    naive = sum(r["stats"]["forward_tokens_naive"] for r in records)
+    summary["compute"] = {"forward_tokens": computed, "forward_tokens_naive": naive,
+                          "forward_tokens_saved": naive - computed}
+    return summary
+
+
+def write_summary(folder: str | Path, summary: dict) -> None:
+    folder = Path(folder)
+    (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    p, c = summary["psi"], summary["psi_reference_compat"]
+    fmt = lambda v: "n/a" if v is None else f"{v:.4f}"  # noqa: E731
+    lines = [
+        f"# POSIX: {summary.get('model', {}).get('name', '?')}, {summary.get('dataset', '?')}, "
+        f"{summary.get('variant', '?')} variants",
+        "",
+        "| metric | POSIX (mean ψ) | sd | median | sets |",
+        "|---|---|---|---|---|",
+        f"| ψ (paper, Def. 3.3) | {fmt(p['posix'])} | {fmt(p['sd'])} | {fmt(p['median'])} | {p['num_sets']} |",
+        f"| ψ (reference_compat, library 0.0.1) | {fmt(c['posix'])} | {fmt(c['sd'])} | {fmt(c['median'])} | {c['num_sets']} |",
+        "",
+        f"Forward tokens computed: {summary['compute']['forward_tokens']:,} "
+        f"(one pass per pair would need {summary['compute']['forward_tokens_naive']:,}).",
+    ]
+    (folder / SUMMARY_MD).write_text("\n".join(lines) + "\n")

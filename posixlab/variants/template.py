@@ -1,0 +1,19 @@
+"""Template variants: the paper's 20 formats (Table 4 for multiple choice, Table 5 for open-ended prompts).
+
+Variant ``v`` is template ``v`` of the table; the question, options and subject line stay as they are.
+"""
+
+from __future__ import annotations
+
+from posixlab.prompts import MCQ_TEMPLATES, PromptItem, render, templates_for
+from posixlab.variants.base import PromptVariant, VariantGenerator
+
+
+class TemplateVariants(VariantGenerator):
+    kind = "template"
+    max_variants = len(MCQ_TEMPLATES)
+
+    def variant(self, item: PromptItem, index: int, seed: int) -> PromptVariant:
+        template = templates_for(item)[index]
+        record = {"template_id": index, "template": template, "table": 4 if item.is_mcq else 5}
+        return PromptVariant(text=render(item, template=template), kind=self.kind, index=index, record=record)

@@ -1,0 +1,64 @@
+"""Hydra entry point: compose the config, turn it into a ``posixlab.pipeline.RunConfig``, run it.
+
+    python run.py                                   # offline default: SmolLM2, MMLU sample, spelling, 20 sets
+    python run.py model=gemma3-270m variant=template
+    python run.py -m model=smollm2-135m-instruct,gemma3-270m variant=spelling,template
+
+Results go to the Hydra run folder (printed at the end). A problem with the input or the environment (a model that
+cannot be fetched, a prompt too long for the model, ...) prints one clear message and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from posixlab.data import DatasetSpec
+from posixlab.errors import PosixlabError
+from posixlab.models import spec_from_dict
+from posixlab.pipeline import RunConfig, run
+
+
+def to_run_config(cfg: DictConfig, output_dir: str) -> RunConfig:
+    c = OmegaConf.to_container(cfg, resolve=True)
+    dataset = dict(c["dataset"])
+    dataset.pop("max_new_tokens", None)
+    return RunConfig(
+        model=spec_from_dict(c["model"]),
+        dataset=DatasetSpec(**dataset),
+        variant=c["variant"]["name"],
+        variant_options=c["variant"].get("options") or {},
+        num_sets=c["num_sets"],
+        num_variants=c["num_variants"],
+        max_new_tokens=c["max_new_tokens"],
+        seed=c["seed"],
+        chat_template=c["chat_template"],
+        output_dir=output_dir,
+        cache_dir=c["cache_dir"],
+    )
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+def main(cfg: DictConfig) -> float | None:
+    output_dir = HydraConfig.get().runtime.output_dir
+    Path(output_dir).mkdir(parents=True, exist_ok=True)
+    (Path(output_dir) / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    try:
+        summary = run(to_run_config(cfg, output_dir), progress=cfg.progress)
+    except PosixlabError as exc:
+        print(f"\nposixlab error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    p = summary["psi"]
+    sd = "n/a" if p["sd"] is None else f"{p['sd']:.4f}"
+    print(f"POSIX = {p['posix']:.4f} (sd {sd}, median {p['median']:.4f}, {p['num_sets']} sets of "
+          f"N = {summary['num_prompts_per_set']}) · {cfg.model.name} · {cfg.dataset.name} · {cfg.variant.name}")
+    print(f"results: {output_dir}")
+    return p["posix"]
+
+
+if __name__ == "__main__":
+    main()

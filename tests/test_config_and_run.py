@@ -1,0 +1,125 @@
+"""Every config composes; run.py end to end on the packaged model; clear errors for bad input."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+
+from posixlab.data import DatasetSpec
+from posixlab.metrics import psi
+from posixlab.pipeline import RunConfig, run
+from posixlab.results import read_sets
+
+ROOT = Path(__file__).resolve().parent.parent
+CONF = ROOT / "conf"
+GROUPS = {g: sorted(p.stem for p in (CONF / g).glob("*.yaml")) for g in ("model", "dataset", "variant")}
+
+
+def test_every_config_composes_into_a_run_config():
+    sys.path.insert(0, str(ROOT))
+    from run import to_run_config
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        default = compose(config_name="config")
+        assert (default.model.name, default.dataset.source, default.variant.name) == ("smollm2-135m-instruct", "sample", "spelling")
+        assert (default.num_sets, default.num_variants, default.max_new_tokens, default.chat_template) == (20, 20, 5, False)
+        for group, options in GROUPS.items():
+            for option in options:
+                cfg = compose(config_name="config", overrides=[f"{group}={option}"])
+                rc = to_run_config(cfg, "out")
+                assert rc.max_new_tokens >= 1 and rc.model.source in ("packaged", "hub", "local")
+    assert len(GROUPS["model"]) >= 15
+
+
+def _run_py(args, env_extra=None, timeout=600):
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0", **(env_extra or {})}
+    return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_run_py_end_to_end_writes_the_results(tmp_path):
+    out = tmp_path / "run"
+    proc = _run_py(["num_sets=2", "progress=false", f"hydra.run.dir={out}"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "POSIX = " in proc.stdout
+    for name in ("config.yaml", "sets.jsonl", "summary.json", "summary.md"):
+        assert (out / name).is_file(), name
+    records = read_sets(out)
+    assert len(records) == 2
+    for r in records:
+        assert len(r["prompts"]) == 21 and r["prompts"][0]["kind"] == "original"
+        assert all(p["kind"] == "spelling" and p["record"]["edits"] for p in r["prompts"][1:])
+        assert len(r["responses"]) == 21 and all(resp["length"] == len(resp["token_ids"]) for resp in r["responses"])
+        m = np.array(r["logprob_matrix"])
+        assert m.shape == (21, 21)
+        assert r["psi"] == psi(m, r["lengths"])  # the stored ψ is the stored matrix's ψ
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["psi"]["num_sets"] == 2
+    assert summary["psi"]["posix"] == pytest.approx(np.mean([r["psi"] for r in records]))
+    assert summary["model"]["gguf_sha256"].startswith("b179c952")
+    assert f"{summary['psi']['posix']:.4f}" in proc.stdout
+
+
+def test_sweep_runs_every_job(tmp_path):
+    proc = _run_py(["-m", "variant=spelling,template", "num_sets=1", "num_variants=2", "progress=false",
+                    f"hydra.sweep.dir={tmp_path}"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    jobs = sorted(p.name for p in tmp_path.iterdir() if p.is_dir())
+    assert jobs == ["0_smollm2-135m-instruct_spelling", "1_smollm2-135m-instruct_template"]
+    for job in jobs:
+        assert len(read_sets(tmp_path / job)[0]["prompts"]) == 3
+
+
+def test_same_config_same_numbers_bit_for_bit(lm, tmp_path):
+    cfg = dict(model=None, dataset=DatasetSpec("mmlu"), variant="template", num_sets=1, num_variants=3)
+    run(RunConfig(**cfg, output_dir=str(tmp_path / "a")), lm=lm, progress=False)
+    run(RunConfig(**cfg, output_dir=str(tmp_path / "b")), lm=lm, progress=False)
+    assert (tmp_path / "a" / "sets.jsonl").read_bytes() == (tmp_path / "b" / "sets.jsonl").read_bytes()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again when the block ends: connections are refused
+
+
+def test_hub_model_offline_fails_fast_with_a_clear_message(tmp_path):
+    env = {"HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}"}
+    proc = _run_py(["model=llama2-7b", "variant=template", f"hydra.run.dir={tmp_path / 'run'}"], env, timeout=120)
+    assert proc.returncode == 2
+    assert "model llama2-7b (meta-llama/Llama-2-7b-hf) cannot be fetched from the Hugging Face Hub" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = _run_py(["model=gpt2", f"hydra.run.dir={tmp_path / 'run2'}"], {**env, "HF_HUB_OFFLINE": "1"}, timeout=120)
+    assert proc.returncode == 2 and "HF_HUB_OFFLINE is set" in proc.stderr
+
+
+@pytest.mark.parametrize("override, message", [
+    ("model=llama9-1b", "Could not find 'model/llama9-1b'"),
+    ("variant=typos", "Could not find 'variant/typos'"),
+    ("num_variants=0", "num_variants must be at least 1"),
+    ("variant=template num_variants=25", "20 distinct variants"),
+    ("dataset.source=path dataset.path=/nonexistent/mmlu.jsonl", "no file at /nonexistent/mmlu.jsonl"),
+])
+def test_bad_input_gives_a_clear_error(tmp_path, override, message):
+    proc = _run_py([*override.split(), f"hydra.run.dir={tmp_path}"], timeout=120)
+    assert proc.returncode != 0
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_prompt_too_long_for_the_model_is_named(lm, tmp_path):
+    from posixlab.errors import ContextLengthError
+
+    data = tmp_path / "long.jsonl"
+    data.write_text(json.dumps({"question": "why " * 9000, "subject": "x", "choices": ["a", "b", "c", "d"],
+                                "answer": 0}) + "\n")
+    cfg = RunConfig(model=None, dataset=DatasetSpec("mmlu", source="path", path=str(data)), num_sets=1,
+                    num_variants=2, output_dir=str(tmp_path / "out"))
+    with pytest.raises(ContextLengthError, match=r"prompt 0 of set mmlu/x/0/spelling has 90\d\d tokens"):
+        run(cfg, lm=lm, progress=False)
