@@ -7,7 +7,7 @@ hub client would otherwise retry for about a minute before raising).
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from posixlab.errors import ConfigError, ModelUnavailableError
@@ -113,4 +113,4 @@ def spec_from_dict(d: dict) -> ModelSpec:
     return ModelSpec(**d)
 
 
-__all__ = ["ModelSpec", "load_model", "spec_from_dict", "asdict"]
+__all__ = ["ModelSpec", "load_model", "spec_from_dict"]
