@@ -21,6 +21,7 @@ from posixlab.data import DatasetSpec
 from posixlab.errors import PosixlabError
 from posixlab.models import spec_from_dict
 from posixlab.pipeline import RunConfig, run
+from posixlab.scoring import EngineOptions
 
 
 def to_run_config(cfg: DictConfig, output_dir: str) -> RunConfig:
@@ -39,6 +40,9 @@ def to_run_config(cfg: DictConfig, output_dir: str) -> RunConfig:
         chat_template=c["chat_template"],
         output_dir=output_dir,
         cache_dir=c["cache_dir"],
+        score_cache=c["score_cache"],
+        score_cache_dir=c["score_cache_dir"],
+        engine=EngineOptions(**c["engine"]),
     )
 
 

@@ -27,3 +27,7 @@ class ContextLengthError(PosixlabError, ValueError):
 
 class DatasetUnavailableError(PosixlabError, OSError):
     """A dataset cannot be loaded here (offline, missing local file)."""
+
+
+class CacheError(PosixlabError, OSError):
+    """An on-disk cache file is corrupted or belongs to something else; it is reported, never used."""

@@ -18,7 +18,8 @@ from posixlab.data import DatasetSpec, load_items, select_items
 from posixlab.metrics import REFERENCE_COMPAT, psi
 from posixlab.models import CausalLM, ModelSpec, load_model
 from posixlab.results import SetWriter, build_summary, read_sets, write_summary
-from posixlab.scoring import score_prompt_set
+from posixlab.models.assets import default_cache_dir
+from posixlab.scoring import EngineOptions, ScoreCache, ScoringEngine
 from posixlab.variants import PromptSet, get_variant_generator
 
 
@@ -33,7 +34,10 @@ class RunConfig:
     seed: int = 0
     chat_template: bool = False  # wrap each prompt in the model's chat template (the paper does not)
     output_dir: str = "."
-    cache_dir: str | None = None
+    cache_dir: str | None = None  # models and the score cache; None: ~/.cache/posixlab (or $POSIXLAB_CACHE)
+    score_cache: bool = True  # reuse generations and scores from earlier runs of the same model (content-keyed)
+    score_cache_dir: str | None = None  # None: <cache_dir>/scores
+    engine: EngineOptions = field(default_factory=EngineOptions)
     variant_options: dict = field(default_factory=dict)
 
 
@@ -81,15 +85,27 @@ def run(cfg: RunConfig, lm: CausalLM | None = None, progress: bool = True) -> di
             lm.check_fits(prompt, cfg.max_new_tokens, what=f"prompt {k} of set {prompt_set.set_id}")
         encoded.append((texts, ids))
 
+    cache = None
+    if cfg.score_cache:
+        folder = cfg.score_cache_dir or Path(cfg.cache_dir or default_cache_dir()) / "scores"
+        cache = ScoreCache(folder, lm.identity)
+    engine = ScoringEngine(lm, cfg.max_new_tokens, cfg.engine, cache)
+    tokens_before, processed_before = lm.forward_tokens, engine.processed_tokens
+
     out = Path(cfg.output_dir)
     with SetWriter(out) as writer:
-        bar = tqdm(list(zip(prompt_sets, encoded)), desc=f"{lm.name} · {cfg.variant}", unit="set",
-                   disable=not progress, file=sys.stderr)
-        for prompt_set, (texts, ids) in bar:
-            scores = score_prompt_set(lm, ids, cfg.max_new_tokens)
-            record = _set_record(prompt_set, texts, ids, scores, lm, cfg.max_new_tokens)
-            writer.write(record)
-            bar.set_postfix(psi=f"{record['psi']:.3f}")
+        bar = tqdm(total=len(prompt_sets), desc=f"{lm.name} · {cfg.variant}", unit="set", disable=not progress,
+                   file=sys.stderr)
+        # Sets finish wave by wave, in order of prompt length; each record is written the moment it is done.
+        for index, scores in engine.score_sets([ids for _, ids in encoded]):
+            texts, ids = encoded[index]
+            record = _set_record(prompt_sets[index], texts, ids, scores, lm, cfg.max_new_tokens)
+            writer.write({"set_index": index, **record})
+            bar.update(1)
+            bar.set_postfix(psi=f"{record['psi']:.3f}", cached=scores.stats["cached"])
+        bar.close()
+    if cache is not None:
+        cache.close()
     meta = {
         "model": lm.identity,
         "dataset": cfg.dataset.name,
@@ -102,6 +118,9 @@ def run(cfg: RunConfig, lm: CausalLM | None = None, progress: bool = True) -> di
         "posixlab": posixlab.__version__,
         "python": platform.python_version(),
         "config": asdict(cfg),
+        "score_cache": str(cache.path) if cache is not None else None,
+        "engine": {"forward_tokens": lm.forward_tokens - tokens_before,
+                   "processed_tokens": engine.processed_tokens - processed_before},
     }
     summary = build_summary(read_sets(out), meta)
     write_summary(out, summary)

@@ -45,7 +45,7 @@ def _run_py(args, env_extra=None, timeout=600):
 
 def test_run_py_end_to_end_writes_the_results(tmp_path):
     out = tmp_path / "run"
-    proc = _run_py(["num_sets=2", "progress=false", f"hydra.run.dir={out}"])
+    proc = _run_py(["num_sets=2", "progress=false", f"hydra.run.dir={out}", f"score_cache_dir={tmp_path / 'scores'}"])
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "POSIX = " in proc.stdout
     for name in ("config.yaml", "sets.jsonl", "summary.json", "summary.md"):
@@ -68,7 +68,7 @@ def test_run_py_end_to_end_writes_the_results(tmp_path):
 
 def test_sweep_runs_every_job(tmp_path):
     proc = _run_py(["-m", "variant=spelling,template", "num_sets=1", "num_variants=2", "progress=false",
-                    f"hydra.sweep.dir={tmp_path}"])
+                    f"hydra.sweep.dir={tmp_path}", "score_cache=false"])
     assert proc.returncode == 0, proc.stderr[-2000:]
     jobs = sorted(p.name for p in tmp_path.iterdir() if p.is_dir())
     assert jobs == ["0_smollm2-135m-instruct_spelling", "1_smollm2-135m-instruct_template"]
@@ -77,10 +77,47 @@ def test_sweep_runs_every_job(tmp_path):
 
 
 def test_same_config_same_numbers_bit_for_bit(lm, tmp_path):
-    cfg = dict(model=None, dataset=DatasetSpec("mmlu"), variant="template", num_sets=1, num_variants=3)
+    # recomputed both times: no score cache
+    cfg = dict(model=None, dataset=DatasetSpec("mmlu"), variant="template", num_sets=2, num_variants=3,
+               score_cache=False)
     run(RunConfig(**cfg, output_dir=str(tmp_path / "a")), lm=lm, progress=False)
     run(RunConfig(**cfg, output_dir=str(tmp_path / "b")), lm=lm, progress=False)
     assert (tmp_path / "a" / "sets.jsonl").read_bytes() == (tmp_path / "b" / "sets.jsonl").read_bytes()
+
+
+def test_killed_run_resumes_from_the_score_cache_with_identical_numbers(tmp_path):
+    """A run killed (SIGKILL) after its first sets restarts, recomputes none of them, and ends with the numbers an
+    uninterrupted run gives."""
+    import signal
+    import time
+
+    common = ["num_sets=5", "num_variants=10", "progress=false", "engine.max_wave_rows=1",  # one set per wave
+              f"score_cache_dir={tmp_path / 'scores'}"]
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
+    killed = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *common, f"hydra.run.dir={tmp_path / 'killed'}"],
+                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sets_file = tmp_path / "killed" / "sets.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and killed.poll() is None:
+        if sets_file.exists() and sets_file.read_text().count("\n") >= 1:
+            killed.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.02)
+    assert killed.wait(60) == -signal.SIGKILL, "the run ended before it could be killed"
+    finished_before_kill = sets_file.read_text().count("\n")
+    assert 1 <= finished_before_kill < 5
+
+    resumed = _run_py([*common, f"hydra.run.dir={tmp_path / 'resumed'}"])
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    compute = json.loads((tmp_path / "resumed" / "summary.json").read_text())["compute"]
+    assert compute["sets_from_cache"] >= finished_before_kill and compute["saved_by_cache"] > 0
+    assert compute["forward_tokens"] < compute["saved_by_reuse"]
+
+    clean = _run_py([*common, "score_cache=false", f"hydra.run.dir={tmp_path / 'clean'}"])
+    assert clean.returncode == 0, clean.stderr[-2000:]
+    for a, b in zip(read_sets(tmp_path / "resumed"), read_sets(tmp_path / "clean"), strict=True):
+        assert a["logprob_matrix"] == b["logprob_matrix"] and a["psi"] == b["psi"]
+        assert [r["token_ids"] for r in a["responses"]] == [r["token_ids"] for r in b["responses"]]
 
 
 def _closed_port() -> int:

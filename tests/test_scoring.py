@@ -9,7 +9,8 @@ from posixlab.data import DatasetSpec
 from posixlab.errors import ContextLengthError
 from posixlab.metrics import psi
 from posixlab.pipeline import RunConfig, build_prompt_sets
-from posixlab.scoring import bruteforce_matrix, score_prompt_set
+from posixlab.errors import CacheError
+from posixlab.scoring import EngineOptions, ScoreCache, ScoringEngine, bruteforce_matrix, score_prompt_set
 
 OPEN_PROMPTS = ["Q:Name a color.\nA:", "Q:What is the capital of France?\nA:", "Q:Say hi.\nA:",
                 "Q: Write one word.\nA:"]
@@ -39,22 +40,55 @@ def test_response_stops_at_first_eos_and_keeps_it(lm):
     assert lm.decode(tokens) == "The capital of France is Paris." and len(logprobs) == len(tokens)
 
 
-def test_cached_batched_scores_equal_full_passes_for_mixed_lengths(lm):
-    prompt = lm.encode(OPEN_PROMPTS[1])
-    prefix = lm.prefill(prompt)
-    continuations = [[33488], [33488, 198], [216, 33, 30, 378, 3426], [12869, 198, 50, 42, 23390, 198, 51, 42, 15420],
-                     [lm.tokenizer.eos_token_id]]
-    batched = lm.score(prefix, continuations)
-    one_at_a_time = [lm.score(prefix, [c])[0] for c in continuations]
-    full = [lm.score_full(prompt, c) for c in continuations]
-    assert np.max(np.abs(np.array(batched) - np.array(full))) < 1e-4
-    assert np.max(np.abs(np.array(batched) - np.array(one_at_a_time))) < 1e-4
-    # small batches (forced by a tiny logits budget) give the same numbers too
-    lm.max_batch_logits, saved = 1, lm.max_batch_logits
-    try:
-        assert np.max(np.abs(np.array(lm.score(prefix, continuations)) - np.array(batched))) < 1e-4
-    finally:
-        lm.max_batch_logits = saved
+def chat_ids(lm, question):
+    return lm.encode(lm.apply_chat_template(question), add_special_tokens=False)
+
+
+def mixed_sets(lm):
+    """Two sets with prompts of different lengths whose responses have different lengths (some end at EOS)."""
+    # the chat prompts share their long system-prompt beginning, which the engine runs once
+    return [[chat_ids(lm, q) for q in ("What is the capital of France?", "Name one primary color.",
+                                        "What is 2+2? Answer with a number only.", "Say hello.")],
+            [lm.encode(t) for t in OPEN_PROMPTS]]
+
+
+def test_batched_engine_equals_one_at_a_time_for_mixed_lengths(lm):
+    """Rows of different lengths, two sets in one wave, responses of different lengths: every response equals the
+    one-prompt greedy decode and every entry equals one full forward pass of that (prompt, response) alone."""
+    sets = mixed_sets(lm)
+    results = dict(ScoringEngine(lm, 12).score_sets(sets))
+    lengths = set()
+    for k, prompts in enumerate(sets):
+        scores = results[k]
+        for prompt, response in zip(prompts, scores.responses):
+            assert response == lm.greedy(lm.prefill(prompt), 12)[0]
+        assert np.max(np.abs(scores.matrix - bruteforce_matrix(lm, prompts, scores.responses))) < 1e-4
+        lengths |= set(scores.lengths)
+    assert len(lengths) >= 2 and min(lengths) < 12, lengths  # some end at EOS, some run to the limit
+
+
+def test_batch_sizes_do_not_change_results(lm):
+    """The smallest budgets (one row per forward pass, one row per scoring chunk) against the defaults."""
+    sets = mixed_sets(lm) + [[lm.encode(t) for t in mmlu_sets("spelling", 1, 4)[0].texts()]]
+    default = dict(ScoringEngine(lm, 12).score_sets(sets))
+    tiny = dict(ScoringEngine(lm, 12, EngineOptions(batch_tokens=1, memory_gb=1e-6, max_wave_rows=1)).score_sets(sets))
+    for k in range(len(sets)):
+        assert tiny[k].responses == default[k].responses
+        assert np.max(np.abs(tiny[k].matrix - default[k].matrix)) < 1e-4
+
+
+def test_response_trie_shares_prefixes_and_counts_work(lm):
+    sets = mixed_sets(lm)
+    results = dict(ScoringEngine(lm, 12).score_sets(sets))
+    for k, prompts in enumerate(sets):
+        stats = results[k].stats
+        responses = {tuple(r) for r in results[k].responses}
+        # per prompt: its tokens, its generated tokens but the last, and at most every other response's inputs
+        bound = sum(len(p) + len(r) - 1 + sum(len(o) - 1 for o in responses if o != tuple(r))
+                    for p, r in zip(prompts, results[k].responses))
+        assert 0 < stats["forward_tokens"] == stats["engine_tokens"] <= bound < stats["forward_tokens_naive"]
+        if k == 0:  # the shared system prompt (over 20 tokens) runs once instead of four times
+            assert stats["engine_tokens"] <= bound - 3 * 20
 
 
 def test_engine_matrix_equals_bruteforce_and_paper_psi_agrees(lm):
@@ -102,3 +136,47 @@ def test_prompt_longer_than_context_is_refused_before_any_forward_pass(lm):
     with pytest.raises(ContextLengthError, match=r"more than the 8192-token context of smollm2-135m-instruct"):
         lm.check_fits(ids, 5, what="prompt 0 of set demo")
     assert lm.forward_tokens == before
+
+
+def test_score_cache_serves_a_rerun_bit_for_bit(lm, tmp_path):
+    sets = [[lm.encode(t) for t in s.texts()] for s in mmlu_sets("template", 2, 3)]
+    cache = ScoreCache(tmp_path, lm.identity)
+    first = dict(ScoringEngine(lm, 5, cache=cache).score_sets(sets))
+    before = lm.forward_tokens
+    second = dict(ScoringEngine(lm, 5, cache=cache).score_sets(sets))
+    assert lm.forward_tokens == before, "a cached rerun runs no forward pass"
+    for k in range(len(sets)):
+        assert second[k].stats["cached"] and not first[k].stats["cached"]
+        assert np.array_equal(first[k].matrix, second[k].matrix) and first[k].responses == second[k].responses
+        assert first[k].generation_logprobs == second[k].generation_logprobs
+
+
+def test_corrupted_or_foreign_cache_files_are_reported(lm, tmp_path):
+    import shutil
+    import sqlite3
+
+    sets = [[lm.encode(t) for t in OPEN_PROMPTS[:2]]]
+    cache = ScoreCache(tmp_path / "a", lm.identity)
+    list(ScoringEngine(lm, 3, cache=cache).score_sets(sets))
+    cache.close()
+
+    # another model's cache copied in place of this one's
+    other = {**lm.identity, "dtype": "bfloat16"}
+    ScoreCache(tmp_path / "b", other).close()
+    (foreign_path,) = (tmp_path / "b").glob("*.sqlite")
+    shutil.copy(cache.path, foreign_path)
+    with pytest.raises(CacheError, match="belongs to another model or setting"):
+        ScoreCache(tmp_path / "b", other)
+
+    # a value changed behind the cache's back: its checksum no longer matches
+    db = sqlite3.connect(cache.path)
+    db.execute("UPDATE scores SET payload = ? WHERE rowid = (SELECT MIN(rowid) FROM scores)", ('{"logprob": -1.0}',))
+    db.commit()
+    db.close()
+    with pytest.raises(CacheError, match="fails its checksum.*rm '"):
+        list(ScoringEngine(lm, 3, cache=ScoreCache(tmp_path / "a", lm.identity)).score_sets(sets))
+
+    # not a database at all
+    cache.path.write_bytes(b"this is not a cache " * 400)
+    with pytest.raises(CacheError, match="cannot be read as a cache|not a posixlab score cache"):
+        ScoreCache(tmp_path / "a", lm.identity)

@@ -1,26 +1,72 @@
-"""The N×N log-probability matrix of one prompt set: ``matrix[i, j] = log P(y_j | x_i)``.
+"""The scoring engine: ``M[i, j] = log P(y_j | x_i)`` for many prompt sets, doing each piece of work once.
 
-For each distinct prompt: one forward pass (prefill), greedy generation continued from its cache, and then every
-distinct response of the set scored on that same cache, all responses in one right-padded batch. Identical
-prompts (a spelling variant that coincides with another prompt) and identical responses (common for multiple-choice
-answers) are computed once and copied. The numbers equal one full forward pass per (prompt, response) pair within
-float32 rounding (``scoring/bruteforce.py`` is that reference; the tests hold the two within 1e-4).
+Every number equals one full forward pass per (prompt, response) pair within float32 rounding
+(``scoring/bruteforce.py`` is that reference; the tests hold the two within 1e-4). How the work is cut:
+
+1. **Waves.** Sets are sorted by prompt length and grouped into waves of similar length, as many as fit the memory
+   budget. A wave's identical prompts (a spelling variant that equals another prompt) run once.
+2. **Prefill.** A wave's prompts run as a radix tree (``radix.py``): the beginning several prompts share (the
+   header, the question up to its first misspelling) runs once, each continuation on its ancestors' keys and values.
+   Segments of one tree level run in batches of rows padded on the right; nothing real ever attends to padding.
+3. **Greedy decoding** continues every prompt of a batch at once (prompts sorted by length, each row's cache gathered
+   from its segments). Each row sees its own prompt and its own tokens
+   only (explicit positions and masks), so a row's tokens do not depend on its neighbours. The log-probability
+   of each generated token is kept: that is the diagonal ``M[j, j]`` (and ``M[i, j]`` whenever ``y_i == y_j``),
+   with no second pass.
+4. **Scoring.** For each prompt, the distinct responses of its set other than its own are packed into a token trie
+   (``trie.py``) and read in one pass on the prompt's cache with tree attention; rows are batched, longest first.
+5. **Cache.** With a ``ScoreCache``, every finished wave is written to disk in one transaction, and sets whose
+   generations and scores are all cached are served from it without a forward pass.
+
+Batch sizes follow a memory budget (``EngineOptions``) and the model's own sizes (key/value bytes per token,
+vocabulary), so one configuration gives the same batches, and the same bits, on every run.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
-from posixlab.models.causal_lm import CausalLM
+from posixlab.models.causal_lm import CausalLM, log_probabilities, token_logprobs
+from posixlab.scoring.cache import ScoreCache
+from posixlab.scoring.radix import path, radix_segments
+from posixlab.scoring.trie import ResponseTrie
+
+Ids = tuple[int, ...]
+# A prompt prefix is run once for all the prompts that share it only when that saves at least this many tokens:
+# each shared level costs one more sequential forward pass (about 0.1 s of fixed cost for SmolLM2 on 2 cores).
+SHARING_MIN_SAVING = 64
+
+
+@dataclass
+class EngineOptions:
+    """How much work one forward pass and one wave may hold. The defaults suit a laptop CPU."""
+
+    batch_tokens: int | None = None  # tokens (padding included) per forward pass; None: 4096 on CPU, 32768 on GPU
+    memory_gb: float | None = None  # key/value caches held by a wave + one pass's logits; None: 2 on CPU, half the free GPU memory
+    max_wave_rows: int = 128  # prompts per wave at most; more rows make decoding cheaper per token
+
+    def resolve(self, device: torch.device) -> tuple[int, int]:
+        """(batch_tokens, memory budget in bytes) for ``device``."""
+        gpu = device.type == "cuda"
+        tokens = self.batch_tokens or (32768 if gpu else 4096)
+        if self.memory_gb is not None:
+            memory = int(self.memory_gb * 2**30)
+        elif gpu:
+            memory = torch.cuda.mem_get_info(device)[0] // 2
+        else:
+            memory = 2 * 2**30
+        return tokens, memory
 
 
 @dataclass
 class SetScores:
     responses: list[list[int]]  # greedy response token ids, one per prompt
     generation_logprobs: list[list[float]]  # per-token log-probabilities recorded while generating
-    matrix: np.ndarray  # matrix[i, j] = log P(y_j | x_i), float64 holding float32-computed sums
+    matrix: np.ndarray  # matrix[i, j] = log P(y_j | x_i), float64 holding sums of float32 log-probabilities
     stats: dict = field(default_factory=dict)
 
     @property
@@ -28,29 +74,327 @@ class SetScores:
         return [len(r) for r in self.responses]
 
 
-def score_prompt_set(lm: CausalLM, prompt_ids: list[list[int]], max_new_tokens: int) -> SetScores:
-    n = len(prompt_ids)
-    unique_prompts: dict[tuple[int, ...], int] = {}
-    prompt_slot = [unique_prompts.setdefault(tuple(p), len(unique_prompts)) for p in prompt_ids]
-    tokens_before = lm.forward_tokens
+@dataclass
+class _Block:
+    """Prompts prefilled together: their caches and next-token logits, kept until the wave is scored."""
 
-    prefixes, generated = [], []
-    for ids in unique_prompts:
-        prefix = lm.prefill(ids)
-        prefixes.append(prefix)
-        generated.append(lm.greedy(prefix, max_new_tokens))
-    responses = [list(generated[prompt_slot[i]][0]) for i in range(n)]
-    generation_logprobs = [list(generated[prompt_slot[i]][1]) for i in range(n)]
+    prompts: list[int]  # indices into the wave's unique prompts
+    lengths: torch.Tensor
+    kv: list
+    first_logits: torch.Tensor  # (rows, vocab): raw logits of the token after each prompt
 
-    unique_responses: dict[tuple[int, ...], int] = {}
-    response_slot = [unique_responses.setdefault(tuple(r), len(unique_responses)) for r in responses]
-    continuations = [list(r) for r in unique_responses]
-    unique_matrix = np.array([lm.score(prefix, continuations) for prefix in prefixes], dtype=np.float64)
-    matrix = unique_matrix[np.ix_(prompt_slot, response_slot)]
 
-    naive = sum(len(p) for p in prompt_ids) * (n + 1) + sum(len(r) for r in responses) * (n + 1)
-    stats = {"prompts": n, "unique_prompts": len(unique_prompts), "unique_responses": len(unique_responses),
-             "forward_tokens": lm.forward_tokens - tokens_before,
-             # one full forward per (prompt, response) pair plus one generation pass per prompt, as the authors' library
-             "forward_tokens_naive": naive}
-    return SetScores(responses, generation_logprobs, matrix, stats)
+class ScoringEngine:
+    def __init__(self, lm: CausalLM, max_new_tokens: int, options: EngineOptions | None = None,
+                 cache: ScoreCache | None = None):
+        self.lm = lm
+        self.max_new_tokens = max_new_tokens
+        self.options = options or EngineOptions()
+        self.batch_tokens, self.memory = self.options.resolve(lm.device)
+        self.cache = cache
+        self.pad_id = 0  # any id: padded positions are never seen by a real token
+        self.processed_tokens = 0  # every position run through the model, padding included
+
+    # --- public ------------------------------------------------------------------------------------------------------
+    def score_sets(self, sets: Sequence[Sequence[Sequence[int]]]) -> Iterator[tuple[int, SetScores]]:
+        """Yield ``(index, SetScores)`` for every set of prompt ids, cached sets first, then wave by wave."""
+        pending = []
+        for index, prompts in enumerate(sets):
+            cached = self._from_cache(prompts)
+            if cached is None:
+                pending.append(index)
+            else:
+                yield index, cached
+        for wave in self._plan_waves(sets, pending):
+            yield from self._run_wave([(i, [tuple(p) for p in sets[i]]) for i in wave])
+
+    # --- planning ----------------------------------------------------------------------------------------------------
+    def _plan_waves(self, sets, indices: list[int]) -> list[list[int]]:
+        order = sorted(indices, key=lambda i: (max(len(p) for p in sets[i]), i))
+        kv_budget = self.memory // 2
+        waves, current, rows, longest = [], [], 0, 0
+        for i in order:
+            n = len({tuple(p) for p in sets[i]})
+            top = max(longest, max(len(p) for p in sets[i]))
+            kv = (rows + n) * (top + self.max_new_tokens) * self.lm.kv_bytes_per_token
+            if current and (rows + n > self.options.max_wave_rows or kv > kv_budget):
+                waves.append(current)
+                current, rows, top = [], 0, max(len(p) for p in sets[i])
+            current.append(i)
+            rows, longest = rows + n, top
+        if current:
+            waves.append(current)
+        return waves
+
+    def _blocks(self, prompts: list[Ids]) -> list[list[int]]:
+        """Decoding batches: the wave's prompts sorted by length, cut so padded tokens fit the budget."""
+        order = sorted(range(len(prompts)), key=lambda u: (len(prompts[u]), u))
+        blocks, current = [], []
+        for u in order:
+            if current and (len(current) + 1) * len(prompts[u]) > self.batch_tokens:
+                blocks.append(current)
+                current = []
+            current.append(u)
+        blocks.append(current)
+        return blocks
+
+    # --- one wave ----------------------------------------------------------------------------------------------------
+    def _run_wave(self, items: list[tuple[int, list[Ids]]]) -> Iterator[tuple[int, SetScores]]:
+        unique: dict[Ids, int] = {}
+        slots = [[unique.setdefault(p, len(unique)) for p in prompts] for _, prompts in items]
+        prompts = list(unique)
+
+        segments, end, segment_kv, first_logits = self._prefill(prompts)
+        blocks, generated = [], {}
+        for rows in self._blocks(prompts):
+            chains = [path(segments, end[u]) for u in rows]
+            block = _Block(rows, torch.tensor([len(prompts[u]) for u in rows]),
+                           self._stack_kv(chains, max(len(prompts[u]) for u in rows), segment_kv),
+                           torch.stack([first_logits[u] for u in rows]))
+            for u, gen in zip(rows, self._decode(block)):
+                generated[u] = gen
+            blocks.append(block)
+        del segment_kv
+
+        needs: dict[int, dict[Ids, None]] = {u: {} for u in range(len(prompts))}
+        for slot in slots:
+            responses = list(dict.fromkeys(tuple(generated[u][0]) for u in slot))
+            for u in dict.fromkeys(slot):
+                own = tuple(generated[u][0])
+                needs[u].update((r, None) for r in responses if r != own)
+        tries = {u: ResponseTrie(list(need)) for u, need in needs.items()}
+        scores: dict[tuple[int, Ids], float] = {}
+        for block in blocks:
+            self._score(block, prompts, tries, scores)
+        del blocks
+
+        if self.cache is not None:
+            self.cache.store({prompts[u]: gen for u, gen in generated.items()},
+                             {(prompts[u], r): v for (u, r), v in scores.items()}, self.max_new_tokens)
+        for (index, set_prompts), slot in zip(items, slots):
+            gens = {prompts[u]: generated[u] for u in slot}
+            values = {(prompts[u], r): scores[(u, r)] for u in slot for r in needs[u]}
+            yield index, self._assemble(set_prompts, gens, values, cached=False)
+
+    @torch.inference_mode()
+    def _prefill(self, prompts: list[Ids]):
+        """Run the wave's prompts as a radix tree, level by level: each shared beginning once, on its own.
+
+        Returns the segments, the segment each prompt ends with, every segment's keys and values (a tensor
+        ``(layers, 2, kv_heads, length, head_dim)``) and every prompt's next-token logits.
+        """
+        segments, end = radix_segments(prompts, min_saving=SHARING_MIN_SAVING)
+        ending: dict[int, list[int]] = {}
+        for u, k in enumerate(end):
+            ending.setdefault(k, []).append(u)
+        segment_kv: list = [None] * len(segments)
+        first_logits: list = [None] * len(prompts)
+        logit_floats = self.memory // 16
+        levels: dict[int, list[int]] = {}
+        for k, segment in enumerate(segments):
+            levels.setdefault(segment.level, []).append(k)
+        for level in sorted(levels):
+            chunk: list[int] = []
+            for k in sorted(levels[level], key=lambda k: (len(segments[k].tokens), k)):
+                rows = chunk + [k]
+                padded = len(rows) * len(segments[k].tokens)
+                waste = padded - sum(len(segments[j].tokens) for j in rows)
+                # segments of a level differ in length: cut where padding would pass 64 tokens and 20% of the pass,
+                # where the pass would pass the token budget, or its logits (one per row) the memory budget
+                if chunk and (padded > self.batch_tokens or waste > max(64, 0.2 * padded)
+                              or len(rows) * self.lm.vocab_size > logit_floats):
+                    self._run_segments(chunk, segments, segment_kv, ending, first_logits)
+                    rows = [k]
+                chunk = rows
+            self._run_segments(chunk, segments, segment_kv, ending, first_logits)
+        return segments, end, segment_kv, first_logits
+
+    def _run_segments(self, rows, segments, segment_kv, ending, first_logits) -> None:
+        # Segments are padded on the LEFT here, so that every row ends in the last column and the logits are needed
+        # in that one column only. Positions and masks are explicit, so the padding changes nothing.
+        n = len(rows)
+        lengths = torch.tensor([len(segments[k].tokens) for k in rows])
+        starts = torch.tensor([segments[k].start for k in rows])
+        width, past = int(lengths.max()), int(starts.max())
+        offset = width - lengths  # padding columns before each row's tokens
+        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        for r, k in enumerate(rows):
+            ids[r, int(offset[r]):] = torch.tensor(segments[k].tokens)
+        column = torch.arange(width)
+        positions = (starts[:, None] + column[None, :] - offset[:, None]).clamp(min=0)
+        real = column[None, :] >= offset[:, None]  # (n, width)
+        visible = torch.zeros((n, width, past + width), dtype=torch.bool)
+        visible[:, :, :past] = (torch.arange(past)[None, :] < starts[:, None])[:, None, :]  # ancestors, not padding
+        causal = torch.ones((width, width), dtype=torch.bool).tril()
+        visible[:, :, past:] = causal[None] & real[:, None, :]  # earlier tokens of the segment, not padding
+        visible[:, :, :past] &= real[:, :, None]
+        visible[:, :, past:] |= torch.eye(width, dtype=torch.bool)[None] & ~real[:, :, None]  # padding sees itself
+        key_positions = torch.cat([torch.arange(past).expand(n, past), positions], dim=1)
+        chains = [path(segments, segments[k].parent) if segments[k].parent >= 0 else [] for k in rows]
+        cache = self.lm.new_cache(self._stack_kv(chains, past, segment_kv) if past else None)
+        logits = self.lm.forward_masked(ids, positions, visible, key_positions, cache,
+                                        logits_to_keep=torch.tensor([width - 1]))
+        self._count(n * width, int(lengths.sum()))
+        for r, k in enumerate(rows):
+            span = slice(past + int(offset[r]), past + width)
+            segment_kv[k] = torch.stack([torch.stack([layer.keys[r, :, span], layer.values[r, :, span]])
+                                         for layer in cache.layers])
+            for u in ending.get(k, ()):
+                first_logits[u] = logits[r, 0].clone()
+
+    @staticmethod
+    def _stack_kv(chains: list[list[int]], width: int, segment_kv) -> list:
+        """Per-layer ``(keys, values)`` of shape ``(rows, kv_heads, width, head_dim)``: each row the concatenation of
+        its chain of segments, right-padded with zeros (padding is never visible)."""
+        some = segment_kv[next(c[0] for c in chains if c)]
+        layers, _, heads, _, dim = some.shape
+        out = some.new_zeros((len(chains), layers, 2, heads, width, dim))
+        for r, chain in enumerate(chains):
+            at = 0
+            for k in chain:
+                length = segment_kv[k].shape[3]
+                out[r, :, :, :, at:at + length] = segment_kv[k]
+                at += length
+        return [(out[:, layer, 0], out[:, layer, 1]) for layer in range(layers)]
+
+    @torch.inference_mode()
+    def _decode(self, block: _Block) -> list[tuple[list[int], list[float]]]:
+        """Greedy responses of a block's rows: argmax of the raw logits, ending after the first EOS (kept)."""
+        n, width = len(block.prompts), block.kv[0][0].shape[-2]
+        tokens, logprobs = [[] for _ in range(n)], [[] for _ in range(n)]
+        done = [False] * n
+        cache = self.lm.new_cache(block.kv)
+        live = list(range(n))  # the block row of each cache row
+        logits = block.first_logits
+        for step in range(self.max_new_tokens):
+            choice = logits.argmax(dim=-1)
+            chosen = token_logprobs(logits, choice)
+            for k, b in enumerate(live):
+                if not done[b]:
+                    tokens[b].append(int(choice[k]))
+                    logprobs[b].append(float(chosen[k]))
+                    done[b] = tokens[b][-1] in self.lm.eos_ids or len(tokens[b]) == self.max_new_tokens
+            going = [k for k, b in enumerate(live) if not done[b]]
+            if not going:
+                break
+            if len(going) <= 0.75 * len(live):  # drop finished rows once enough of them are idle
+                cache.batch_select_indices(torch.tensor(going, device=self.lm.device))
+                live = [live[k] for k in going]
+            rows = torch.tensor(live)
+            lengths = block.lengths[rows]
+            inputs = torch.tensor([[tokens[b][-1]] for b in live])
+            positions = (lengths + step)[:, None]
+            slots = torch.arange(width + step + 1)
+            visible = ((slots[None, :] < lengths[:, None]) | (slots[None, :] >= width))[:, None, :]
+            key_positions = torch.where(slots[None, :] < width, slots[None, :], lengths[:, None] + slots - width)
+            logits = self.lm.forward_masked(inputs, positions, visible, key_positions, cache)[:, -1]
+            self._count(len(live), sum(not done[b] for b in live))
+        return list(zip(tokens, logprobs))
+
+    @torch.inference_mode()
+    def _score(self, block: _Block, prompts: list[Ids], tries: dict[int, ResponseTrie], scores: dict) -> None:
+        """log P(y | x) for every response each prompt of the block needs, into ``scores[(prompt, y)]``."""
+        first = log_probabilities(block.first_logits)
+        for b, u in enumerate(block.prompts):
+            for y in tries[u].responses:
+                scores[(u, y)] = float(first[b, y[0]])
+        rows = sorted((b for b, u in enumerate(block.prompts) if len(tries[block.prompts[b]])),
+                      key=lambda b: (-len(tries[block.prompts[b]]), b))
+        logit_floats = self.memory // 16
+        start = 0
+        while start < len(rows):
+            width = len(tries[block.prompts[rows[start]]])  # longest first: the chunk's first row sets the width
+            fit = max(1, min(self.batch_tokens // width, logit_floats // (width * self.lm.vocab_size)))
+            chunk = rows[start:start + fit]
+            start += len(chunk)
+            self._score_chunk(block, chunk, width, [tries[block.prompts[b]] for b in chunk],
+                              [block.prompts[b] for b in chunk], scores)
+
+    def _score_chunk(self, block: _Block, chunk: list[int], width: int, tries: list[ResponseTrie],
+                     prompt_ids: list[int], scores: dict) -> None:
+        index = torch.tensor(chunk, device=self.lm.device)
+        cache = self.lm.new_cache([(k[index], v[index]) for k, v in block.kv])
+        cached = block.kv[0][0].shape[-2]
+        n = len(chunk)
+        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        positions = torch.zeros((n, width), dtype=torch.long)
+        visible = torch.zeros((n, width, cached + width), dtype=torch.bool)
+        key_positions = torch.zeros((n, cached + width), dtype=torch.long)
+        for c, (b, trie) in enumerate(zip(chunk, tries)):
+            m, length = len(trie), int(block.lengths[b])
+            ids[c, :m] = torch.tensor(trie.tokens)
+            positions[c, :m] = length - 1 + torch.tensor(trie.depth)
+            positions[c, m:] = length
+            visible[c, :m, :length] = True  # the prompt, never its padding
+            visible[c, :m, cached:cached + m] = trie.ancestors()  # and the node's own path in the trie
+            visible[c, m:, 0] = True  # padding queries look at one real key and are discarded
+            key_positions[c, :cached] = torch.arange(cached)
+            key_positions[c, cached:] = positions[c]
+        logits = self.lm.forward_masked(ids, positions, visible, key_positions, cache)
+        self._count(n * width, sum(len(t) for t in tries))
+        rows, nodes, targets, owners = [], [], [], []
+        for c, trie in enumerate(tries):
+            for y, steps in zip(trie.responses, trie.targets):
+                for node, token in steps:
+                    rows.append(c), nodes.append(node), targets.append(token), owners.append((prompt_ids[c], y))
+        if not rows:
+            return
+        rows_t, nodes_t = torch.tensor(rows), torch.tensor(nodes)
+        picked = token_logprobs(logits[rows_t, nodes_t], torch.tensor(targets, device=self.lm.device)).tolist()
+        for owner, value in zip(owners, picked):  # in token order, so each sum runs first token to last
+            scores[owner] += value
+
+    def _count(self, processed: int, real: int) -> None:
+        self.processed_tokens += processed
+        self.lm.forward_tokens += real
+
+    # --- cache and assembly ------------------------------------------------------------------------------------------
+    def _from_cache(self, prompts) -> SetScores | None:
+        if self.cache is None:
+            return None
+        prompts = [tuple(p) for p in prompts]
+        gens = {}
+        for p in dict.fromkeys(prompts):
+            gens[p] = self.cache.generation(p, self.max_new_tokens)
+            if gens[p] is None:
+                return None
+        responses = list(dict.fromkeys(tuple(gens[p][0]) for p in prompts))
+        values = {}
+        for p in gens:
+            for r in responses:
+                if r != tuple(gens[p][0]):
+                    values[(p, r)] = self.cache.score(p, r)
+                    if values[(p, r)] is None:
+                        return None
+        return self._assemble(prompts, gens, values, cached=True)
+
+    def _assemble(self, prompts: list[Ids], gens: dict, values: dict, *, cached: bool) -> SetScores:
+        n = len(prompts)
+        responses = [list(gens[p][0]) for p in prompts]
+        generation_logprobs = [list(gens[p][1]) for p in prompts]
+        diagonal = {p: sum(g[1]) for p, g in gens.items()}
+        matrix = np.empty((n, n), dtype=np.float64)
+        for i, p in enumerate(prompts):
+            own = tuple(gens[p][0])
+            for j, r in enumerate(responses):
+                matrix[i, j] = diagonal[p] if tuple(r) == own else values[(p, tuple(r))]
+        unique_responses = {tuple(r) for r in responses}
+        # what the engine runs for this set alone: its prompts' radix tree, each prompt's generated tokens but the
+        # last, and each prompt's response trie
+        segments, _ = radix_segments(list(gens), min_saving=SHARING_MIN_SAVING)
+        work = sum(len(s.tokens) for s in segments) + sum(len(g[0]) - 1 for g in gens.values()) + sum(
+            len(ResponseTrie([r for r in unique_responses if r != tuple(gens[p][0])])) for p in gens)
+        stats = {"prompts": n, "unique_prompts": len(gens), "unique_responses": len(unique_responses),
+                 # forward tokens: the set's own work (prompts shared with other sets of its wave run once)
+                 "cached": cached, "forward_tokens": 0 if cached else work, "engine_tokens": work,
+                 # one full pass per (prompt, response) pair plus one generation pass per prompt, as the
+                 # authors' library runs
+                 "forward_tokens_naive": sum(len(p) for p in prompts) * (n + 1) + sum(map(len, responses)) * (n + 1)}
+        return SetScores(responses, generation_logprobs, matrix, stats)
+
+
+def score_prompt_set(lm: CausalLM, prompt_ids: list[list[int]], max_new_tokens: int,
+                     options: EngineOptions | None = None) -> SetScores:
+    """The matrix of one prompt set (no disk cache): the engine on a single set."""
+    (_, scores), = ScoringEngine(lm, max_new_tokens, options).score_sets([prompt_ids])
+    return scores
