@@ -97,12 +97,25 @@ def load_model(spec: ModelSpec, cache_dir: str | Path | None = None) -> CausalLM
         folder = spec.path
     else:
         folder = _hub_folder_or_error(spec)
+    if spec.source == "local":
+        identity["files"] = _folder_signature(folder)
+    elif Path(folder).parent.name == "snapshots":  # a hub snapshot: its folder name is the resolved commit
+        identity["commit"] = Path(folder).name
     print(f"posixlab: loading {spec.name} ({spec.path}) on {device} in {identity['dtype']}", file=sys.stderr)
     kwargs = {"revision": spec.revision} if spec.source == "hub" and folder == spec.path else {}
     tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=spec.trust_remote_code, **kwargs)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=spec.trust_remote_code,
                                                  **kwargs).to(device)
     return CausalLM(model, tokenizer, name=spec.name, identity=identity)
+
+
+def _folder_signature(folder: str) -> str:
+    """A cheap fingerprint of a local model folder (names, sizes, modification times), so cached scores of one copy of
+    a model are not served for a changed one. Hashing the weights would be exact but takes minutes for a 7B model."""
+    import hashlib
+
+    entries = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in Path(folder).iterdir() if p.is_file())
+    return hashlib.sha256(repr(entries).encode()).hexdigest()[:16]
 
 
 def spec_from_dict(d: dict) -> ModelSpec:
