@@ -90,7 +90,7 @@ def run(cfg: RunConfig, lm: CausalLM | None = None, progress: bool = True) -> di
         folder = cfg.score_cache_dir or Path(cfg.cache_dir or default_cache_dir()) / "scores"
         cache = ScoreCache(folder, lm.identity)
     engine = ScoringEngine(lm, cfg.max_new_tokens, cfg.engine, cache)
-    tokens_before, processed_before = lm.forward_tokens, engine.processed_tokens
+    tokens_before = lm.forward_tokens
 
     out = Path(cfg.output_dir)
     with SetWriter(out) as writer:
@@ -120,7 +120,7 @@ def run(cfg: RunConfig, lm: CausalLM | None = None, progress: bool = True) -> di
         "config": asdict(cfg),
         "score_cache": str(cache.path) if cache is not None else None,
         "engine": {"forward_tokens": lm.forward_tokens - tokens_before,
-                   "processed_tokens": engine.processed_tokens - processed_before},
+                   "processed_tokens": engine.processed_tokens},
     }
     summary = build_summary(read_sets(out), meta)
     write_summary(out, summary)

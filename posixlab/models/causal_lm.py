@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
-from posixlab.errors import ConfigError, ContextLengthError
+from posixlab.errors import ConfigError, ContextLengthError, PromptSetError
 
 
 
@@ -84,7 +84,6 @@ class CausalLM:
 
     def check_fits(self, prompt_ids, max_new_tokens: int, what: str = "prompt") -> None:
         if len(prompt_ids) == 0:
-            from posixlab.errors import PromptSetError
             raise PromptSetError(f"{what} encodes to no tokens; give it some text")
         if self.max_context and len(prompt_ids) + max_new_tokens > self.max_context:
             raise ContextLengthError(

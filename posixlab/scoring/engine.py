@@ -76,7 +76,7 @@ class SetScores:
 
 @dataclass
 class _Block:
-    """Prompts prefilled together: their caches and next-token logits, kept until the wave is scored."""
+    """Prompts decoded together: their gathered caches and next-token logits, kept until the wave is scored."""
 
     prompts: list[int]  # indices into the wave's unique prompts
     lengths: torch.Tensor
@@ -110,18 +110,17 @@ class ScoringEngine:
 
     # --- planning ----------------------------------------------------------------------------------------------------
     def _plan_waves(self, sets, indices: list[int]) -> list[list[int]]:
-        order = sorted(indices, key=lambda i: (max(len(p) for p in sets[i]), i))
+        longest = {i: max(len(p) for p in sets[i]) for i in indices}
         kv_budget = self.memory // 2
-        waves, current, rows, longest = [], [], 0, 0
-        for i in order:
+        waves, current, rows, width = [], [], 0, 0
+        for i in sorted(indices, key=lambda i: (longest[i], i)):
             n = len({tuple(p) for p in sets[i]})
-            top = max(longest, max(len(p) for p in sets[i]))
-            kv = (rows + n) * (top + self.max_new_tokens) * self.lm.kv_bytes_per_token
+            kv = (rows + n) * (max(width, longest[i]) + self.max_new_tokens) * self.lm.kv_bytes_per_token
             if current and (rows + n > self.options.max_wave_rows or kv > kv_budget):
                 waves.append(current)
-                current, rows, top = [], 0, max(len(p) for p in sets[i])
+                current, rows, width = [], 0, 0
             current.append(i)
-            rows, longest = rows + n, top
+            rows, width = rows + n, max(width, longest[i])
         if current:
             waves.append(current)
         return waves
