@@ -18,12 +18,19 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.tracking import Tracker
+from posixlab.analysis.collect import load_rows
+from posixlab.analysis.figures import run_figures
+
 from posixlab.data import DatasetSpec
+from posixlab.embeddings import EmbeddingSpec
 from posixlab.errors import PosixlabError
 from posixlab.models import spec_from_dict
 from posixlab.pipeline import RunConfig, run
+from posixlab.results import read_sets
 from posixlab.rephrase import RephraserConfig
 from posixlab.scoring import EngineOptions
 
@@ -31,7 +38,8 @@ from posixlab.scoring import EngineOptions
 def to_run_config(cfg: DictConfig, output_dir: str) -> RunConfig:
     c = OmegaConf.to_container(cfg, resolve=True)
     dataset = dict(c["dataset"])
-    dataset.pop("max_new_tokens", None)  # a default of the top-level max_new_tokens, not of the loader
+    for key in ("max_new_tokens", "experiment_sets"):  # defaults of top-level settings, not of the loader
+        dataset.pop(key, None)
     return RunConfig(
         model=spec_from_dict(c["model"]),
         dataset=DatasetSpec(**dataset),
@@ -50,6 +58,7 @@ def to_run_config(cfg: DictConfig, output_dir: str) -> RunConfig:
         score_cache_dir=c["score_cache_dir"],
         engine=EngineOptions(**c["engine"]),
         rephraser=RephraserConfig(**c["rephraser"]),
+        embedding=EmbeddingSpec(**c["embedding"]) if c["embedding"].get("name") else None,
     )
 
 
@@ -57,19 +66,26 @@ def to_run_config(cfg: DictConfig, output_dir: str) -> RunConfig:
 def main(cfg: DictConfig) -> float | None:
     for name in ("httpx", "httpx2", "openai"):  # one INFO line per rephraser request would bury the progress bars
         logging.getLogger(name).setLevel(logging.WARNING)
-    output_dir = HydraConfig.get().runtime.output_dir
+    hydra_cfg = HydraConfig.get()
+    output_dir = hydra_cfg.runtime.output_dir
     Path(output_dir).mkdir(parents=True, exist_ok=True)
-    (Path(output_dir) / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    resolved = OmegaConf.to_container(cfg, resolve=True)  # holds no secret: keys are read from the environment
+    (Path(output_dir) / "config.yaml").write_text(OmegaConf.to_yaml(resolved))
+    # one W&B run per job; the jobs of a sweep share its folder's name as their group
+    group = Path(hydra_cfg.sweep.dir).name if hydra_cfg.mode == RunMode.MULTIRUN else None
     try:
-        summary = run(to_run_config(cfg, output_dir), progress=cfg.progress)
+        with Tracker(resolved["logger"], resolved, output_dir, name=Path(output_dir).name, group=group) as tracker:
+            summary = run(to_run_config(cfg, output_dir), progress=cfg.progress)
+            figures = run_figures(load_rows(output_dir), Path(output_dir) / "figures")
+            tracker.log_results(summary, read_sets(output_dir), figures)
     except PosixlabError as exc:
         print(f"\nposixlab error: {exc}", file=sys.stderr)
         sys.exit(2)
     p = summary["psi"]
     sd = "n/a" if p["sd"] is None else f"{p['sd']:.4f}"
-    print(f"POSIX = {p['posix']:.4f} (sd {sd}, median {p['median']:.4f}, {p['num_sets']} sets of "
-          f"N = {summary['num_prompts_per_set']}) · {cfg.model.name} · {cfg.dataset.name} · {cfg.variant.name} · "
-          f"{cfg.shots}-shot")
+    print(f"POSIX = {p['posix']:.4f} (95% CI {p['ci95'][0]:.4f} to {p['ci95'][1]:.4f}, sd {sd}, median "
+          f"{p['median']:.4f}, {p['num_sets']} sets of N = {summary['num_prompts_per_set']}) · {cfg.model.name} · "
+          f"{cfg.dataset.name} · {cfg.variant.name} · {cfg.shots}-shot")
     print(f"results: {output_dir}")
     return p["posix"]
 

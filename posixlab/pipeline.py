@@ -17,7 +17,9 @@ import posixlab
 from posixlab.data import DatasetSpec, load_items, select_items
 from posixlab.data.exemplars import exemplar_pool
 from posixlab.errors import ConfigError
+from posixlab.embeddings import EmbeddingSpec, SentenceEmbedder
 from posixlab.metrics import REFERENCE_COMPAT, psi
+from posixlab.metrics.factors import set_factors
 from posixlab.models import CausalLM, ModelSpec, load_model
 from posixlab.results import SetWriter, build_summary, read_sets, write_summary
 from posixlab.models.assets import default_cache_dir
@@ -45,6 +47,8 @@ class RunConfig:
     engine: EngineOptions = field(default_factory=EngineOptions)
     variant_options: dict = field(default_factory=dict)
     rephraser: RephraserConfig = field(default_factory=RephraserConfig)  # paraphrase and mixture variants only
+    # embeds responses for the semantic-coherence factor; None: that factor is left out (the other three are kept)
+    embedding: EmbeddingSpec | None = field(default_factory=EmbeddingSpec)
 
 
 def make_generator(cfg: RunConfig) -> VariantGenerator:
@@ -76,8 +80,11 @@ def build_prompt_sets(cfg: RunConfig, progress: bool = True) -> tuple[list[Promp
     return sets, about
 
 
-def _set_record(prompt_set: PromptSet, model_texts, prompt_ids, scores, lm: CausalLM, max_new_tokens: int) -> dict:
+def _set_record(prompt_set: PromptSet, model_texts, prompt_ids, scores, lm: CausalLM, max_new_tokens: int,
+                embedder: SentenceEmbedder | None) -> dict:
     lengths = scores.lengths
+    texts = [lm.decode(r) for r in scores.responses]
+    embeddings = embedder.embed(texts) if embedder is not None else None
     return {
         "set_id": prompt_set.set_id,
         "item_id": prompt_set.item.item_id,
@@ -90,14 +97,16 @@ def _set_record(prompt_set: PromptSet, model_texts, prompt_ids, scores, lm: Caus
             for p, mt, ids in zip(prompt_set.prompts, model_texts, prompt_ids)
         ],
         "responses": [
-            {"text": lm.decode(r), "token_ids": r, "length": len(r), "ends_with_eos": bool(r) and r[-1] in lm.eos_ids,
+            {"text": t, "token_ids": r, "length": len(r), "ends_with_eos": bool(r) and r[-1] in lm.eos_ids,
              "generation_logprobs": g}
-            for r, g in zip(scores.responses, scores.generation_logprobs)
+            for t, r, g in zip(texts, scores.responses, scores.generation_logprobs)
         ],
         "logprob_matrix": scores.matrix.tolist(),
         "lengths": lengths,
         "psi": psi(scores.matrix, lengths),
         "psi_reference_compat": psi(scores.matrix, lengths, mode=REFERENCE_COMPAT, max_new_tokens=max_new_tokens),
+        # responses are the same response when their token ids are (paper §3.3's four factors; metrics/factors.py)
+        "factors": set_factors([tuple(r) for r in scores.responses], scores.matrix, embeddings),
         "stats": scores.stats,
     }
 
@@ -120,6 +129,7 @@ def run(cfg: RunConfig, lm: CausalLM | None = None, progress: bool = True) -> di
         folder = cfg.score_cache_dir or Path(cfg.cache_dir or default_cache_dir()) / "scores"
         cache = ScoreCache(folder, lm.identity)
     engine = ScoringEngine(lm, cfg.max_new_tokens, cfg.engine, cache)
+    embedder = SentenceEmbedder(cfg.embedding) if cfg.embedding is not None else None
     tokens_before = lm.forward_tokens
 
     out = Path(cfg.output_dir)
@@ -129,7 +139,7 @@ def run(cfg: RunConfig, lm: CausalLM | None = None, progress: bool = True) -> di
         # Sets finish wave by wave, in order of prompt length; each record is written the moment it is done.
         for index, scores in engine.score_sets([ids for _, ids in encoded]):
             texts, ids = encoded[index]
-            record = _set_record(prompt_sets[index], texts, ids, scores, lm, cfg.max_new_tokens)
+            record = _set_record(prompt_sets[index], texts, ids, scores, lm, cfg.max_new_tokens, embedder)
             writer.write({"set_index": index, **record})
             bar.update(1)
             bar.set_postfix(psi=f"{record['psi']:.3f}", cached=scores.stats["cached"])
@@ -145,6 +155,7 @@ def run(cfg: RunConfig, lm: CausalLM | None = None, progress: bool = True) -> di
         "max_new_tokens": cfg.max_new_tokens,
         "seed": cfg.seed,
         "chat_template": cfg.chat_template,
+        "embedding": embedder.identity if embedder is not None else None,
         **about,
         "posixlab": posixlab.__version__,
         "python": platform.python_version(),

@@ -5,8 +5,8 @@ A run folder holds:
 - ``config.yaml``: the resolved configuration (written by the caller, e.g. ``run.py``);
 - ``sets.jsonl``: one JSON record per prompt set, appended and flushed as each set finishes, so an interrupted run
   keeps every set it completed;
-- ``summary.json`` and ``summary.md``: POSIX with mean, standard deviation, median and number of sets, the model's
-  identity and the run's compute accounting.
+- ``summary.json`` and ``summary.md``: POSIX with mean, standard deviation, median, number of sets and a bootstrap
+  95% interval, the mean of each factor, the model's identity and the run's compute accounting.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 
 from posixlab.metrics import summarize
+from posixlab.metrics.factors import FACTOR_NAMES
+from posixlab.metrics.stats import bootstrap_ci
 
 SETS_FILE = "sets.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -53,7 +55,9 @@ def read_sets(folder: str | Path) -> list[dict]:
 
 def build_summary(records: list[dict], meta: dict) -> dict:
     summary = {"schema_version": SCHEMA_VERSION, **meta}
-    summary["psi"] = summarize([r["psi"] for r in records])
+    psis = [r["psi"] for r in records]
+    summary["psi"] = {**summarize(psis), "ci95": list(bootstrap_ci(psis, seed=meta.get("seed", 0)))}
+    summary["factors"] = factor_means(records)
     summary["psi_reference_compat"] = {
         "label": "prompt-sensitivity-index 0.0.1 formula (transposed index, divided by max_new_tokens); not the paper's",
         **summarize([r["psi_reference_compat"] for r in records]),
@@ -72,6 +76,16 @@ def build_summary(records: list[dict], meta: dict) -> dict:
     return summary
 
 
+def factor_means(records: list[dict]) -> dict:
+    """The mean of each factor over the sets that have it, and how many sets do (variance in confidence exists only
+    for sets whose responses are all identical; semantic coherence only when responses were embedded)."""
+    means = {}
+    for name in FACTOR_NAMES:
+        values = [r["factors"][name] for r in records if r.get("factors", {}).get(name) is not None]
+        means[name] = {"mean": sum(values) / len(values) if values else None, "num_sets": len(values)}
+    return means
+
+
 def write_summary(folder: str | Path, summary: dict) -> None:
     folder = Path(folder)
     (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
@@ -81,10 +95,16 @@ def write_summary(folder: str | Path, summary: dict) -> None:
         f"# POSIX: {summary.get('model', {}).get('name', '?')}, {summary.get('dataset', '?')}, "
         f"{summary.get('variant', '?')} variants",
         "",
-        "| metric | POSIX (mean ψ) | sd | median | sets |",
-        "|---|---|---|---|---|",
-        f"| ψ (paper, Def. 3.3) | {fmt(p['posix'])} | {fmt(p['sd'])} | {fmt(p['median'])} | {p['num_sets']} |",
-        f"| ψ (reference_compat, library 0.0.1) | {fmt(c['posix'])} | {fmt(c['sd'])} | {fmt(c['median'])} | {c['num_sets']} |",
+        "| metric | POSIX (mean ψ) | bootstrap 95% interval | sd | median | sets |",
+        "|---|---|---|---|---|---|",
+        f"| ψ (paper, Def. 3.3) | {fmt(p['posix'])} | {fmt(p['ci95'][0])} to {fmt(p['ci95'][1])} | {fmt(p['sd'])} | "
+        f"{fmt(p['median'])} | {p['num_sets']} |",
+        f"| ψ (reference_compat, library 0.0.1) | {fmt(c['posix'])} | | {fmt(c['sd'])} | {fmt(c['median'])} | "
+        f"{c['num_sets']} |",
+        "",
+        "| factor (paper §3.3) | mean over sets | sets |",
+        "|---|---|---|",
+        *[f"| {name} | {fmt(v['mean'])} | {v['num_sets']} |" for name, v in summary.get("factors", {}).items()],
         "",
         f"Forward tokens computed: {summary['compute']['forward_tokens']:,}; one pass per pair would need "
         f"{summary['compute']['forward_tokens_naive']:,}. Saved by reuse: {summary['compute']['saved_by_reuse']:,}; "

@@ -29,3 +29,43 @@ def pytest_collection_modifyitems(config, items):
     # Guard: the project's tests never read the ../shared folder that sits beside the developers' checkout.
     for item in items:
         assert "shared" not in Path(str(item.fspath)).relative_to(ROOT).parts[:1]
+
+
+@pytest.fixture(scope="session")
+def small_results(lm, tmp_path_factory) -> Path:
+    """A small saved sweep, written by real runs of the packaged model: MMLU (all four variant types at 0 shots,
+    spelling at 1 shot), the Alpaca and BBH fixtures; 4 sets of N = 4 each (N = 6 for mixtures: 2 + 2 + 2). Paraphrases come from a user file, so no
+    rephraser runs. Every table and figure can be drawn from it."""
+    import json
+
+    from posixlab.data import DatasetSpec, load_items, select_items
+    from posixlab.pipeline import RunConfig, run
+    from posixlab.rephrase import RephraserConfig
+
+    root = tmp_path_factory.mktemp("results")
+    fixtures = ROOT / "tests" / "fixtures"
+    mmlu = DatasetSpec("mmlu")
+    alpaca = DatasetSpec("alpaca", source="path", path=str(fixtures / "alpaca_fixture.jsonl"))
+    bbh = DatasetSpec("bbh", source="path", path=str(fixtures / "bbh_fixture.jsonl"), variants=["template"])
+    paraphrases = root / "paraphrases.jsonl"
+    with open(paraphrases, "w") as handle:
+        for spec in (mmlu, alpaca):
+            for item in select_items(load_items(spec), 4, 0):
+                rewrites = [f"In other words ({i}): {item.question}" for i in range(20)]
+                handle.write(json.dumps({"original": item.question, "paraphrases": rewrites}) + "\n")
+    rephraser = RephraserConfig(backend="file", path=str(paraphrases))
+    cells = [(mmlu, v, 0) for v in ("spelling", "template", "paraphrase", "mixture")] + [(mmlu, "spelling", 1)] + \
+            [(alpaca, v, 0) for v in ("template", "mixture")] + [(bbh, "template", 0)]
+    for number, (spec, variant, shots) in enumerate(cells):
+        out = root / "sweep" / f"{number}_{spec.name}_{variant}_{shots}shot"
+        run(RunConfig(model=lm_spec(), dataset=spec, variant=variant, num_sets=4, shots=shots,
+                      num_variants=5 if variant == "mixture" else 3,
+                      max_new_tokens=5, output_dir=str(out), score_cache=False, rephraser=rephraser), lm=lm,
+            progress=False)
+    return root / "sweep"
+
+
+def lm_spec():
+    from posixlab.models import ModelSpec
+
+    return ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct")

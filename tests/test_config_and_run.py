@@ -18,7 +18,8 @@ from posixlab.results import read_sets
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
-GROUPS = {g: sorted(p.stem for p in (CONF / g).glob("*.yaml")) for g in ("model", "dataset", "variant", "rephraser")}
+GROUPS = {g: sorted(p.stem for p in (CONF / g).glob("*.yaml")) for g in ("model", "dataset", "variant", "rephraser", "embedding",
+                                                                                 "logger")}
 
 
 def test_every_config_composes_into_a_run_config():

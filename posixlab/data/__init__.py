@@ -24,6 +24,9 @@ class DatasetSpec:
     subjects: list[str] | None = field(default=None, hash=False)  # MMLU subjects or BBH tasks to keep
     options: dict = field(default_factory=dict, hash=False)  # loader-specific keyword arguments (see each loader)
     variants: list[str] | None = field(default=None, hash=False)  # variant types that keep its intent; None: all
+    # keep only items whose question has at most this many characters (None: all). The offline experiments use it:
+    # the packaged 0.5B rephraser cannot paraphrase long passages faithfully (README, "Paraphrases").
+    max_question_chars: int | None = None
 
 
 def load_items(spec: DatasetSpec) -> list[PromptItem]:
@@ -37,7 +40,15 @@ def load_items(spec: DatasetSpec) -> list[PromptItem]:
         raise ConfigError(f"unknown dataset.options for {spec.name}: {', '.join(unknown)}; "
                           f"it takes {', '.join(known) or 'none'}")
     split = {} if spec.split is None else {"split": spec.split}
-    return loader(source=spec.source, path=spec.path, subjects=spec.subjects, **split, **spec.options)
+    items = loader(source=spec.source, path=spec.path, subjects=spec.subjects, **split, **spec.options)
+    if spec.max_question_chars is not None:
+        kept = [item for item in items if len(item.question) <= spec.max_question_chars]
+        if not kept:
+            raise ConfigError(f"no {spec.name} question has at most max_question_chars={spec.max_question_chars} "
+                              f"characters (the shortest has {min(len(i.question) for i in items)}); raise the "
+                              f"limit or set dataset.max_question_chars=null")
+        items = kept
+    return items
 
 
 def select_items(items: list[PromptItem], num: int | None, seed: int) -> list[PromptItem]:

@@ -1,0 +1,142 @@
+"""Weights & Biases for run.py: one W&B run per Hydra job, grouped by sweep; offline by default.
+
+The results folder stays the source of truth: W&B gets a copy of what the job wrote (the resolved config, the
+per-set table, the summary, the figures, and the folder itself as an artifact). The library never imports W&B;
+only this module does.
+
+Offline runs are written under the job's results folder (``<job>/wandb/offline-run-*``) and upload later with
+``wandb sync <that folder>``. Online mode reads the API key from the environment (``WANDB_API_KEY`` or a prior
+``wandb login``); no key is ever put into the config, and nothing that holds one is logged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+MODES = ("offline", "online", "disabled")
+TABLE_COLUMNS = ["set_index", "item_id", "subject", "variant_type", "psi", "psi_reference_compat", "unique_responses",
+                 "response_entropy", "semantic_coherence", "logprob_variance", "logprob_sd", "variant_types",
+                 "responses"]
+
+
+class Tracker:
+    """A W&B run for one job, or nothing (``backend: none`` or ``mode: disabled``). Use as a context manager: the
+    run is finished with exit code 1 if the job raises, 0 otherwise, so a failed job still leaves a closed run."""
+
+    def __init__(self, settings: dict, config: dict, output_dir: str, name: str, group: str | None):
+        self.run = None
+        backend = settings.get("backend", "wandb")
+        if backend == "none":
+            return
+        if backend != "wandb":
+            raise ValueError(f"unknown logger backend {backend!r}; choose wandb or none (logger=none)")
+        mode = settings.get("mode", "offline")
+        if mode not in MODES:
+            raise ValueError(f"logger.mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if mode == "disabled":
+            return
+        import wandb
+
+        self.wandb = wandb
+        self.output_dir = Path(output_dir)
+        self.log_artifact = bool(settings.get("log_artifact", True))
+        self.run = wandb.init(
+            project=settings.get("project", "posixlab"),
+            entity=settings.get("entity"),
+            group=settings.get("group") or group,
+            job_type=settings.get("job_type", "posix"),
+            name=name,
+            tags=list(settings.get("tags") or []),
+            config=config,
+            dir=str(self.output_dir),
+            mode=mode,
+            reinit="finish_previous",
+            settings=wandb.Settings(save_code=False, console="off", x_disable_meta=False, silent=True),
+        )
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if self.run is not None:
+            self.run.finish(exit_code=0 if exc_type is None else 1)
+        return False
+
+    def log_results(self, summary: dict, records: list[dict], figures: dict[str, Path]) -> None:
+        if self.run is None:
+            return
+        wandb = self.wandb
+        p = summary["psi"]
+        self.run.summary.update({
+            "posix": p["posix"], "psi_mean": p["mean"], "psi_sd": p["sd"], "psi_median": p["median"],
+            "psi_ci95_low": p["ci95"][0], "psi_ci95_high": p["ci95"][1], "num_sets": p["num_sets"],
+            "posix_reference_compat": summary["psi_reference_compat"]["posix"],
+            **{f"factor/{k}": v["mean"] for k, v in summary.get("factors", {}).items()},
+            **{f"compute/{k}": v for k, v in summary.get("compute", {}).items()},
+        })
+        table = wandb.Table(columns=TABLE_COLUMNS)
+        for r in records:
+            f = r.get("factors", {})
+            table.add_data(r.get("set_index"), r["item_id"], r.get("subject"), r["variant_type"], r["psi"],
+                           r["psi_reference_compat"], f.get("unique_responses"), f.get("response_entropy"),
+                           f.get("semantic_coherence"), f.get("logprob_variance"), f.get("logprob_sd"),
+                           json.dumps(sorted({p["kind"] for p in r["prompts"]})),
+                           json.dumps([x["text"] for x in r["responses"]], ensure_ascii=False))
+        self.run.log({"sets": table, **{f"figures/{k}": wandb.Image(str(v)) for k, v in figures.items()}})
+        if self.log_artifact:
+            artifact = wandb.Artifact(_artifact_name(self.run.name or "results"), type="posix-results",
+                                      metadata={"posix": p["posix"], "num_sets": p["num_sets"]})
+            for path in sorted(self.output_dir.rglob("*")):
+                # the wandb folder is W&B's own bookkeeping (and would contain this artifact); .hydra is logged as
+                # config already, but it is small and shows the overrides, so it goes in
+                if path.is_file() and "wandb" not in path.relative_to(self.output_dir).parts:
+                    artifact.add_file(str(path), name=str(path.relative_to(self.output_dir)))
+            self.run.log_artifact(artifact)
+
+
+def _artifact_name(name: str) -> str:
+    # artifact names allow letters, digits, dashes, underscores and dots
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
+
+
+def offline_run_dirs(output_dir: str | os.PathLike) -> list[Path]:
+    """The offline W&B runs written under a job's results folder (for ``wandb sync``)."""
+    return sorted((Path(output_dir) / "wandb").glob("offline-run-*"))
+
+
+def read_offline_run(run_dir: str | os.PathLike) -> list:
+    """The records of an offline W&B run (``run-*.wandb``), as ``wandb_internal_pb2.Record`` messages: a way to see
+    exactly what ``wandb sync`` would upload (the tests use it to check what a job logged).
+
+    The file is W&B's transaction log: a 7-byte header (":W&B", magic 0xBEE1, version 0), then 32 KiB blocks of
+    chunks, each with a 7-byte header (CRC-32C, little-endian length, type: 1 full, 2 first, 3 middle, 4 last).
+    """
+    from wandb.proto import wandb_internal_pb2
+
+    (path,) = Path(run_dir).glob("run-*.wandb")
+    data = path.read_bytes()
+    if data[:4] != b":W&B":
+        raise ValueError(f"{path} is not a W&B run file")
+    records, pending, block = [], b"", 32 * 1024
+    offset = 7
+    while offset + 7 <= len(data):
+        room = block - offset % block
+        if room < 7:  # a block's tail too short for a header is padding
+            offset += room
+            continue
+        length = int.from_bytes(data[offset + 4:offset + 6], "little")
+        kind = data[offset + 6]
+        if kind == 0 and length == 0:
+            offset += room
+            continue
+        chunk = data[offset + 7:offset + 7 + length]
+        offset += 7 + length
+        pending = chunk if kind in (1, 2) else pending + chunk
+        if kind in (1, 4):
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(pending)
+            records.append(record)
+            pending = b""
+    return records

@@ -1,0 +1,35 @@
+"""python -m posixlab.analysis RESULTS [RESULTS ...] --out figures/
+
+RESULTS are run folders, sweep folders (searched recursively for summary.json + sets.jsonl) or per_set.csv files.
+No model is loaded: this only reads results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from posixlab.analysis.regenerate import regenerate
+from posixlab.errors import PosixlabError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m posixlab.analysis", description=__doc__.splitlines()[0])
+    parser.add_argument("results", nargs="+", help="run or sweep folders, or per_set.csv files")
+    parser.add_argument("--out", default="figures", help="folder for the tables and figures (default: figures)")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    try:
+        written = regenerate(args.results, args.out)
+    except PosixlabError as exc:
+        print(f"posixlab error: {exc}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(path)
+    print(f"{len(written)} files in {args.out} ({time.perf_counter() - start:.1f} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

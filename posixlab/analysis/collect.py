@@ -1,0 +1,150 @@
+"""Saved results -> one flat table of per-set rows, the input of every table and figure (no model is loaded).
+
+A row is one prompt set of one run: the run's cell (model, dataset, variant, shots), the set's item id, ψ, and the
+four factors. Rows come from run folders (``summary.json`` + ``sets.jsonl``, found recursively under the folders
+given) or from a ``per_set.csv`` written by an earlier regeneration, so figures can be redrawn from that file alone.
+
+When two runs cover the same cell, the one whose folder sorts last (the newest, for Hydra's dated folders) is kept
+and a warning names both.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from posixlab.errors import ConfigError
+from posixlab.metrics.factors import FACTOR_NAMES, set_factors
+from posixlab.results import SETS_FILE, SUMMARY_FILE, read_sets
+
+CELL = ("model", "dataset", "variant", "shots")
+ROW_FIELDS = (*CELL, "item_id", "subject", "psi", "psi_reference_compat", *FACTOR_NAMES, "data", "source")
+PER_SET_CSV = "per_set.csv"
+
+
+class GridWarning(UserWarning):
+    """A cell of a table or figure has no results (it is left blank) or has results from more than one run."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    model: str
+    dataset: str
+    variant: str
+    shots: int
+
+
+def cell_of(row: dict) -> Cell:
+    return Cell(row["model"], row["dataset"], row["variant"], int(row["shots"]))
+
+
+def load_rows(*sources: str | Path) -> list[dict]:
+    """Per-set rows from run folders (searched recursively) and ``per_set.csv`` files."""
+    if not sources:
+        raise ConfigError("give at least one results folder (a run or a sweep) or per_set.csv file")
+    by_cell: dict[Cell, tuple[str, list[dict]]] = {}
+    for source in sources:
+        source = Path(source)
+        if not source.exists():
+            raise ConfigError(f"no results at {source}: give a run folder, a sweep folder or a per_set.csv file")
+        if source.is_file():
+            groups = _rows_from_csv(source)
+        else:
+            groups = {}
+            for summary in sorted(source.rglob(SUMMARY_FILE)):
+                if (summary.parent / SETS_FILE).is_file():
+                    rows = _rows_from_run(summary.parent)
+                    if rows:
+                        groups.setdefault(cell_of(rows[0]), []).append((str(summary.parent), rows))
+            groups = {cell: runs for cell, runs in groups.items()}
+        for cell, runs in groups.items():
+            for origin, rows in runs:
+                if cell in by_cell:
+                    warnings.warn(f"{_label(cell)} has results in {by_cell[cell][0]} and {origin}; keeping the "
+                                  f"latter", GridWarning, stacklevel=2)
+                by_cell[cell] = (origin, rows)
+    if not by_cell:
+        raise ConfigError(f"found no results (summary.json beside sets.jsonl, or per_set.csv) in "
+                          f"{', '.join(map(str, sources))}")
+    return [row for cell in sorted(by_cell, key=_cell_order) for row in by_cell[cell][1]]
+
+
+def write_rows(rows: list[dict], path: str | Path) -> Path:
+    path = Path(path)
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=ROW_FIELDS, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in ROW_FIELDS})
+    return path
+
+
+def cells(rows: list[dict]) -> dict[Cell, list[dict]]:
+    grouped: dict[Cell, list[dict]] = {}
+    for row in rows:
+        grouped.setdefault(cell_of(row), []).append(row)
+    return grouped
+
+
+def _rows_from_run(folder: Path) -> list[dict]:
+    summary = json.loads((folder / SUMMARY_FILE).read_text())
+    dataset = summary.get("config", {}).get("dataset", {})
+    data = summary.get("dataset_source") or dataset.get("source")
+    if dataset.get("path"):  # the file's name says what it is; the folder it sat in is the user's business
+        data = f"{data}:{Path(dataset['path']).name}"
+    base = {"model": summary["model"]["name"], "dataset": summary["dataset"], "variant": summary["variant"],
+            "shots": int(summary.get("shots", 0)), "data": data, "source": str(folder)}
+    rows = []
+    for record in read_sets(folder):
+        factors = record.get("factors")
+        if factors is None:  # results written before factors were stored: the three that need no embedding
+            factors = set_factors([tuple(r["token_ids"]) for r in record["responses"]], record["logprob_matrix"])
+        rows.append({**base, "item_id": record["item_id"], "subject": record.get("subject"), "psi": record["psi"],
+                     "psi_reference_compat": record.get("psi_reference_compat"), **factors})
+    return rows
+
+
+def _rows_from_csv(path: Path) -> dict[Cell, list[tuple[str, list[dict]]]]:
+    groups: dict[Cell, list[tuple[str, list[dict]]]] = {}
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        missing = set(CELL) | {"item_id", "psi"}
+        if reader.fieldnames is None or not missing <= set(reader.fieldnames):
+            raise ConfigError(f"{path} is not a per_set.csv: it needs the columns {', '.join(sorted(missing))}")
+        for raw in reader:
+            row = {k: _parse(k, v) for k, v in raw.items()}
+            groups.setdefault(cell_of(row), [(str(path), [])])[0][1].append(row)
+    return groups
+
+
+def _parse(key: str, value: str):
+    if key in ("model", "dataset", "variant", "item_id", "subject", "data", "source"):
+        return value or None
+    if value == "":
+        return None
+    number = float(value)
+    return int(number) if key in ("shots", "unique_responses") else number
+
+
+def _cell_order(cell: Cell):
+    return (cell.dataset, cell.model, cell.variant, cell.shots)
+
+
+def _label(cell: Cell) -> str:
+    return f"{cell.model} · {cell.dataset} · {cell.variant} · {cell.shots}-shot"
+
+
+def data_caption(rows: list[dict]) -> str:
+    """Which data each data set's rows came from (the bundled MMLU sample, a local file, the hub)."""
+    sources = sorted({(r["dataset"], r.get("data") or "?") for r in rows})
+    notes = {"sample": " (the bundled 285-question MMLU sample)",
+             "path:selfinstruct_seed_tasks.jsonl": " (Self-Instruct seed tasks, standing in for Alpaca)"}
+    return "Data: " + "; ".join(f"{d} = {s}{notes.get(s, '')}" for d, s in sources)
+
+
+def finite(values) -> list[float]:
+    return [float(v) for v in values if v is not None and not math.isnan(float(v))]

@@ -1,0 +1,52 @@
+"""Regenerate every table and figure from saved results into one folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from posixlab.analysis.collect import PER_SET_CSV, data_caption, load_rows, write_rows
+from posixlab.analysis.figures import paper_figures
+from posixlab.analysis.tables import summary_rows, table1, table2, write_table
+from posixlab.metrics.factors import FACTOR_NAMES
+
+
+def regenerate(sources: list[str | Path], out: str | Path) -> list[Path]:
+    """Read results (run or sweep folders, or a per_set.csv), write per_set.csv, the cell summary, Tables 1 and 2
+    and every figure into ``out``. Returns the files written."""
+    rows = load_rows(*sources)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    caption = data_caption(rows)
+    written = [write_rows(rows, out / PER_SET_CSV)]
+    cells = summary_rows(rows)
+    lines = ["## Every cell: POSIX with its bootstrap 95% interval", "",
+             "| model | data set | variant | shots | POSIX | sd | median | 95% CI | sets | paper |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for c in cells:
+        paper = "" if c["paper_mean"] is None else f"{c['paper_mean']:.3f} ± {c['paper_sd']:.3f}"
+        sd = "" if c["sd"] is None else f"{c['sd']:.3f}"
+        lines.append(f"| {c['model_label']} | {c['dataset']} | {c['variant']} | {c['shots']} | {c['posix']:.3f} | "
+                     f"{sd} | {c['median']:.3f} | {c['ci95_low']:.3f} to {c['ci95_high']:.3f} | "
+                     f"{c['num_sets']} | {paper} |")
+    written += write_table("\n".join(lines), cells, out, "cells", caption)
+    if any(int(r["shots"]) == 0 for r in rows):
+        written += write_table(*table1(rows), out, "table1", caption)
+    if len({int(r["shots"]) for r in rows}) > 1:
+        written += write_table(*table2(rows), out, "table2", caption)
+    factor_lines = ["## Factors: mean over sets per cell (paper §3.3)", "",
+                    f"| model | data set | variant | shots | {' | '.join(FACTOR_NAMES)} |",
+                    f"|---|---|---|---|{'---|' * len(FACTOR_NAMES)}"]
+    factor_records = []
+    for c in cells:
+        members = [r for r in rows if (r["model"], r["dataset"], r["variant"], int(r["shots"])) ==
+                   (c["model"], c["dataset"], c["variant"], c["shots"])]
+        means = {}
+        for name in FACTOR_NAMES:
+            values = [r[name] for r in members if r.get(name) is not None]
+            means[name] = sum(values) / len(values) if values else None
+        factor_records.append({k: c[k] for k in ("model", "dataset", "variant", "shots")} | means)
+        factor_lines.append(f"| {c['model_label']} | {c['dataset']} | {c['variant']} | {c['shots']} | " +
+                            " | ".join("" if v is None else f"{v:.3f}" for v in means.values()) + " |")
+    written += write_table("\n".join(factor_lines), factor_records, out, "factors", caption)
+    written += paper_figures(rows, out)
+    return written

@@ -1,0 +1,179 @@
+"""Tables 1 and 2 rebuilt from per-set rows, as Markdown and CSV, in the paper's mean ± sd form.
+
+- ``table1``: zero-shot POSIX, one row per model, one column per (data set, variant type); Tables 6-8 of the paper
+  (OLMo-1B, Llama-2-13B) have the same layout, so their models are rows of this table too. Table 9 (BBH) is the
+  BBH column.
+- ``table2``: few-shot POSIX, one row per (shots, variant type), one column per model, with the paired test of each
+  k-shot cell against the 0-shot cell of the same model and variant type.
+- every table ends with paired Wilcoxon tests on per-set ψ over the prompt sets the two cells share.
+
+Where the model and setting match a paper cell, the paper's value is printed beside ours.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from posixlab.analysis.collect import Cell, GridWarning, cells
+from posixlab.analysis.paper import label, paper_value, size
+from posixlab.metrics import summarize
+from posixlab.metrics.stats import bootstrap_ci, paired_wilcoxon
+
+VARIANT_ORDER = ["spelling", "template", "paraphrase", "mixture"]
+DATASET_ORDER = ["mmlu", "alpaca", "bbh"]
+
+
+def cell_stats(rows: list[dict]) -> dict:
+    psis = [r["psi"] for r in rows]
+    stats = summarize(psis)
+    lo, hi = bootstrap_ci(psis)
+    return {**stats, "ci95_low": lo, "ci95_high": hi}
+
+
+def fmt(mean: float | None, sd: float | None) -> str:
+    if mean is None:
+        return ""
+    return f"{mean:.3f} ± {sd:.3f}" if sd is not None else f"{mean:.3f}"
+
+
+def summary_rows(rows: list[dict]) -> list[dict]:
+    """One line per cell: POSIX, sd, median, bootstrap 95% interval, sets, and the paper's value when it has one."""
+    out = []
+    for cell, members in cells(rows).items():
+        stats = cell_stats(members)
+        paper = paper_value(cell.model, cell.dataset, cell.variant, cell.shots)
+        out.append({"model": cell.model, "model_label": label(cell.model), "dataset": cell.dataset,
+                    "variant": cell.variant, "shots": cell.shots, "posix": stats["posix"], "sd": stats["sd"],
+                    "median": stats["median"], "ci95_low": stats["ci95_low"], "ci95_high": stats["ci95_high"],
+                    "num_sets": stats["num_sets"], "paper_mean": paper[0] if paper else None,
+                    "paper_sd": paper[1] if paper else None})
+    return out
+
+
+def paired_tests(rows: list[dict], vary: str) -> list[dict]:
+    """Wilcoxon signed-rank tests between every two cells that differ only in ``vary`` (model, variant or shots),
+    on the prompt sets (item ids) they share."""
+    grouped = cells(rows)
+    fixed = [f for f in ("dataset", "model", "variant", "shots") if f != vary]
+    buckets: dict[tuple, list[Cell]] = {}
+    for cell in grouped:
+        buckets.setdefault(tuple(getattr(cell, f) for f in fixed), []).append(cell)
+    tests = []
+    for key, members in buckets.items():
+        for a, b in itertools.combinations(sorted(members, key=lambda c: _order(vary, getattr(c, vary))), 2):
+            psi_a = {r["item_id"]: r["psi"] for r in grouped[a]}
+            psi_b = {r["item_id"]: r["psi"] for r in grouped[b]}
+            shared = sorted(set(psi_a) & set(psi_b))
+            if len(shared) < 2:
+                continue
+            test = paired_wilcoxon([psi_a[i] for i in shared], [psi_b[i] for i in shared])
+            tests.append({**dict(zip(fixed, key)), "compared": vary, "a": getattr(a, vary), "b": getattr(b, vary),
+                          "shared_sets": len(shared), "mean_a": float(np.mean([psi_a[i] for i in shared])),
+                          "mean_b": float(np.mean([psi_b[i] for i in shared])),
+                          "median_difference": test["median_difference"], "wilcoxon_w": test["statistic"],
+                          "p_value": test["pvalue"]})
+    return tests
+
+
+def table1(rows: list[dict], shots: int = 0) -> tuple[str, list[dict]]:
+    zero = [r for r in rows if int(r["shots"]) == shots]
+    summaries = {(s["model"], s["dataset"], s["variant"]): s for s in summary_rows(zero)}
+    models = sorted({m for m, _, _ in summaries}, key=lambda m: (size(m), m))
+    columns = sorted({(d, v) for _, d, v in summaries}, key=lambda c: (_order("dataset", c[0]),
+                                                                        _order("variant", c[1])))
+    lines = [f"| model | {' | '.join(f'{d.upper()} {v}' for d, v in columns)} |",
+             f"|---|{'---|' * len(columns)}"]
+    for model in models:
+        texts = []
+        for dataset, variant in columns:
+            s = summaries.get((model, dataset, variant))
+            if s is None:
+                warnings.warn(f"table 1: no results for {model} · {dataset} · {variant}; the cell is blank",
+                              GridWarning, stacklevel=2)
+                texts.append("")
+                continue
+            text = fmt(s["posix"], s["sd"])
+            if s["paper_mean"] is not None:
+                text += f" (paper {fmt(s['paper_mean'], s['paper_sd'])})"
+            texts.append(text)
+        lines.append(f"| {label(model)} | {' | '.join(texts)} |")
+    tests = paired_tests(zero, "model") + paired_tests(zero, "variant")
+    markdown = "\n".join([f"## Table 1: {shots}-shot POSIX (mean ± sd of ψ over prompt sets)", "", *lines, "",
+                          _tests_markdown(tests)])
+    return markdown, list(summaries.values()) + tests
+
+
+def table2(rows: list[dict]) -> tuple[str, list[dict]]:
+    summaries = {(s["model"], s["dataset"], s["variant"], s["shots"]): s for s in summary_rows(rows)}
+    tests = {(t["dataset"], t["model"], t["variant"], t["b"]): t
+             for t in paired_tests(rows, "shots") if t["a"] == 0}
+    models = sorted({k[0] for k in summaries}, key=lambda m: (size(m), m))
+    keys = sorted({(k[1], k[3], k[2]) for k in summaries}, key=lambda k: (_order("dataset", k[0]), k[1],
+                                                                          _order("variant", k[2])))
+    lines = [f"| data set | shots | variant | {' | '.join(label(m) for m in models)} |",
+             f"|---|---|---|{'---|' * len(models)}"]
+    for dataset, shots, variant in keys:
+        texts = []
+        for model in models:
+            s = summaries.get((model, dataset, variant, shots))
+            if s is None:
+                warnings.warn(f"table 2: no results for {model} · {dataset} · {variant} · {shots}-shot; blank",
+                              GridWarning, stacklevel=2)
+                texts.append("")
+                continue
+            text = fmt(s["posix"], s["sd"])
+            if s["paper_mean"] is not None:
+                text += f" (paper {fmt(s['paper_mean'], s['paper_sd'])})"
+            test = tests.get((dataset, model, variant, shots))
+            if test is not None and test["p_value"] is not None:
+                text += f"; vs 0-shot p = {test['p_value']:.2g}"
+            texts.append(text)
+        lines.append(f"| {dataset.upper()} | {shots} | {variant} | {' | '.join(texts)} |")
+    markdown = "\n".join(["## Table 2: POSIX by number of few-shot exemplars (mean ± sd of ψ over prompt sets; "
+                          "p: Wilcoxon signed-rank against 0-shot on the same sets)", "", *lines, "",
+                          _tests_markdown(list(tests.values()))])
+    return markdown, list(summaries.values()) + list(tests.values())
+
+
+def write_table(markdown: str, records: list[dict], folder: Path, name: str, note: str = "") -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    md = folder / f"{name}.md"
+    md.write_text(markdown + ("\n\n" + note if note else "") + "\n")
+    out = folder / f"{name}.csv"
+    fields = list(dict.fromkeys(k for r in records for k in r))
+    with open(out, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields, lineterminator="\n")
+        writer.writeheader()
+        for r in records:
+            writer.writerow({k: ("" if r.get(k) is None else r[k]) for k in fields})
+    return [md, out]
+
+
+def _tests_markdown(tests: list[dict]) -> str:
+    if not tests:
+        return "No two cells share prompt sets, so there are no paired tests."
+    lines = ["Paired tests (Wilcoxon signed-rank on per-set ψ, two-sided, over the prompt sets both cells share):", "",
+             "| data set | same | compared | a | b | sets | mean ψ a | mean ψ b | median a − b | p |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for t in tests:
+        same = " · ".join(f"{k}={t[k]}" for k in ("model", "variant", "shots") if k in t and k != t["compared"])
+        p = "n/a" if t["p_value"] is None else f"{t['p_value']:.2g}"
+        a, b = (label(t["a"]), label(t["b"])) if t["compared"] == "model" else (t["a"], t["b"])
+        lines.append(f"| {t['dataset'].upper()} | {same} | {t['compared']} | {a} | {b} | {t['shared_sets']} | "
+                     f"{t['mean_a']:.3f} | {t['mean_b']:.3f} | {t['median_difference']:.3f} | {p} |")
+    return "\n".join(lines)
+
+
+def _order(kind: str, value):
+    if kind == "variant":
+        return (VARIANT_ORDER.index(value) if value in VARIANT_ORDER else len(VARIANT_ORDER), str(value))
+    if kind == "dataset":
+        return (DATASET_ORDER.index(value) if value in DATASET_ORDER else len(DATASET_ORDER), str(value))
+    if kind == "model":
+        return (size(value), value)
+    return (value,)

@@ -1,0 +1,154 @@
+"""Tables, figures and the notebook, regenerated from a small saved sweep without loading a model."""
+
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from posixlab.analysis import GridWarning, load_rows, regenerate, write_rows
+from posixlab.analysis.paper import PAPER, paper_value
+from posixlab.analysis.tables import paired_tests, summary_rows, table1
+from posixlab.errors import ConfigError
+from posixlab.metrics.stats import paired_wilcoxon
+from posixlab.results import read_sets
+
+ROOT = Path(__file__).resolve().parent.parent
+FIGURES = ["figure1", "figure1_variance", "figure2", "figure3", "figure4", "figure5", "figure6", "figure7",
+           "figure7_variance", "figure8", "figure9", "figure_shots"]
+TABLES = ["per_set.csv", "cells.md", "cells.csv", "table1.md", "table1.csv", "table2.md", "table2.csv", "factors.md",
+          "factors.csv"]
+
+
+def test_rows_carry_psi_and_factors_of_every_set(small_results):
+    rows = load_rows(small_results)
+    assert len(rows) == 8 * 4
+    assert {(r["dataset"], r["variant"], r["shots"]) for r in rows} == {
+        ("mmlu", v, 0) for v in ("spelling", "template", "paraphrase", "mixture")} | {
+        ("mmlu", "spelling", 1), ("alpaca", "template", 0), ("alpaca", "mixture", 0), ("bbh", "template", 0)}
+    folder = next(small_results.glob("0_*"))
+    for row, record in zip([r for r in rows if r["source"] == str(folder)], read_sets(folder)):
+        assert row["psi"] == record["psi"] and row["unique_responses"] == record["factors"]["unique_responses"]
+        assert 0 < row["semantic_coherence"] <= 1 + 1e-6
+        assert (row["logprob_sd"] is None) == (row["unique_responses"] > 1)
+    assert {r["data"] for r in rows if r["dataset"] == "alpaca"} == {"path:alpaca_fixture.jsonl"}
+
+
+def test_regeneration_writes_every_table_and_figure(small_results, tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GridWarning)
+        written = regenerate([small_results], tmp_path)
+    names = {p.name for p in written}
+    assert set(TABLES) <= names
+    for figure in FIGURES:
+        assert {f"{figure}.png", f"{figure}.pdf"} <= names, figure
+        assert (tmp_path / f"{figure}.png").stat().st_size > 10_000
+    table = (tmp_path / "table1.md").read_text()
+    assert "| SmolLM2-135M-Instruct |" in table and "MMLU template" in table and "BBH template" in table
+    assert "Paired tests" in table and "Data: alpaca = path:alpaca_fixture.jsonl" in table
+    assert "vs 0-shot p = " in (tmp_path / "table2.md").read_text()
+    # per_set.csv alone regenerates the same tables
+    again = tmp_path / "again"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GridWarning)
+        regenerate([tmp_path / "per_set.csv"], again)
+    assert (again / "table1.md").read_text() == table
+    assert (again / "cells.csv").read_text() == (tmp_path / "cells.csv").read_text()
+
+
+def test_the_command_line_and_its_errors(small_results, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "posixlab.analysis", str(small_results), "--out", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "figure1.png" in proc.stdout and "files in" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "posixlab.analysis", str(tmp_path / "nothing")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "no results at" in proc.stderr
+
+
+def test_a_missing_cell_leaves_a_gap_and_a_warning(small_results, tmp_path):
+    partial = tmp_path / "partial"
+    shutil.copytree(small_results, partial)
+    for folder in partial.glob("*_mixture_*"):
+        shutil.rmtree(folder)
+    other = load_rows(partial)
+    # a second model with results for MMLU spelling only: its other cells are missing
+    write_rows([{**r, "model": "gemma3-270m"} for r in other if r["variant"] == "spelling" and r["shots"] == 0],
+               tmp_path / "gemma.csv")
+    with pytest.warns(GridWarning) as caught:
+        written = regenerate([partial, tmp_path / "gemma.csv"], tmp_path / "out")
+    messages = " ".join(str(w.message) for w in caught)
+    assert "gemma3-270m · mmlu · template" in messages  # a blank table cell
+    assert "figure2" not in {p.stem for p in written}  # no mixture at all: Figure 2 has nothing to show
+    assert "| Gemma-3-270M |" in (tmp_path / "out" / "table1.md").read_text()
+
+
+def test_duplicate_runs_of_a_cell_keep_the_latter_with_a_warning(small_results, tmp_path):
+    first = next(small_results.glob("0_*"))
+    shutil.copytree(first, tmp_path / "a_copy")
+    with pytest.warns(GridWarning, match="keeping the latter"):
+        rows = load_rows(small_results, tmp_path)
+    assert len(rows) == 8 * 4
+
+
+def test_paired_tests_use_shared_sets_only():
+    rows = [{"model": m, "dataset": "mmlu", "variant": "spelling", "shots": 0, "item_id": f"q{i}", "psi": p}
+            for m, values in (("a", [0.9, 0.8, 0.7, 0.6, 0.5, 9.9]), ("b", [0.1, 0.2, 0.15, 0.25, 0.05]))
+            for i, p in enumerate(values)]
+    (test,) = paired_tests(rows, "model")
+    assert test["shared_sets"] == 5 and test["p_value"] == pytest.approx(0.0625)  # q5 exists only for model a
+    assert test["p_value"] == paired_wilcoxon([0.9, 0.8, 0.7, 0.6, 0.5], [0.1, 0.2, 0.15, 0.25, 0.05])["pvalue"]
+    (cell_a, cell_b) = sorted(summary_rows(rows), key=lambda s: s["model"])
+    assert cell_a["num_sets"] == 6 and cell_a["posix"] == pytest.approx(np.mean([0.9, 0.8, 0.7, 0.6, 0.5, 9.9]))
+
+
+def test_paper_values_sit_beside_ours_where_the_setting_matches():
+    assert paper_value("llama2-7b", "mmlu", "template", 0) == (1.12, 0.377)
+    assert paper_value("mistral-7b-instruct", "mmlu", "template", 0) == (1.464, 0.528)  # printed "0.0.528"
+    assert paper_value("mistral-7b", "mmlu", "template", 1) == (0.2, 0.244)
+    assert paper_value("olmo-1b", "bbh", "template", 0) == (1.021, 0.292)
+    assert paper_value("smollm2-135m-instruct", "mmlu", "template", 0) is None
+    assert len(PAPER) == 11 * 8 + 4 * 3 * 3 + 11
+    rows = [{"model": "llama2-7b", "dataset": "mmlu", "variant": "template", "shots": 0, "item_id": f"q{i}",
+             "psi": p} for i, p in enumerate([1.0, 1.2])]
+    markdown, _ = table1(rows)
+    assert "| Llama-2-7b | 1.100 ± 0.141 (paper 1.120 ± 0.377) |" in markdown
+
+
+def test_bad_results_input_is_explained(tmp_path):
+    with pytest.raises(ConfigError, match="no results at"):
+        load_rows(tmp_path / "missing")
+    with pytest.raises(ConfigError, match="found no results"):
+        load_rows(tmp_path)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    with pytest.raises(ConfigError, match="is not a per_set.csv"):
+        load_rows(bad)
+
+
+def test_the_notebook_runs_top_to_bottom(small_results, tmp_path):
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(ROOT / "notebooks" / "analysis.ipynb", as_version=4)
+    client = NotebookClient(notebook, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(ROOT / "notebooks")}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import os
+        os.environ["POSIXLAB_RESULTS"] = str(small_results)
+        os.environ["POSIXLAB_NOTEBOOK_OUT"] = str(tmp_path)
+        try:
+            client.execute()
+        finally:
+            os.environ.pop("POSIXLAB_RESULTS")
+            os.environ.pop("POSIXLAB_NOTEBOOK_OUT")
+    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert sum(o.output_type == "display_data" and "image/png" in o.get("data", {}) for o in outputs) >= 4
+    text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    assert "POSIX" in text and "32 prompt sets" in text
+    assert (tmp_path / "table1.md").is_file()

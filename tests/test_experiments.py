@@ -1,0 +1,80 @@
+"""Every experiment file composes (with each value of its sweep), and the launchers run real jobs."""
+
+import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from posixlab.analysis.figures import PAPER_FIGURES
+from posixlab.results import read_sets
+
+ROOT = Path(__file__).resolve().parent.parent
+CONF = ROOT / "conf"
+EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml") if not p.stem.startswith("_"))
+
+
+def test_one_experiment_per_paper_table_and_figure_and_an_offline_twin_for_each():
+    wanted = [f"table{n}" for n in (1, 2, 6, 7, 8, 9)] + [f"figure{n}" for n in range(1, 10)]
+    assert sorted(EXPERIMENTS) == sorted(f"{kind}_{name}" for kind in ("paper", "offline") for name in wanted)
+    assert {f"figure{n}" for n in range(1, 10)} <= set(PAPER_FIGURES)
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_every_experiment_composes_with_every_swept_value(name):
+    sys.path.insert(0, str(ROOT))
+    from run import to_run_config
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"+experiment={name}"], return_hydra_config=True)
+        params = dict(cfg.hydra.sweeper.params)
+        assert {"model", "variant", "dataset"} <= set(params) and cfg.experiment_name == name
+        assert cfg.logger.tags == [name.split("_")[0]]
+        values = {key: str(value).split(",") for key, value in params.items()}
+        for combination in itertools.product(*values.values()):
+            overrides = [f"+experiment={name}", *(f"{k}={v}" for k, v in zip(values, combination))]
+            job = compose(config_name="config", overrides=overrides)
+            run_config = to_run_config(job, "out")
+            assert run_config.variant in job.dataset.variants if job.dataset.variants else True
+            if name.startswith("paper_"):  # the paper's models, from the hub, with its data sets' sizes
+                assert run_config.model.source == "hub" and job.rephraser.model == "gpt-3.5-turbo"
+                assert job.embedding.model == "thenlper/gte-large"
+                assert run_config.num_sets == {"mmlu": None, "alpaca": 5000, "bbh": 2700}[job.dataset.name]
+            else:  # packaged models only
+                assert run_config.model.source == "packaged" and run_config.embedding.source == "package"
+                assert run_config.num_sets in (20, 100)
+
+
+def test_paper_table2_is_the_papers_grid():
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        params = compose(config_name="config", overrides=["+experiment=paper_table2"],
+                         return_hydra_config=True).hydra.sweeper.params
+    assert params.shots == "0,1,2,3" and params.variant == "spelling,template,paraphrase"
+    assert params.model == "llama2-7b,llama2-7b-chat,mistral-7b,mistral-7b-instruct"
+
+
+@pytest.mark.parametrize("launcher", ["local_parallel", "slurm"])
+def test_launcher_configs_compose(launcher):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"hydra/launcher={launcher}"], return_hydra_config=True)
+    target = cfg.hydra.launcher._target_
+    assert target.endswith({"local_parallel": "JoblibLauncher", "slurm": "SlurmLauncher"}[launcher])
+
+
+def test_a_two_job_multirun_with_the_joblib_launcher(tmp_path):
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
+    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), "-m", "hydra/launcher=local_parallel",
+                           "variant=spelling,template", "num_sets=2", "num_variants=2", "progress=false",
+                           f"hydra.sweep.dir={tmp_path}", "score_cache=false"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Joblib.Parallel" in proc.stdout + proc.stderr  # the joblib launcher ran the jobs
+    jobs = sorted(p.name for p in tmp_path.iterdir() if p.is_dir())
+    assert jobs == ["0_smollm2-135m-instruct_mmlu_spelling_0shot", "1_smollm2-135m-instruct_mmlu_template_0shot"]
+    for job in jobs:
+        records = read_sets(tmp_path / job)
+        assert len(records) == 2 and all(len(r["prompts"]) == 3 for r in records)
+        assert (tmp_path / job / "summary.json").is_file() and list((tmp_path / job / "wandb").glob("offline-run-*"))

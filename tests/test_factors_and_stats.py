@@ -1,0 +1,123 @@
+"""The paper's four factors and the statistics over per-set ψ: hand-computed values and brute-force checks."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+
+from posixlab.errors import PromptSetError
+from posixlab.metrics import psi
+from posixlab.metrics.factors import (confidence_dispersion, response_entropy, semantic_coherence, set_factors,
+                                      unique_responses)
+from posixlab.metrics.stats import bootstrap_ci, paired_wilcoxon, spearman
+
+
+def test_diversity_and_entropy_by_hand():
+    responses = [(1, 2), (1, 2), (3,), (4,), (1, 2), (3,)]  # token-id tuples, as the pipeline passes them
+    assert unique_responses(responses) == 3
+    # frequencies 3/6, 2/6, 1/6
+    expected = -(0.5 * math.log(0.5) + (1 / 3) * math.log(1 / 3) + (1 / 6) * math.log(1 / 6))
+    assert response_entropy(responses) == pytest.approx(expected, abs=1e-15)
+    assert response_entropy(responses) == pytest.approx(1.0114042647073518, abs=1e-12)
+    assert response_entropy([(1,)] * 21) == 0.0
+    assert response_entropy(list(range(21))) == pytest.approx(math.log(21))
+    # token ids, not text, decide identity: (1, 2) and (12,) may decode alike but are different responses
+    assert unique_responses([(1, 2), (12,)]) == 2
+    with pytest.raises(PromptSetError, match="no responses"):
+        unique_responses([])
+
+
+def test_semantic_coherence_by_hand_and_brute_force():
+    e = [[1.0, 0.0], [0.0, 2.0], [3.0, 3.0]]
+    # pairs: (0,1) cos 0; (0,2) cos 1/sqrt2; (1,2) cos 1/sqrt2
+    assert semantic_coherence(e) == pytest.approx((0 + 2 / math.sqrt(2)) / 3)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(7, 5))
+    brute = np.mean([x[i] @ x[j] / np.linalg.norm(x[i]) / np.linalg.norm(x[j])
+                     for i, j in itertools.combinations(range(7), 2)])
+    assert semantic_coherence(x) == pytest.approx(brute, abs=1e-12)
+    assert semantic_coherence([[1.0, 1.0]] * 4) == pytest.approx(1.0)
+    with pytest.raises(PromptSetError, match="at least 2"):
+        semantic_coherence([[1.0, 0.0]])
+    with pytest.raises(PromptSetError, match="all zeros"):
+        semantic_coherence([[1.0, 0.0], [0.0, 0.0]])
+
+
+def test_confidence_dispersion_by_hand():
+    m = np.array([[-1.0, -1.0, -1.0, -1.0], [-2.0, -2.0, -2.0, -2.0], [-4.0, -4.0, -4.0, -4.0],
+                  [-5.0, -5.0, -5.0, -5.0]])
+    d = confidence_dispersion(["y"] * 4, m)
+    # mean -3; squared deviations 4, 1, 1, 4 -> population variance 2.5
+    assert d == {"logprob_variance": 2.5, "logprob_sd": math.sqrt(2.5)}
+    assert confidence_dispersion(["y", "y", "z", "y"], m) is None
+    with pytest.raises(PromptSetError, match="4×4"):
+        confidence_dispersion(["y"] * 4, m[:3, :3])
+
+
+def test_confidence_sd_tracks_psi_as_the_paper_slope_implies():
+    # identical 5-token responses whose log-probability under prompt i is Gaussian with sd sigma: then
+    # psi = E|l_i - l_j| / L = 2 sigma / (sqrt(pi) L), linear in the sd (posix-paper notes §1.7); check by simulation
+    rng = np.random.default_rng(1)
+    ratios = []
+    for sigma in (0.5, 1.0, 2.0):
+        own = rng.normal(-8.0, sigma, size=400)
+        m = np.repeat(own[:, None], 400, axis=1)
+        factors = set_factors([(7, 8, 9, 10, 2)] * 400, m)
+        ratios.append(psi(m, [5] * 400) / factors["logprob_sd"])
+    assert np.allclose(ratios, 2 / math.sqrt(math.pi) / 5, rtol=0.05)
+
+
+def test_set_factors_bundles_all_four():
+    f = set_factors(["a", "b", "a"], np.zeros((3, 3)), [[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+    assert f["unique_responses"] == 2 and f["semantic_coherence"] == pytest.approx(1 / 3)
+    assert f["logprob_variance"] is None and f["logprob_sd"] is None
+
+
+def test_bootstrap_matches_a_plain_loop_and_is_seeded():
+    values = [0.1, 0.4, 0.2, 0.9, 0.3, 0.5, 0.05]
+    lo, hi = bootstrap_ci(values, resamples=2000, seed=3)
+    # the same resampling written as a plain loop over the same random stream
+    rng = np.random.Generator(np.random.PCG64(3))
+    draws = rng.integers(0, len(values), size=(2000, len(values)))
+    means = sorted(float(np.mean([values[i] for i in row])) for row in draws)
+    assert (lo, hi) == pytest.approx(tuple(np.quantile(means, [0.025, 0.975])), abs=1e-12)
+    assert lo < np.mean(values) < hi
+    assert bootstrap_ci(values, resamples=2000, seed=3) == (lo, hi)
+    assert bootstrap_ci(values, resamples=2000, seed=4) != (lo, hi)
+    assert bootstrap_ci([2.0]) == (2.0, 2.0)
+    with pytest.raises(PromptSetError):
+        bootstrap_ci([])
+
+
+def test_bootstrap_chunks_give_the_same_interval_as_one_pass():
+    values = np.random.default_rng(0).random(3000)  # 2e6 // 3000 = 666 resamples per chunk
+    lo, hi = bootstrap_ci(values, resamples=1500, seed=0)
+    rng = np.random.Generator(np.random.PCG64(0))
+    means = np.concatenate([values[rng.integers(0, 3000, size=(n, 3000))].mean(1) for n in (666, 666, 168)])
+    assert (lo, hi) == tuple(np.quantile(means, [0.025, 0.975]))
+
+
+def test_wilcoxon_by_hand():
+    # differences 0.8, 0.6, 0.55, 0.35, 0.45: all positive, so W (the smaller rank sum) = 0; exact p = 2/2^5
+    r = paired_wilcoxon([0.9, 0.8, 0.7, 0.6, 0.5], [0.1, 0.2, 0.15, 0.25, 0.05])
+    assert (r["n"], r["statistic"], r["pvalue"]) == (5, 0.0, pytest.approx(0.0625))
+    assert r["median_difference"] == pytest.approx(0.55)
+    # mixed signs: differences +3, -1, +2, +4 -> ranks 3, 1, 2, 4; negative rank sum 1 -> W = 1; exact p = 2*2/16
+    r = paired_wilcoxon([5, 1, 4, 6], [2, 2, 2, 2])
+    assert (r["statistic"], r["pvalue"]) == (1.0, pytest.approx(0.25))
+    # zero differences are dropped
+    r = paired_wilcoxon([1, 2, 3], [1, 2, 3])
+    assert r["n"] == 0 and r["pvalue"] is None
+    with pytest.raises(PromptSetError, match="equally long"):
+        paired_wilcoxon([1, 2], [1])
+
+
+def test_spearman_against_pearson_of_ranks():
+    x = [0.3, 1.2, 0.8, 2.5, 1.9, 0.1]
+    y = [0.2, 0.9, 1.1, 2.0, 1.5, 0.4]
+    ranks = [scipy_stats.rankdata(v) for v in (x, y)]
+    assert spearman(x, y)["rho"] == pytest.approx(np.corrcoef(*ranks)[0, 1])
+    assert spearman(x, [-v for v in y])["rho"] == pytest.approx(-spearman(x, y)["rho"])
+    assert math.isnan(spearman([1, 1, 1], [1, 2, 3])["rho"])

@@ -1,0 +1,161 @@
+"""W&B through real run.py jobs: the offline run holds config, summary, per-set table and artifact; a failed job
+still closes its run; secrets in the environment reach nothing the job wrote; jobs of a sweep share a group."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from experiments.tracking import offline_run_dirs, read_offline_run
+from posixlab.results import read_sets
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_py(args, env_extra=None):
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0", **(env_extra or {})}
+    return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+def records_by_kind(run_dir):
+    kinds = {}
+    for record in read_offline_run(run_dir):
+        kinds.setdefault(record.WhichOneof("record_type"), []).append(record)
+    return kinds
+
+
+def summary_of(kinds) -> dict:
+    values = {}
+    for record in kinds["summary"]:
+        for item in record.summary.update:
+            if item.key:
+                values[item.key] = json.loads(item.value_json)
+    return values
+
+
+def test_offline_run_holds_config_summary_table_figures_and_artifact(tmp_path):
+    out = tmp_path / "job"
+    proc = run_py(["num_sets=3", "num_variants=3", "progress=false", f"hydra.run.dir={out}", "score_cache=false"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run_dir,) = offline_run_dirs(out)
+    kinds = records_by_kind(run_dir)
+
+    config = {item.key: json.loads(item.value_json) for item in kinds["run"][0].run.config.update}
+    assert config["model"]["name"] == "smollm2-135m-instruct" and config["num_sets"] == 3
+    assert config["logger"]["mode"] == "offline" and config["embedding"]["name"] == "all-MiniLM-L6-v2"
+    assert kinds["run"][0].run.display_name == "job" and kinds["run"][0].run.run_group == ""  # one job: no group
+
+    summary = json.loads((out / "summary.json").read_text())
+    logged = summary_of(kinds)
+    assert logged["posix"] == summary["psi"]["posix"] and logged["num_sets"] == 3
+    assert [logged["psi_ci95_low"], logged["psi_ci95_high"]] == summary["psi"]["ci95"]
+    assert logged["factor/unique_responses"] == summary["factors"]["unique_responses"]["mean"]
+
+    (table_file,) = (run_dir / "files" / "media" / "table").glob("sets_*.table.json")
+    table = json.loads(table_file.read_text())
+    records = read_sets(out)
+    assert len(table["data"]) == 3
+    column = {name: i for i, name in enumerate(table["columns"])}
+    for row, record in zip(table["data"], records):
+        assert row[column["psi"]] == record["psi"] and row[column["item_id"]] == record["item_id"]
+        assert row[column["unique_responses"]] == record["factors"]["unique_responses"]
+        assert json.loads(row[column["responses"]]) == [r["text"] for r in record["responses"]]
+    images = {p.name.split("_")[0] for p in (run_dir / "files" / "media" / "images" / "figures").glob("*.png")}
+    assert images == {"psi", "factors"}
+
+    artifacts = {a.artifact.type: a.artifact for a in kinds["artifact"]}
+    files = {entry.path for entry in artifacts["posix-results"].manifest.contents}
+    assert {"sets.jsonl", "summary.json", "summary.md", "config.yaml", "figures/factors.png"} <= files
+    assert not any(f.startswith("wandb") for f in files)
+    assert kinds["exit"][0].exit.exit_code == 0
+
+
+def test_a_failing_job_closes_its_run_with_exit_code_1(tmp_path):
+    out = tmp_path / "job"
+    # BBH keeps only template variants: the job stops with a clear error after W&B has started
+    proc = run_py(["dataset=bbh", "dataset.source=path", f"dataset.path={ROOT / 'tests/fixtures/bbh_fixture.jsonl'}",
+                   "variant=spelling", "progress=false", f"hydra.run.dir={out}"])
+    assert proc.returncode == 2 and "allows variant types template only" in proc.stderr
+    (run_dir,) = offline_run_dirs(out)
+    kinds = records_by_kind(run_dir)
+    assert kinds["exit"][0].exit.exit_code == 1
+
+
+def test_logger_none_writes_no_wandb_folder(tmp_path):
+    out = tmp_path / "job"
+    proc = run_py(["num_sets=1", "num_variants=2", "progress=false", "logger=none", f"hydra.run.dir={out}"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (out / "summary.json").is_file() and not (out / "wandb").exists()
+
+
+class Rephraser:
+    """A loopback OpenAI-compatible endpoint that demands one API key and rewrites the text it is sent."""
+
+    def __init__(self, key: str):
+        self.auth: list[str] = []
+        state = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                state.auth.append(self.headers.get("Authorization"))
+                if self.headers.get("Authorization") != f"Bearer {key}":
+                    self.send_response(401)
+                    self.end_headers()
+                    return
+                request = body["messages"][-1]["content"]
+                k = int(re.search(r"in (\d+) different ways", request).group(1))
+                text = request.split("Text: ", 1)[1].strip()
+                reply = "\n".join(f"{i}. Put another way ({len(state.auth)}.{i}): {text}" for i in range(1, k + 1))
+                data = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [
+                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+
+def test_secrets_from_the_environment_leave_no_trace(tmp_path):
+    rephraser_key, wandb_key = "sk-posixlab-test-7f3a9c1e55d2", "b7e2c4a19d3f6e8a0c5b2d4f6a8c0e2b4d6f8a0c"
+    server = Rephraser(rephraser_key)
+    thread = threading.Thread(target=server.server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    sweep = tmp_path / "sweep"
+    paraphrases = tmp_path / "paraphrases.jsonl"
+    try:
+        proc = run_py(["-m", "variant=paraphrase,spelling", "num_sets=1", "num_variants=2", "progress=false",
+                       "rephraser=openai", f"rephraser.base_url={server.base_url}", "rephraser.model=m",
+                       "rephraser.api_key_env=POSIXLAB_TEST_REPHRASER_KEY", f"rephraser.path={paraphrases}",
+                       f"hydra.sweep.dir={sweep}", "score_cache=false"],
+                      env_extra={"POSIXLAB_TEST_REPHRASER_KEY": rephraser_key, "WANDB_API_KEY": wandb_key})
+    finally:
+        server.server.shutdown()
+        server.server.server_close()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert server.auth and set(server.auth) == {f"Bearer {rephraser_key}"}  # the key was used ...
+    written = [p for p in [*sweep.rglob("*"), paraphrases] if p.is_file()]
+    assert len(written) > 20 and any(p.suffix == ".wandb" for p in written)
+    for path in written:  # ... and appears in nothing the jobs wrote: results, Hydra files, W&B runs, paraphrases
+        data = path.read_bytes()
+        for secret in (rephraser_key, wandb_key):
+            assert secret.encode() not in data, f"{secret[:6]}... found in {path}"
+    assert rephraser_key not in proc.stdout + proc.stderr and wandb_key not in proc.stdout + proc.stderr
+    # the two jobs are two W&B runs in one group named after the sweep folder
+    groups = {records_by_kind(run)["run"][0].run.run_group for job in sweep.iterdir() if job.is_dir()
+              for run in offline_run_dirs(job)}
+    assert groups == {"sweep"}
+    assert read_sets(next(sweep.glob("0_*")))[0]["prompts"][1]["kind"] == "paraphrase"
