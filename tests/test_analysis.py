@@ -81,7 +81,7 @@ def test_a_missing_cell_leaves_a_gap_and_a_warning(small_results, tmp_path):
     with pytest.warns(GridWarning) as caught:
         written = regenerate([partial, tmp_path / "gemma.csv"], tmp_path / "out")
     messages = " ".join(str(w.message) for w in caught)
-    assert "gemma3-270m · mmlu · template" in messages  # a blank table cell
+    assert "gemma3-270m · mmlu · template: no results" in messages  # a blank table cell
     assert "figure2" not in {p.stem for p in written}  # no mixture at all: Figure 2 has nothing to show
     assert "| Gemma-3-270M |" in (tmp_path / "out" / "table1.md").read_text()
 

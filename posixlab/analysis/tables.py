@@ -89,18 +89,8 @@ def table1(rows: list[dict], shots: int = 0) -> tuple[str, list[dict]]:
     lines = [f"| model | {' | '.join(f'{d.upper()} {v}' for d, v in columns)} |",
              f"|---|{'---|' * len(columns)}"]
     for model in models:
-        texts = []
-        for dataset, variant in columns:
-            s = summaries.get((model, dataset, variant))
-            if s is None:
-                warnings.warn(f"table 1: no results for {model} · {dataset} · {variant}; the cell is blank",
-                              GridWarning, stacklevel=2)
-                texts.append("")
-                continue
-            text = fmt(s["posix"], s["sd"])
-            if s["paper_mean"] is not None:
-                text += f" (paper {fmt(s['paper_mean'], s['paper_sd'])})"
-            texts.append(text)
+        texts = [_cell_text(summaries.get((model, dataset, variant)), f"table 1: {model} · {dataset} · {variant}")
+                 for dataset, variant in columns]
         lines.append(f"| {label(model)} | {' | '.join(texts)} |")
     tests = paired_tests(zero, "model") + paired_tests(zero, "variant")
     markdown = "\n".join([f"## Table 1: {shots}-shot POSIX (mean ± sd of ψ over prompt sets)", "", *lines, "",
@@ -118,21 +108,9 @@ def table2(rows: list[dict]) -> tuple[str, list[dict]]:
     lines = [f"| data set | shots | variant | {' | '.join(label(m) for m in models)} |",
              f"|---|---|---|{'---|' * len(models)}"]
     for dataset, shots, variant in keys:
-        texts = []
-        for model in models:
-            s = summaries.get((model, dataset, variant, shots))
-            if s is None:
-                warnings.warn(f"table 2: no results for {model} · {dataset} · {variant} · {shots}-shot; blank",
-                              GridWarning, stacklevel=2)
-                texts.append("")
-                continue
-            text = fmt(s["posix"], s["sd"])
-            if s["paper_mean"] is not None:
-                text += f" (paper {fmt(s['paper_mean'], s['paper_sd'])})"
-            test = tests.get((dataset, model, variant, shots))
-            if test is not None and test["p_value"] is not None:
-                text += f"; vs 0-shot p = {test['p_value']:.2g}"
-            texts.append(text)
+        texts = [_cell_text(summaries.get((model, dataset, variant, shots)),
+                            f"table 2: {model} · {dataset} · {variant} · {shots}-shot",
+                            tests.get((dataset, model, variant, shots))) for model in models]
         lines.append(f"| {dataset.upper()} | {shots} | {variant} | {' | '.join(texts)} |")
     markdown = "\n".join(["## Table 2: POSIX by number of few-shot exemplars (mean ± sd of ψ over prompt sets; "
                           "p: Wilcoxon signed-rank against 0-shot on the same sets)", "", *lines, "",
@@ -152,6 +130,19 @@ def write_table(markdown: str, records: list[dict], folder: Path, name: str, not
         for r in records:
             writer.writerow({k: ("" if r.get(k) is None else r[k]) for k in fields})
     return [md, out]
+
+
+def _cell_text(summary: dict | None, where: str, test: dict | None = None) -> str:
+    """'mean ± sd', the paper's value beside it when there is one, and the p of a test against 0-shot."""
+    if summary is None:
+        warnings.warn(f"{where}: no results; the cell is blank", GridWarning, stacklevel=3)
+        return ""
+    text = fmt(summary["posix"], summary["sd"])
+    if summary["paper_mean"] is not None:
+        text += f" (paper {fmt(summary['paper_mean'], summary['paper_sd'])})"
+    if test is not None and test["p_value"] is not None:
+        text += f"; vs 0-shot p = {test['p_value']:.2g}"
+    return text
 
 
 def _tests_markdown(tests: list[dict]) -> str:
