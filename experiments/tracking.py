@@ -15,6 +15,8 @@ import json
 import os
 from pathlib import Path
 
+from posixlab.errors import ConfigError
+
 MODES = ("offline", "online", "disabled")
 TABLE_COLUMNS = ["set_index", "item_id", "subject", "variant_type", "psi", "psi_reference_compat", "unique_responses",
                  "response_entropy", "semantic_coherence", "logprob_variance", "logprob_sd", "variant_types",
@@ -31,10 +33,10 @@ class Tracker:
         if backend == "none":
             return
         if backend != "wandb":
-            raise ValueError(f"unknown logger backend {backend!r}; choose wandb or none (logger=none)")
+            raise ConfigError(f"unknown logger backend {backend!r}; choose wandb or none (logger=none)")
         mode = settings.get("mode", "offline")
         if mode not in MODES:
-            raise ValueError(f"logger.mode must be one of {', '.join(MODES)}, got {mode!r}")
+            raise ConfigError(f"logger.mode must be one of {', '.join(MODES)}, got {mode!r}")
         if mode == "disabled":
             return
         import wandb
@@ -42,7 +44,15 @@ class Tracker:
         self.wandb = wandb
         self.output_dir = Path(output_dir)
         self.log_artifact = bool(settings.get("log_artifact", True))
-        self.run = wandb.init(
+        try:
+            self.run = self._init(wandb, settings, config, name, group, mode)
+        except Exception as exc:  # noqa: BLE001 - a login or network problem: say what to do, compute nothing yet
+            raise ConfigError(f"Weights & Biases could not start in {mode} mode ({type(exc).__name__}: {exc}). "
+                              f"Online mode needs WANDB_API_KEY in the environment (or wandb login); "
+                              f"logger.mode=offline needs no account; logger=none turns W&B off") from None
+
+    def _init(self, wandb, settings: dict, config: dict, name: str, group: str | None, mode: str):
+        return wandb.init(
             project=settings.get("project", "posixlab"),
             entity=settings.get("entity"),
             group=settings.get("group") or group,
@@ -53,7 +63,7 @@ class Tracker:
             dir=str(self.output_dir),
             mode=mode,
             reinit="finish_previous",
-            settings=wandb.Settings(save_code=False, console="off", x_disable_meta=False, silent=True),
+            settings=wandb.Settings(save_code=False, console="off", silent=True),
         )
 
     def __enter__(self):

@@ -159,3 +159,16 @@ def test_secrets_from_the_environment_leave_no_trace(tmp_path):
               for run in offline_run_dirs(job)}
     assert groups == {"sweep"}
     assert read_sets(next(sweep.glob("0_*")))[0]["prompts"][1]["kind"] == "paraphrase"
+
+
+def test_online_mode_without_a_key_stops_before_any_work(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("WANDB_API_KEY", "WANDB_MODE")}
+    out = tmp_path / "job"
+    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), "logger.mode=online", "num_sets=1",
+                           "progress=false", f"hydra.run.dir={out}"], cwd=ROOT, env={**env, "HOME": str(tmp_path)},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert "could not start in online mode" in proc.stderr and "logger=none turns W&B off" in proc.stderr
+    assert not (out / "sets.jsonl").exists()
+    proc = run_py(["logger.mode=loud", "num_sets=1", f"hydra.run.dir={tmp_path / 'bad'}"])
+    assert proc.returncode == 2 and "logger.mode must be one of offline, online, disabled" in proc.stderr
