@@ -69,7 +69,7 @@ def build_prompt_sets(cfg: RunConfig, progress: bool = True) -> tuple[list[Promp
         raise ConfigError(f"shots must be 0 or more, got {cfg.shots}")
     generator = make_generator(cfg)
     all_items = load_items(cfg.dataset)
-    items = select_items(all_items, cfg.num_sets, cfg.seed)
+    items = select_items(all_items, cfg.num_sets, cfg.seed, cfg.dataset.exclude_items)
     pool = exemplar_pool(cfg.dataset, all_items) if cfg.shots else None
     shots = [pool.select(item, cfg.shots, cfg.seed) if pool else () for item in items]
     to_render = items + ([ex for s in shots for ex in s] if cfg.perturb_shots else [])

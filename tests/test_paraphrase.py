@@ -166,6 +166,27 @@ def test_too_few_valid_paraphrases_fail_with_the_count(tmp_path):
                                                           "The Red Planet is which planet?"]
 
 
+def test_prepare_tries_every_question_and_names_the_ones_that_failed(tmp_path):
+    hard = PromptItem("mmlu/test/1", "Cultural homogenization.", ("a", "b", "c", "d"), subject="sociology")
+    other = PromptItem("mmlu/test/2", "What is the boiling point of water at sea level?", ("a", "b", "c", "d"))
+    replies = ["1. Cultural homogenization is the spread of one culture.",  # completes the original: rejected
+               "1. Cultural homogenization means loss of diversity.",
+               "1. At sea level, water boils at what temperature?\n2. Water boils at which temperature at sea level?"]
+    generator = ParaphraseVariants(source_with(tmp_path / "p.jsonl", replies, max_requests=2, per_request=2))
+    with pytest.raises(RephraserError, match=r"for 1 of 2 questions \(item ids mmlu/test/1\).*"
+                                             r"dataset.exclude_items=\[mmlu/test/1\]"):
+        generator.prepare([hard, other], 2, progress=False)
+    # the question after the failure was still paraphrased and stored
+    stored = ParaphraseFile(tmp_path / "p.jsonl")
+    assert stored.get(generator.source.key(other.question))["paraphrases"] == [
+        "At sea level, water boils at what temperature?", "Water boils at which temperature at sea level?"]
+    # leaving the item out, as the error says, lets the run go on with the next item of the seeded draw
+    items = [PromptItem(f"q{i}", f"Question {i}?") for i in range(6)]
+    assert [i.item_id for i in select_items(items, 3, 0, exclude=["q2"])] == ["q4", "q1", "q0"]
+    with pytest.raises(ConfigError, match="not in the data set: q9"):
+        select_items(items, 3, 0, exclude=["q9"])
+
+
 # --- mixture ----------------------------------------------------------------------------------------------------------
 def paraphrased_source(tmp_path, items, n=20):
     path = tmp_path / "mix.jsonl"

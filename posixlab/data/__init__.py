@@ -27,6 +27,9 @@ class DatasetSpec:
     # keep only items whose question has at most this many characters (None: all). The offline experiments use it:
     # the packaged 0.5B rephraser cannot paraphrase long passages faithfully (README, "Paraphrases").
     max_question_chars: int | None = None
+    # item ids never drawn as prompt sets (still usable as exemplars); skipped after the seeded shuffle, so leaving
+    # an item out replaces it with the next in the draw and leaves every other set as it was
+    exclude_items: list[str] | None = field(default=None, hash=False)
 
 
 def load_items(spec: DatasetSpec) -> list[PromptItem]:
@@ -51,13 +54,28 @@ def load_items(spec: DatasetSpec) -> list[PromptItem]:
     return items
 
 
-def select_items(items: list[PromptItem], num: int | None, seed: int) -> list[PromptItem]:
-    """``num`` items drawn by a seeded shuffle (all of them, shuffled, when ``num`` is None or too large)."""
+def select_items(items: list[PromptItem], num: int | None, seed: int,
+                 exclude: list[str] | None = None) -> list[PromptItem]:
+    """``num`` items drawn by a seeded shuffle (all of them, shuffled, when ``num`` is None or too large), skipping
+    the item ids in ``exclude``.
+
+    >>> from posixlab.prompts import PromptItem
+    >>> items = [PromptItem(f"q{i}", f"Question {i}?") for i in range(6)]
+    >>> [i.item_id for i in select_items(items, 3, seed=0)]
+    ['q4', 'q2', 'q1']
+    >>> [i.item_id for i in select_items(items, 3, seed=0, exclude=["q2"])]   # the next in the draw takes its place
+    ['q4', 'q1', 'q0']
+    """
     if num is not None and num < 1:
         raise ConfigError(f"num_sets must be at least 1, got {num}")
+    unknown = sorted(set(exclude or ()) - {item.item_id for item in items})
+    if unknown:
+        raise ConfigError(f"dataset.exclude_items names item ids that are not in the data set: {', '.join(unknown)}")
     order = list(range(len(items)))
     random.Random(seed).shuffle(order)
-    return [items[i] for i in order[: num or len(items)]]
+    skip = set(exclude or ())
+    kept = [items[i] for i in order if items[i].item_id not in skip]
+    return kept[: num or len(kept)]
 
 
 __all__ = ["BBH_TASKS", "DatasetSpec", "LOADERS", "load_alpaca", "load_bbh", "load_items", "load_mmlu", "select_items"]

@@ -89,14 +89,31 @@ class ParaphraseVariants(VariantGenerator):
         self._ready: dict[str, tuple[list[str], dict]] = {}
 
     def prepare(self, items: list[PromptItem], num_variants: int, progress: bool = True) -> None:
+        """Fetch (or write) every question's paraphrases. A question the rephraser cannot paraphrase does not stop
+        the others: every question is tried, what was obtained is kept, and one error then names all that failed."""
         texts = list(dict.fromkeys(item.question for item in items))
         missing = [t for t in texts if (r := self.source.lookup(t)) is None or len(r["paraphrases"]) < num_variants]
         if missing:
             print(f"posixlab: {len(texts) - len(missing)} of {len(texts)} questions already paraphrased in "
                   f"{self.source.store.path}; writing {len(missing)}", file=sys.stderr)
+        failed: dict[str, str] = {}
         for text in tqdm(texts, desc="paraphrases", unit="question", disable=not progress or not missing,
                          file=sys.stderr):
-            self._ready[text] = self.source.paraphrases(text, num_variants)
+            try:
+                self._ready[text] = self.source.paraphrases(text, num_variants)
+            except RephraserError as error:
+                if self.source.rephraser is None:  # a user's file: nothing to wait for, say it at once
+                    raise
+                failed[text] = str(error)
+                print(f"posixlab: {error}", file=sys.stderr)
+        if failed:
+            ids = [item.item_id for item in items if item.question in failed]
+            raise RephraserError(
+                f"the rephraser could not write {num_variants} valid paraphrases for {len(failed)} of {len(texts)} "
+                f"questions (item ids {', '.join(ids)}); the others are done and kept. Raise rephraser.max_requests, "
+                f"use a stronger rephraser, supply a paraphrase file, or leave these items out as the paper left out "
+                f"the items GPT-3.5 would not paraphrase: dataset.exclude_items=[{','.join(ids)}]. First failure: "
+                f"{next(iter(failed.values()))}")
 
     def edit(self, item: PromptItem, index: int, seed: int) -> Edit:
         if item.question not in self._ready:
