@@ -5,6 +5,7 @@
     python run.py -m model=smollm2-135m-instruct,gemma3-270m variant=spelling,template
     python run.py variant=paraphrase shots=1        # paraphrases by the packaged Qwen rephraser, one exemplar
     python run.py -m shots=0,1,2,3 variant=spelling,template,paraphrase   # the paper's Table 2 study
+    python run.py task=classification strategy=detail   # Errica et al.: sensitivity and consistency (offline MMLU)
 
 Results go to the Hydra run folder (printed at the end). A problem with the input or the environment (a model that
 cannot be fetched, a prompt too long for the model, ...) prints one clear message and exits with status 2.
@@ -22,12 +23,14 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.tracking import Tracker
+from posixlab.analysis.classification import run_classification_figures
 from posixlab.analysis.collect import load_rows
+from posixlab.classify.run import ClassificationConfig, ClassificationData, run_classification
 from posixlab.analysis.figures import run_figures
 
 from posixlab.data import DatasetSpec
 from posixlab.embeddings import EmbeddingSpec
-from posixlab.errors import PosixlabError
+from posixlab.errors import ConfigError, PosixlabError
 from posixlab.models import spec_from_dict
 from posixlab.pipeline import RunConfig, run
 from posixlab.results import read_sets
@@ -35,9 +38,38 @@ from posixlab.rephrase import RephraserConfig
 from posixlab.scoring import EngineOptions
 
 
+def to_classification_config(cfg: DictConfig, output_dir: str) -> ClassificationConfig:
+    c = OmegaConf.to_container(cfg, resolve=True)
+    dataset = dict(c["dataset"])
+    if dataset.pop("task", "posix") != "classification":
+        raise ConfigError(f"dataset {dataset['name']} is not a classification data set; with task=classification "
+                          f"choose dataset=mmlu_letters (offline), trec, cb, rte, dbpedia14 or wos46985")
+    dataset.pop("max_new_tokens", None)
+    task = c["task"]
+    return ClassificationConfig(
+        model=spec_from_dict(c["model"]),
+        data=ClassificationData(**dataset),
+        strategy=c["strategy"]["name"],
+        num_rephrasings=task["num_rephrasings"],
+        task_sentence=task["task_sentence"],
+        probability=task["probability"],
+        max_new_tokens=c["max_new_tokens"],
+        seed=c["seed"],
+        chat_template=c["chat_template"],
+        output_dir=output_dir,
+        cache_dir=c["cache_dir"],
+        score_cache=c["score_cache"],
+        score_cache_dir=c["score_cache_dir"],
+        engine=EngineOptions(**c["engine"]),
+        rephraser=RephraserConfig(**c["rephraser"]),
+    )
+
+
 def to_run_config(cfg: DictConfig, output_dir: str) -> RunConfig:
     c = OmegaConf.to_container(cfg, resolve=True)
     dataset = dict(c["dataset"])
+    if dataset.pop("task", "posix") != "posix":
+        raise ConfigError(f"dataset {dataset['name']} is a classification data set: add task=classification")
     for key in ("max_new_tokens", "experiment_sets"):  # defaults of top-level settings, not of the loader
         dataset.pop(key, None)
     return RunConfig(
@@ -74,13 +106,20 @@ def main(cfg: DictConfig) -> float | None:
     # one W&B run per job; the jobs of a sweep share its folder's name as their group
     group = Path(hydra_cfg.sweep.dir).name if hydra_cfg.mode == RunMode.MULTIRUN else None
     try:
-        with Tracker(resolved["logger"], resolved, output_dir, name=Path(output_dir).name, group=group) as tracker:
-            summary = run(to_run_config(cfg, output_dir), progress=cfg.progress)
-            figures = run_figures(load_rows(output_dir), Path(output_dir) / "figures")
-            tracker.log_results(summary, read_sets(output_dir), figures)
+        if cfg.task.name == "classification":
+            return run_classification_job(cfg, resolved, output_dir, group)
+        return run_posix_job(cfg, resolved, output_dir, group)
     except PosixlabError as exc:
         print(f"\nposixlab error: {exc}", file=sys.stderr)
         sys.exit(2)
+
+
+def run_posix_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str | None) -> float:
+    run_cfg = to_run_config(cfg, output_dir)  # a config error stops the job before W&B starts
+    with Tracker(resolved["logger"], resolved, output_dir, name=Path(output_dir).name, group=group) as tracker:
+        summary = run(run_cfg, progress=cfg.progress)
+        figures = run_figures(load_rows(output_dir), Path(output_dir) / "figures")
+        tracker.log_results(summary, read_sets(output_dir), figures)
     p = summary["psi"]
     sd = "n/a" if p["sd"] is None else f"{p['sd']:.4f}"
     print(f"POSIX = {p['posix']:.4f} (95% CI {p['ci95'][0]:.4f} to {p['ci95'][1]:.4f}, sd {sd}, median "
@@ -88,6 +127,24 @@ def main(cfg: DictConfig) -> float | None:
           f"{cfg.dataset.name} · {cfg.variant.name} · {cfg.shots}-shot")
     print(f"results: {output_dir}")
     return p["posix"]
+
+
+def run_classification_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str | None) -> float:
+    run_cfg = to_classification_config(cfg, output_dir)
+    with Tracker(resolved["logger"], resolved, output_dir, name=Path(output_dir).name, group=group,
+                 job_type="classification") as tracker:
+        summary = run_classification(run_cfg, progress=cfg.progress)
+        figures = run_classification_figures(output_dir, Path(output_dir) / "figures")
+        tracker.log_classification(summary, output_dir, figures)
+    s, c, f1 = summary["sensitivity"], summary["consistency"], summary["micro_f1"]
+    consistency = "n/a (no gold labels)" if c is None else "n/a (no class has two samples)" \
+        if c["mean"] is None else f"{c['mean']:.4f}"
+    f1_text = "n/a" if f1 is None else f"{f1['mean']:.4f} ± {f1['sd'] or 0:.4f}"
+    print(f"sensitivity S = {s['mean']:.4f} · consistency C = {consistency} · micro-F1 = {f1_text} "
+          f"({summary['num_samples']} samples × Q = {summary['num_rephrasings']}) · {cfg.model.name} · "
+          f"{cfg.dataset.name} · {cfg.strategy.name} · {cfg.task.probability}")
+    print(f"results: {output_dir}")
+    return s["mean"]
 
 
 if __name__ == "__main__":

@@ -21,14 +21,17 @@ MODES = ("offline", "online", "disabled")
 TABLE_COLUMNS = ["set_index", "item_id", "subject", "variant_type", "psi", "psi_reference_compat", "unique_responses",
                  "response_entropy", "semantic_coherence", "logprob_variance", "logprob_sd", "variant_types",
                  "responses"]
+CLASSIFICATION_COLUMNS = ["sample_id", "gold", "sensitivity", "distribution", "labels", "answers"]
 
 
 class Tracker:
     """A W&B run for one job, or nothing (``backend: none`` or ``mode: disabled``). Use as a context manager: the
     run is finished with exit code 1 if the job raises, 0 otherwise, so a failed job still leaves a closed run."""
 
-    def __init__(self, settings: dict, config: dict, output_dir: str, name: str, group: str | None):
+    def __init__(self, settings: dict, config: dict, output_dir: str, name: str, group: str | None,
+                 job_type: str = "posix"):
         self.run = None
+        self.job_type = job_type
         backend = settings.get("backend", "wandb")
         if backend == "none":
             return
@@ -56,7 +59,7 @@ class Tracker:
             project=settings.get("project", "posixlab"),
             entity=settings.get("entity"),
             group=settings.get("group") or group,
-            job_type=settings.get("job_type", "posix"),
+            job_type=settings.get("job_type") or self.job_type,
             name=name,
             tags=list(settings.get("tags") or []),
             config=config,
@@ -95,15 +98,44 @@ class Tracker:
                            json.dumps(sorted({p["kind"] for p in r["prompts"]})),
                            json.dumps([x["text"] for x in r["responses"]], ensure_ascii=False))
         self.run.log({"sets": table, **{f"figures/{k}": wandb.Image(str(v)) for k, v in figures.items()}})
-        if self.log_artifact:
-            artifact = wandb.Artifact(_artifact_name(self.run.name or "results"), type="posix-results",
-                                      metadata={"posix": p["posix"], "num_sets": p["num_sets"]})
-            for path in sorted(self.output_dir.rglob("*")):
-                # the wandb folder is W&B's own bookkeeping (and would contain this artifact); .hydra is logged as
-                # config already, but it is small and shows the overrides, so it goes in
-                if path.is_file() and "wandb" not in path.relative_to(self.output_dir).parts:
-                    artifact.add_file(str(path), name=str(path.relative_to(self.output_dir)))
-            self.run.log_artifact(artifact)
+        self._log_folder("posix-results", {"posix": p["posix"], "num_sets": p["num_sets"]})
+
+    def log_classification(self, summary: dict, output_dir: str, figures: dict[str, Path]) -> None:
+        """A classification job: S, C, micro-F1 in the summary, one table row per sample, the figures, the folder."""
+        if self.run is None:
+            return
+        wandb = self.wandb
+        s, c, f1 = summary["sensitivity"], summary.get("consistency") or {}, summary.get("micro_f1") or {}
+        self.run.summary.update({
+            "sensitivity": s["mean"], "sensitivity_sd": s["sd"], "sensitivity_median": s["median"],
+            "consistency": c.get("mean"), "consistency_pooled": c.get("pooled"),
+            "consistency_with_self_pairs": c.get("mean_with_self_pairs"),
+            "micro_f1": f1.get("mean"), "micro_f1_sd": f1.get("sd"), "na_share": summary.get("na_share"),
+            "num_samples": summary["num_samples"], "num_rephrasings": summary["num_rephrasings"],
+            **{f"sensitivity/{k}": v for k, v in s.get("per_class", {}).items()},
+            **{f"consistency/{k}": v for k, v in (c.get("per_class") or {}).items()},
+        })
+        table = wandb.Table(columns=CLASSIFICATION_COLUMNS)
+        with open(Path(output_dir) / "samples.jsonl", encoding="utf-8") as f:
+            for line in f:
+                r = json.loads(line)
+                table.add_data(r["sample_id"], r["gold"], r["sensitivity"], json.dumps(r["distribution"]),
+                               json.dumps([p["label"] for p in r["predictions"]], ensure_ascii=False),
+                               json.dumps([p["answer"] for p in r["predictions"]], ensure_ascii=False))
+        self.run.log({"samples": table, **{f"figures/{k}": wandb.Image(str(v)) for k, v in figures.items()
+                                           if str(v).endswith(".png")}})
+        self._log_folder("classification-results", {"sensitivity": s["mean"], "consistency": c.get("mean")})
+
+    def _log_folder(self, kind: str, metadata: dict) -> None:
+        if not self.log_artifact:
+            return
+        artifact = self.wandb.Artifact(_artifact_name(self.run.name or "results"), type=kind, metadata=metadata)
+        for path in sorted(self.output_dir.rglob("*")):
+            # the wandb folder is W&B's own bookkeeping (and would contain this artifact); .hydra is logged as
+            # config already, but it is small and shows the overrides, so it goes in
+            if path.is_file() and "wandb" not in path.relative_to(self.output_dir).parts:
+                artifact.add_file(str(path), name=str(path.relative_to(self.output_dir)))
+        self.run.log_artifact(artifact)
 
 
 def _artifact_name(name: str) -> str:

@@ -14,7 +14,9 @@ from posixlab.results import read_sets
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
-EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml") if not p.stem.startswith("_"))
+EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")
+                     if not p.stem.startswith("_") and "errica" not in p.stem)
+ERRICA = ["offline_errica_table1", "paper_errica_table1"]  # the classification task's Table 1
 
 
 def test_one_experiment_per_paper_table_and_figure_and_an_offline_twin_for_each():
@@ -46,6 +48,28 @@ def test_every_experiment_composes_with_every_swept_value(name):
             else:  # packaged models only
                 assert run_config.model.source == "packaged" and run_config.embedding.source == "package"
                 assert run_config.num_sets in (20, 100)
+
+
+@pytest.mark.parametrize("name", ERRICA)
+def test_every_classification_experiment_composes_with_every_swept_value(name):
+    sys.path.insert(0, str(ROOT))
+    from run import to_classification_config
+
+    assert (CONF / "experiment" / f"{name}.yaml").is_file()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"+experiment={name}"], return_hydra_config=True)
+        values = {key: str(value).split(",") for key, value in dict(cfg.hydra.sweeper.params).items()}
+        assert values["strategy"] == ["simple", "detail", "1shot"]
+        for combination in itertools.product(*values.values()):
+            overrides = [f"+experiment={name}", *(f"{k}={v}" for k, v in zip(values, combination))]
+            job = compose(config_name="config", overrides=overrides)
+            run_config = to_classification_config(job, "out")
+            assert run_config.num_rephrasings == 30 and job.task.name == "classification"
+            if name.startswith("paper_"):  # the paper's data sets and models; the classifier rephrases itself
+                assert run_config.model.source == "hub" and run_config.rephraser.model == run_config.model.path
+                assert run_config.data.name in ("trec", "cb", "rte", "dbpedia14", "wos46985")
+            else:
+                assert run_config.model.source == "packaged" and run_config.data.name == "mmlu_letters"
 
 
 def test_paper_table2_is_the_papers_grid():

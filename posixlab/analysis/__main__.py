@@ -1,7 +1,8 @@
 """python -m posixlab.analysis RESULTS [RESULTS ...] --out figures/
 
 RESULTS are run folders, sweep folders (searched recursively for summary.json + sets.jsonl) or per_set.csv files.
-No model is loaded: this only reads results.
+Classification runs (summary.json with "task": "classification" + samples.jsonl) found there add their tables,
+figures and most-sensitive-samples reports under OUT/classification/. No model is loaded: this only reads results.
 """
 
 from __future__ import annotations

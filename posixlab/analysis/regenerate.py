@@ -1,20 +1,44 @@
-"""Regenerate every table and figure from saved results into one folder."""
+"""Regenerate every table and figure from saved results into one folder: POSIX runs' at its top, classification
+runs' (Errica et al.) under ``classification/``. Either kind may be absent."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from posixlab.analysis.classification import find_classification_runs, regenerate_classification
 from posixlab.analysis.collect import PER_SET_CSV, data_caption, load_rows, write_rows
 from posixlab.analysis.figures import paper_figures
 from posixlab.analysis.tables import summary_rows, table1, table2, write_table
 from posixlab.metrics.factors import FACTOR_NAMES
+from posixlab.results import SETS_FILE, SUMMARY_FILE
+
+CLASSIFICATION_DIR = "classification"
 
 
 def regenerate(sources: list[str | Path], out: str | Path) -> list[Path]:
     """Read results (run or sweep folders, or a per_set.csv), write per_set.csv, the cell summary, Tables 1 and 2
-    and every figure into ``out``. Returns the files written."""
-    rows = load_rows(*sources)
+    and every figure into ``out``, and the classification runs' tables, figures and reports into
+    ``out/classification``. Returns the files written."""
     out = Path(out)
+    classification = find_classification_runs(sources)
+    written = []
+    # with neither kind of results, load_rows raises its usual error
+    if not classification or _has_posix(sources):
+        written += regenerate_posix(sources, out)
+    if classification:
+        written += regenerate_classification(sources, out / CLASSIFICATION_DIR)
+    return written
+
+
+def _has_posix(sources: list[str | Path]) -> bool:
+    """A per_set.csv file, or a run folder (summary.json beside sets.jsonl) somewhere under a folder."""
+    return any(Path(s).is_file() or any((p.parent / SETS_FILE).is_file() for p in Path(s).rglob(SUMMARY_FILE))
+               for s in sources)
+
+
+def regenerate_posix(sources: list[str | Path], out: Path) -> list[Path]:
+    """The POSIX tables and figures (see ``regenerate``)."""
+    rows = load_rows(*sources)
     out.mkdir(parents=True, exist_ok=True)
     caption = data_caption(rows)
     written = [write_rows(rows, out / PER_SET_CSV)]

@@ -57,7 +57,8 @@ def load_items(spec: DatasetSpec) -> list[PromptItem]:
 def select_items(items: list[PromptItem], num: int | None, seed: int,
                  exclude: list[str] | None = None) -> list[PromptItem]:
     """``num`` items drawn by a seeded shuffle (all of them, shuffled, when ``num`` is None or too large), skipping
-    the item ids in ``exclude``.
+    the item ids in ``exclude``. An excluded id from another data set's namespace (the part before its first "/",
+    e.g. ``mmlu/``) is ignored, so one exclusion list can serve a sweep over several data sets.
 
     >>> from posixlab.prompts import PromptItem
     >>> items = [PromptItem(f"q{i}", f"Question {i}?") for i in range(6)]
@@ -65,10 +66,14 @@ def select_items(items: list[PromptItem], num: int | None, seed: int,
     ['q4', 'q2', 'q1']
     >>> [i.item_id for i in select_items(items, 3, seed=0, exclude=["q2"])]   # the next in the draw takes its place
     ['q4', 'q1', 'q0']
+    >>> [i.item_id for i in select_items(items, 2, seed=0, exclude=["bbh/x/1"])]   # not this data set's namespace
+    ['q4', 'q2']
     """
     if num is not None and num < 1:
         raise ConfigError(f"num_sets must be at least 1, got {num}")
-    unknown = sorted(set(exclude or ()) - {item.item_id for item in items})
+    namespaces = {item.item_id.split("/")[0] for item in items}
+    unknown = sorted(i for i in set(exclude or ()) - {item.item_id for item in items}
+                     if "/" not in i or i.split("/")[0] in namespaces)
     if unknown:
         raise ConfigError(f"dataset.exclude_items names item ids that are not in the data set: {', '.join(unknown)}")
     order = list(range(len(items)))

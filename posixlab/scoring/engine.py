@@ -68,6 +68,8 @@ class SetScores:
     generation_logprobs: list[list[float]]  # per-token log-probabilities recorded while generating
     matrix: np.ndarray  # matrix[i, j] = log P(y_j | x_i), float64 holding sums of float32 log-probabilities
     stats: dict = field(default_factory=dict)
+    # candidates[i, k] = log P(c_k | x_i) for continuations given to ``score_sets`` (class labels); None without them
+    candidates: np.ndarray | None = None
 
     @property
     def lengths(self) -> list[int]:
@@ -96,17 +98,27 @@ class ScoringEngine:
         self.processed_tokens = 0  # every position run through the model, padding included
 
     # --- public ------------------------------------------------------------------------------------------------------
-    def score_sets(self, sets: Sequence[Sequence[Sequence[int]]]) -> Iterator[tuple[int, SetScores]]:
-        """Yield ``(index, SetScores)`` for every set of prompt ids, cached sets first, then wave by wave."""
+    def score_sets(self, sets: Sequence[Sequence[Sequence[int]]],
+                   candidates: Sequence[Sequence[Sequence[int]]] | None = None) -> Iterator[tuple[int, SetScores]]:
+        """Yield ``(index, SetScores)`` for every set of prompt ids, cached sets first, then wave by wave.
+
+        ``candidates[i]``, when given, lists continuations (token ids) to score under every prompt of set ``i``
+        besides the set's own responses, such as a classifier's class labels; they come back as
+        ``SetScores.candidates``, read in the same trie pass as the responses."""
+        if candidates is not None and len(candidates) != len(sets):
+            raise ValueError(f"{len(candidates)} candidate lists for {len(sets)} sets")
+        extra = [[tuple(c) for c in candidates[i]] if candidates is not None else [] for i in range(len(sets))]
+        if any(len(c) == 0 for cs in extra for c in cs):
+            raise ValueError("a candidate continuation is empty")
         pending = []
         for index, prompts in enumerate(sets):
-            cached = self._from_cache(prompts)
+            cached = self._from_cache(prompts, extra[index])
             if cached is None:
                 pending.append(index)
             else:
                 yield index, cached
         for wave in self._plan_waves(sets, pending):
-            yield from self._run_wave([(i, [tuple(p) for p in sets[i]]) for i in wave])
+            yield from self._run_wave([(i, [tuple(p) for p in sets[i]], extra[i]) for i in wave])
 
     # --- planning ----------------------------------------------------------------------------------------------------
     def _plan_waves(self, sets, indices: list[int]) -> list[list[int]]:
@@ -138,9 +150,9 @@ class ScoringEngine:
         return blocks
 
     # --- one wave ----------------------------------------------------------------------------------------------------
-    def _run_wave(self, items: list[tuple[int, list[Ids]]]) -> Iterator[tuple[int, SetScores]]:
+    def _run_wave(self, items: list[tuple[int, list[Ids], list[Ids]]]) -> Iterator[tuple[int, SetScores]]:
         unique: dict[Ids, int] = {}
-        slots = [[unique.setdefault(p, len(unique)) for p in prompts] for _, prompts in items]
+        slots = [[unique.setdefault(p, len(unique)) for p in prompts] for _, prompts, _ in items]
         prompts = list(unique)
 
         segments, end, segment_kv, first_logits = self._prefill(prompts)
@@ -156,8 +168,8 @@ class ScoringEngine:
         del segment_kv
 
         needs: dict[int, dict[Ids, None]] = {u: {} for u in range(len(prompts))}
-        for slot in slots:
-            responses = list(dict.fromkeys(tuple(generated[u][0]) for u in slot))
+        for slot, (_, _, extra) in zip(slots, items):
+            responses = list(dict.fromkeys([tuple(generated[u][0]) for u in slot] + extra))
             for u in dict.fromkeys(slot):
                 own = tuple(generated[u][0])
                 needs[u].update((r, None) for r in responses if r != own)
@@ -170,10 +182,10 @@ class ScoringEngine:
         if self.cache is not None:
             self.cache.store({prompts[u]: gen for u, gen in generated.items()},
                              {(prompts[u], r): v for (u, r), v in scores.items()}, self.max_new_tokens)
-        for (index, set_prompts), slot in zip(items, slots):
+        for (index, set_prompts, extra), slot in zip(items, slots):
             gens = {prompts[u]: generated[u] for u in slot}
             values = {(prompts[u], r): scores[(u, r)] for u in slot for r in needs[u]}
-            yield index, self._assemble(set_prompts, gens, values, cached=False)
+            yield index, self._assemble(set_prompts, gens, values, extra, cached=False)
 
     @torch.inference_mode()
     def _prefill(self, prompts: list[Ids]):
@@ -348,7 +360,7 @@ class ScoringEngine:
         self.lm.forward_tokens += real
 
     # --- cache and assembly ------------------------------------------------------------------------------------------
-    def _from_cache(self, prompts) -> SetScores | None:
+    def _from_cache(self, prompts, extra: list[Ids]) -> SetScores | None:
         if self.cache is None:
             return None
         prompts = [tuple(p) for p in prompts]
@@ -357,7 +369,7 @@ class ScoringEngine:
             gens[p] = self.cache.generation(p, self.max_new_tokens)
             if gens[p] is None:
                 return None
-        responses = list(dict.fromkeys(tuple(gens[p][0]) for p in prompts))
+        responses = list(dict.fromkeys([tuple(gens[p][0]) for p in prompts] + extra))
         values = {}
         for p in gens:
             for r in responses:
@@ -365,9 +377,10 @@ class ScoringEngine:
                     values[(p, r)] = self.cache.score(p, r)
                     if values[(p, r)] is None:
                         return None
-        return self._assemble(prompts, gens, values, cached=True)
+        return self._assemble(prompts, gens, values, extra, cached=True)
 
-    def _assemble(self, prompts: list[Ids], gens: dict, values: dict, *, cached: bool) -> SetScores:
+    def _assemble(self, prompts: list[Ids], gens: dict, values: dict, extra: list[Ids], *,
+                  cached: bool) -> SetScores:
         n = len(prompts)
         responses = [list(gens[p][0]) for p in prompts]
         generation_logprobs = [list(gens[p][1]) for p in prompts]
@@ -377,19 +390,24 @@ class ScoringEngine:
             own = tuple(gens[p][0])
             for j, r in enumerate(responses):
                 matrix[i, j] = diagonal[p] if tuple(r) == own else values[(p, tuple(r))]
+        candidate_matrix = None
+        if extra:
+            candidate_matrix = np.array([[diagonal[p] if c == tuple(gens[p][0]) else values[(p, c)] for c in extra]
+                                         for p in prompts], dtype=np.float64)
         unique_responses = {tuple(r) for r in responses}
+        scored = unique_responses | set(extra)
         # what the engine runs for this set alone: its prompts' radix tree, each prompt's generated tokens but the
         # last, and each prompt's response trie
         segments, _ = radix_segments(list(gens), min_saving=SHARING_MIN_SAVING)
         work = sum(len(s.tokens) for s in segments) + sum(len(g[0]) - 1 for g in gens.values()) + sum(
-            len(ResponseTrie([r for r in unique_responses if r != tuple(gens[p][0])])) for p in gens)
+            len(ResponseTrie([r for r in scored if r != tuple(gens[p][0])])) for p in gens)
         stats = {"prompts": n, "unique_prompts": len(gens), "unique_responses": len(unique_responses),
                  # forward tokens: the set's own work (prompts shared with other sets of its wave run once)
                  "cached": cached, "forward_tokens": 0 if cached else work, "engine_tokens": work,
                  # one full pass per (prompt, response) pair plus one generation pass per prompt, as the
                  # authors' library runs
                  "forward_tokens_naive": sum(len(p) for p in prompts) * (n + 1) + sum(map(len, responses)) * (n + 1)}
-        return SetScores(responses, generation_logprobs, matrix, stats)
+        return SetScores(responses, generation_logprobs, matrix, stats, candidate_matrix)
 
 
 def score_prompt_set(lm: CausalLM, prompt_ids: list[list[int]], max_new_tokens: int,

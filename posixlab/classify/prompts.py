@@ -1,0 +1,115 @@
+"""Classification prompts (Errica et al. §4): a fixed frame around one task sentence, the only part rephrased.
+
+Three strategies, as in the paper: ``simple`` (task sentence, answer format, class list, the text), ``detail``
+(adds a one-line definition of every class; the paper's "Detail") and ``1shot`` (adds one labelled example per
+class). The paper's exact sentences are not published in its text; ours are below and go into every result.
+
+>>> frame = TaskFrame("trec", TREC_TASK, CLASSES["trec"], DEFINITIONS["trec"])
+>>> print(frame.prompt("Classify the question.", "How far is it from Denver to Aspen ?", "simple"))
+You are a text classifier.
+Classify the question. Answer with the class name only.
+Classes: Number, Description, Entity, Abbreviation, Location, Person.
+<BLANKLINE>
+Here is the text: How far is it from Denver to Aspen ?
+Class:
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from posixlab.classify.data import CLASSES, Sample
+from posixlab.errors import ConfigError
+
+STRATEGIES = ("simple", "detail", "1shot")
+SYSTEM = "You are a text classifier."
+
+# The task sentence of each data set: the sentence the rephraser rewrites (Q - 1 times).
+TASKS = {
+    "trec": "Classify the question according to the kind of answer it asks for.",
+    "cb": "Decide whether the premise entails the hypothesis, contradicts it, or neither.",
+    "rte": "Decide whether the premise entails the hypothesis.",
+    "dbpedia14": "Classify the Wikipedia article according to the kind of thing it describes.",
+    "wos46985": "Classify the scientific abstract according to its research domain.",
+    "mmlu_letters": "Choose the correct answer to the multiple-choice question.",
+}
+TREC_TASK = TASKS["trec"]
+
+DEFINITIONS = {
+    "trec": {
+        "Number": "the question asks for a number: a count, date, distance, amount of money, period, size ...",
+        "Description": "the question asks for a definition, a description, a manner or a reason.",
+        "Entity": "the question asks for a thing: an animal, colour, event, food, product, term, word ...",
+        "Abbreviation": "the question asks for an abbreviation or what an abbreviation stands for.",
+        "Location": "the question asks for a place: a city, country, mountain, state ...",
+        "Person": "the question asks for a person, a group of people or an organisation.",
+    },
+    "cb": {
+        "entailment": "the premise implies that the hypothesis is true.",
+        "contradiction": "the premise implies that the hypothesis is false.",
+        "neutral": "the premise implies neither.",
+    },
+    "rte": {
+        "entailment": "the premise implies that the hypothesis is true.",
+        "not entailment": "the premise does not imply that the hypothesis is true.",
+    },
+    "dbpedia14": {
+        "Company": "a business or firm.", "Educational Institution": "a school, college or university.",
+        "Artist": "a musician, painter, writer or other artist.", "Athlete": "a sportsman or sportswoman.",
+        "Office Holder": "a politician or official.", "Mean Of Transportation": "a vehicle, ship, aircraft or train.",
+        "Building": "a building or structure.", "Natural Place": "a mountain, river, lake or other natural place.",
+        "Village": "a village or small settlement.", "Animal": "an animal species.", "Plant": "a plant species.",
+        "Album": "a music album.", "Film": "a film.", "Written Work": "a book, journal or other written work.",
+    },
+    "wos46985": {
+        "Computer Science": "computing, algorithms, software, machine learning.",
+        "Electrical Engineering": "circuits, electronics, signal processing, power systems.",
+        "Psychology": "the mind and behaviour.", "Mechanical Engineering": "machines, materials, fluid mechanics.",
+        "Civil Engineering": "structures, construction, transport infrastructure.",
+        "Medical Science": "diseases, treatments, clinical studies.", "Biochemistry": "the chemistry of living things.",
+    },
+    "mmlu_letters": {letter: f"option {letter} is the correct answer." for letter in "ABCD"},
+}
+
+
+@dataclass(frozen=True)
+class TaskFrame:
+    """Everything of a prompt but the task sentence and the text: what a run's prompts share."""
+
+    dataset: str
+    task: str  # the original task sentence
+    classes: list[str]
+    definitions: dict[str, str] = field(default_factory=dict)
+    examples: tuple[Sample, ...] = ()  # one per class, for ``1shot``
+
+    @property
+    def letters(self) -> bool:
+        return all(len(c) == 1 and c.isalpha() for c in self.classes)
+
+    @property
+    def answer_format(self) -> str:
+        return "Answer with the letter of the correct option only." if self.letters else \
+            "Answer with the class name only."
+
+    def prompt(self, task_sentence: str, text: str, strategy: str) -> str:
+        """The prompt for one (rephrased) task sentence and one text. It ends with ``Class:``; the answer follows."""
+        if strategy not in STRATEGIES:
+            raise ConfigError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+        lines = [SYSTEM, f"{task_sentence.strip()} {self.answer_format}",
+                 f"Classes: {', '.join(self.classes)}."]
+        if strategy == "detail":
+            lines += ["Class definitions:"] + [f"- {c}: {self.definitions.get(c, '')}".rstrip(": ")
+                                               for c in self.classes]
+        if strategy == "1shot":
+            if not self.examples:
+                raise ConfigError("strategy=1shot needs one labelled example per class (none were drawn)")
+            lines += ["", "Examples:"]
+            for example in self.examples:
+                lines += [f"Text: {example.text}", f"Class: {example.gold}", ""]
+            lines.pop()
+        lines += ["", f"Here is the text: {text}", "Class:"]
+        return "\n".join(lines)
+
+    def describe(self) -> dict:
+        return {"system": SYSTEM, "task": self.task, "answer_format": self.answer_format,
+                "definitions": self.definitions, "examples": [e.sample_id for e in self.examples]}
