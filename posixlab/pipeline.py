@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import platform
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -70,7 +70,10 @@ def build_prompt_sets(cfg: RunConfig, progress: bool = True) -> tuple[list[Promp
     generator = make_generator(cfg)
     all_items = load_items(cfg.dataset)
     items = select_items(all_items, cfg.num_sets, cfg.seed, cfg.dataset.exclude_items)
-    pool = exemplar_pool(cfg.dataset, all_items) if cfg.shots else None
+    # exemplars come from every item, also those a length limit keeps out of the prompt sets (that limit is about
+    # the rephraser's reach, not about exemplars)
+    every = load_items(replace(cfg.dataset, max_question_chars=None)) if cfg.dataset.max_question_chars else all_items
+    pool = exemplar_pool(cfg.dataset, every) if cfg.shots else None
     shots = [pool.select(item, cfg.shots, cfg.seed) if pool else () for item in items]
     to_render = items + ([ex for s in shots for ex in s] if cfg.perturb_shots else [])
     generator.prepare(list(dict.fromkeys(to_render)), cfg.num_variants, progress)

@@ -101,6 +101,10 @@ CB = CLASSES["cb"]
     ("The answer is B", LETTERS, "B"),
     ("A good question.", LETTERS, NA),  # the article "A" is not an answer
     ("Answer: C", LETTERS, "C"),
+    ("A\nA. Clockwise rotation; radius of", LETTERS, "A"),  # the answer, then the model goes on
+    ("B\nThe answer is: B", LETTERS, "B"),
+    ("A, B, C, D.\nA", LETTERS, NA),  # the class list repeated names no one class
+    ("A good one\nB", LETTERS, NA),
 ])
 def test_parsing_table(answer, classes, expected):
     from posixlab.classify.data import ALIASES
@@ -194,8 +198,8 @@ def test_prompt_strategies():
     samples = load_samples("mmlu_letters", "sample")
     frame = TaskFrame("mmlu_letters", TASKS["mmlu_letters"], LETTERS, {"A": "first."}, (samples[0],))
     simple = frame.prompt("Pick one.", "Q?", "simple")
-    assert simple.startswith("You are a text classifier.\nPick one. Answer with the letter") and simple.endswith(
-        "Here is the text: Q?\nClass:")
+    assert simple.startswith("You are a text classifier.\nClasses: A, B, C, D.\n") and simple.endswith(
+        "Here is the text: Q?\nPick one. Answer with the letter of the correct option only.\nClass:")
     assert "- A: first." in frame.prompt("Pick one.", "Q?", "detail")
     assert f"Class: {samples[0].gold}" in frame.prompt("Pick one.", "Q?", "1shot")
     with pytest.raises(ConfigError, match="strategy"):

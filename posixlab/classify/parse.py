@@ -10,8 +10,9 @@ The authors' parser takes the first class label found anywhere in the answer as 
 - ignores a label that a negation ("not", "no", "isn't", ...) directly precedes when no class owns the negated
   phrase ("not a Person, a Location" is a Location);
 - when several classes remain, takes the first one mentioned (rule ``first of several``, every candidate kept);
-- for letter classes (A-D), reads only letters in answer position: the whole answer ("B", "(B)", "B."), a leading
-  "B." or "(B)", or after "answer"/"option"/"choice" ("The answer is B"), so the article "A" in prose never counts;
+- for letter classes (A-D), reads only letters in answer position: the whole answer or its first line ("B", "(B)",
+  "B.", "B\nThe answer is B"), a leading "B." or "(B)", or after "answer"/"option"/"choice" ("The answer is B"), so
+  the article "A" in prose never counts;
   failing that, an answer that is exactly one option's text names that option.
 
 The record, kept with every answer in ``samples.jsonl``: ``{"label", "rule", "span", "candidates"}``.
@@ -67,6 +68,11 @@ def _parse_letter(answer: str, classes: list[str], options: dict[str, str] | Non
     m = _LETTER_ALONE.match(answer)
     if m and m.group(1).upper() in allowed:  # a lone letter is an answer letter whatever its case
         return _record(m.group(1).upper(), "letter alone", m.span(1))
+    first = answer.lstrip().split("\n", 1)[0]
+    m = _LETTER_ALONE.match(first) if "\n" in answer.strip() else None
+    if m and m.group(1).upper() in allowed:  # "B" on the first line, then the model goes on ("B\nThe answer is")
+        start = answer.index(first)
+        return _record(m.group(1).upper(), "letter alone on the first line", (start + m.start(1), start + m.end(1)))
     m = _LETTER_LEADING.match(answer)
     if m:
         group = 1 if m.group(1) else 2

@@ -1,16 +1,16 @@
 """Classification prompts (Errica et al. §4): a fixed frame around one task sentence, the only part rephrased.
 
-Three strategies, as in the paper: ``simple`` (task sentence, answer format, class list, the text), ``detail``
+Three strategies, as in the paper: ``simple`` (class list, the text, task sentence and answer format), ``detail``
 (adds a one-line definition of every class; the paper's "Detail") and ``1shot`` (adds one labelled example per
 class). The paper's exact sentences are not published in its text; ours are below and go into every result.
 
 >>> frame = TaskFrame("trec", TREC_TASK, CLASSES["trec"], DEFINITIONS["trec"])
 >>> print(frame.prompt("Classify the question.", "How far is it from Denver to Aspen ?", "simple"))
 You are a text classifier.
-Classify the question. Answer with the class name only.
 Classes: Number, Description, Entity, Abbreviation, Location, Person.
 <BLANKLINE>
 Here is the text: How far is it from Denver to Aspen ?
+Classify the question. Answer with the class name only.
 Class:
 """
 
@@ -95,8 +95,10 @@ class TaskFrame:
         """The prompt for one (rephrased) task sentence and one text. It ends with ``Class:``; the answer follows."""
         if strategy not in STRATEGIES:
             raise ConfigError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
-        lines = [SYSTEM, f"{task_sentence.strip()} {self.answer_format}",
-                 f"Classes: {', '.join(self.classes)}."]
+        # What every prompt shares comes first, then the text, then the task sentence (what the rephrasings change):
+        # the scoring engine then runs the shared part (definitions, examples) once per wave and each text once
+        # for all its rephrasings.
+        lines = [SYSTEM, f"Classes: {', '.join(self.classes)}."]
         if strategy == "detail":
             lines += ["Class definitions:"] + [f"- {c}: {self.definitions.get(c, '')}".rstrip(": ")
                                                for c in self.classes]
@@ -107,7 +109,7 @@ class TaskFrame:
             for example in self.examples:
                 lines += [f"Text: {example.text}", f"Class: {example.gold}", ""]
             lines.pop()
-        lines += ["", f"Here is the text: {text}", "Class:"]
+        lines += ["", f"Here is the text: {text}", f"{task_sentence.strip()} {self.answer_format}", "Class:"]
         return "\n".join(lines)
 
     def describe(self) -> dict:

@@ -180,8 +180,10 @@ def run_classification(cfg: ClassificationConfig, lm: CausalLM | None = None, pr
     results = [None] * len(ids)
     bar = tqdm(total=len(ids), desc=f"{lm.name} · {cfg.data.name} · {cfg.strategy}", unit="prompt",
                disable=not progress, file=sys.stderr)
-    # each prompt is a set of its own: its greedy answer, and the class labels' log-probabilities when asked for
-    for k, scores in engine.score_sets([[p] for p in ids], [labels_ids] * len(ids) if labels_ids else None):
+    # each prompt is a set of its own: its greedy answer, and the class labels' log-probabilities when asked for.
+    # In order: a sample's Q prompts are neighbours and share everything up to the task sentence, which runs once.
+    for k, scores in engine.score_sets([[p] for p in ids], [labels_ids] * len(ids) if labels_ids else None,
+                                       in_order=True):
         results[k] = scores
         bar.update(1)
     bar.close()

@@ -99,12 +99,15 @@ class ScoringEngine:
 
     # --- public ------------------------------------------------------------------------------------------------------
     def score_sets(self, sets: Sequence[Sequence[Sequence[int]]],
-                   candidates: Sequence[Sequence[Sequence[int]]] | None = None) -> Iterator[tuple[int, SetScores]]:
+                   candidates: Sequence[Sequence[Sequence[int]]] | None = None,
+                   in_order: bool = False) -> Iterator[tuple[int, SetScores]]:
         """Yield ``(index, SetScores)`` for every set of prompt ids, cached sets first, then wave by wave.
 
         ``candidates[i]``, when given, lists continuations (token ids) to score under every prompt of set ``i``
         besides the set's own responses, such as a classifier's class labels; they come back as
-        ``SetScores.candidates``, read in the same trie pass as the responses."""
+        ``SetScores.candidates``, read in the same trie pass as the responses. ``in_order`` fills waves with the
+        sets in the given order instead of by length: for callers whose neighbouring sets share long prefixes (a
+        classifier's prompts of one sample under each rephrasing), so that those prefixes run once."""
         if candidates is not None and len(candidates) != len(sets):
             raise ValueError(f"{len(candidates)} candidate lists for {len(sets)} sets")
         extra = [[tuple(c) for c in candidates[i]] if candidates is not None else [] for i in range(len(sets))]
@@ -117,15 +120,15 @@ class ScoringEngine:
                 pending.append(index)
             else:
                 yield index, cached
-        for wave in self._plan_waves(sets, pending):
+        for wave in self._plan_waves(sets, pending, in_order):
             yield from self._run_wave([(i, [tuple(p) for p in sets[i]], extra[i]) for i in wave])
 
     # --- planning ----------------------------------------------------------------------------------------------------
-    def _plan_waves(self, sets, indices: list[int]) -> list[list[int]]:
+    def _plan_waves(self, sets, indices: list[int], in_order: bool = False) -> list[list[int]]:
         longest = {i: max(len(p) for p in sets[i]) for i in indices}
         kv_budget = self.memory // 2
         waves, current, rows, width = [], [], 0, 0
-        for i in sorted(indices, key=lambda i: (longest[i], i)):
+        for i in (indices if in_order else sorted(indices, key=lambda i: (longest[i], i))):
             n = len({tuple(p) for p in sets[i]})
             kv = (rows + n) * (max(width, longest[i]) + self.max_new_tokens) * self.lm.kv_bytes_per_token
             if current and (rows + n > self.options.max_wave_rows or kv > kv_budget):
