@@ -12,6 +12,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from posixlab.data import DatasetSpec
+from posixlab.errors import ConfigError
 from posixlab.metrics import psi
 from posixlab.pipeline import RunConfig, run
 from posixlab.results import read_sets
@@ -24,7 +25,7 @@ GROUPS = {g: sorted(p.stem for p in (CONF / g).glob("*.yaml")) for g in ("model"
 
 def test_every_config_composes_into_a_run_config():
     sys.path.insert(0, str(ROOT))
-    from run import to_run_config
+    from run import to_classification_config, to_run_config
 
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         default = compose(config_name="config")
@@ -33,8 +34,18 @@ def test_every_config_composes_into_a_run_config():
         for group, options in GROUPS.items():
             for option in options:
                 cfg = compose(config_name="config", overrides=[f"{group}={option}"])
+                if cfg.dataset.get("task") == "classification":  # classification data sets need task=classification
+                    with pytest.raises(ConfigError, match="add task=classification"):
+                        to_run_config(cfg, "out")
+                    cfg = compose(config_name="config", overrides=[f"{group}={option}", "task=classification"])
+                    rc = to_classification_config(cfg, "out")
+                    assert rc.data.name == option and rc.num_rephrasings == 30
+                    continue
                 rc = to_run_config(cfg, "out")
                 assert rc.max_new_tokens >= 1 and rc.model.source in ("packaged", "hub", "local")
+        for strategy in ("simple", "detail", "1shot"):
+            cfg = compose(config_name="config", overrides=["task=classification", f"strategy={strategy}"])
+            assert to_classification_config(cfg, "out").strategy == strategy
     assert len(GROUPS["model"]) >= 15
 
 
