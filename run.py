@@ -38,6 +38,14 @@ from posixlab.rephrase import RephraserConfig
 from posixlab.scoring import EngineOptions
 
 
+def _shared_settings(c: dict, output_dir: str) -> dict:
+    """The settings a POSIX run and a classification run take alike."""
+    return {"max_new_tokens": c["max_new_tokens"], "seed": c["seed"], "chat_template": c["chat_template"],
+            "output_dir": output_dir, "cache_dir": c["cache_dir"], "score_cache": c["score_cache"],
+            "score_cache_dir": c["score_cache_dir"], "engine": EngineOptions(**c["engine"]),
+            "rephraser": RephraserConfig(**c["rephraser"])}
+
+
 def to_classification_config(cfg: DictConfig, output_dir: str) -> ClassificationConfig:
     c = OmegaConf.to_container(cfg, resolve=True)
     dataset = dict(c["dataset"])
@@ -53,15 +61,7 @@ def to_classification_config(cfg: DictConfig, output_dir: str) -> Classification
         num_rephrasings=task["num_rephrasings"],
         task_sentence=task["task_sentence"],
         probability=task["probability"],
-        max_new_tokens=c["max_new_tokens"],
-        seed=c["seed"],
-        chat_template=c["chat_template"],
-        output_dir=output_dir,
-        cache_dir=c["cache_dir"],
-        score_cache=c["score_cache"],
-        score_cache_dir=c["score_cache_dir"],
-        engine=EngineOptions(**c["engine"]),
-        rephraser=RephraserConfig(**c["rephraser"]),
+        **_shared_settings(c, output_dir),
     )
 
 
@@ -79,17 +79,9 @@ def to_run_config(cfg: DictConfig, output_dir: str) -> RunConfig:
         variant_options=c["variant"].get("options") or {},
         num_sets=c["num_sets"],
         num_variants=c["num_variants"],
-        max_new_tokens=c["max_new_tokens"],
-        seed=c["seed"],
         shots=c["shots"],
         perturb_shots=c["perturb_shots"],
-        chat_template=c["chat_template"],
-        output_dir=output_dir,
-        cache_dir=c["cache_dir"],
-        score_cache=c["score_cache"],
-        score_cache_dir=c["score_cache_dir"],
-        engine=EngineOptions(**c["engine"]),
-        rephraser=RephraserConfig(**c["rephraser"]),
+        **_shared_settings(c, output_dir),
         embedding=EmbeddingSpec(**c["embedding"]) if c["embedding"].get("name") else None,
     )
 

@@ -20,6 +20,9 @@ from posixlab.metrics.stats import bootstrap_ci
 
 SETS_FILE = "sets.jsonl"
 SUMMARY_FILE = "summary.json"
+# classification runs (posixlab/classify/run.py) write these beside summary.json
+SAMPLES_FILE = "samples.jsonl"
+REPHRASINGS_FILE = "rephrasings.json"
 SUMMARY_MD = "summary.md"
 SCHEMA_VERSION = 1
 

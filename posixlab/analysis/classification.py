@@ -44,10 +44,8 @@ from posixlab.analysis.paper import label  # noqa: E402
 from posixlab.analysis.tables import fmt, write_table  # noqa: E402
 from posixlab.errors import ConfigError  # noqa: E402
 from posixlab.metrics.classification import NA, class_distribution, consistency_matrix, sensitivity  # noqa: E402
+from posixlab.results import REPHRASINGS_FILE, SAMPLES_FILE, SUMMARY_FILE  # noqa: E402
 
-SUMMARY_FILE = "summary.json"
-SAMPLES_FILE = "samples.jsonl"
-REPHRASINGS_FILE = "rephrasings.json"
 STRATEGIES = ("simple", "detail", "1shot")  # the paper's order: Simple, Detail, 1-shot
 STRATEGY_LABELS = {"simple": "Simple", "detail": "Detail", "1shot": "1-shot"}
 NOISE = 0.5  # the noisy predictor's share of random predictions

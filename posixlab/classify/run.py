@@ -37,11 +37,11 @@ from posixlab.metrics.classification import NA, class_distribution, consistency,
 from posixlab.models import CausalLM, ModelSpec, load_model
 from posixlab.models.assets import default_cache_dir
 from posixlab.rephrase import RephraserConfig, make_paraphrase_source
+from posixlab.results import REPHRASINGS_FILE, SAMPLES_FILE, SUMMARY_FILE
 from posixlab.scoring import EngineOptions, ScoreCache, ScoringEngine
 
 PROBABILITY_MODES = ("greedy", "label_probs")
-REPHRASINGS_FILE, SAMPLES_FILE, SUMMARY_FILE, SUMMARY_MD = "rephrasings.json", "samples.jsonl", "summary.json", \
-    "summary.md"
+SUMMARY_MD = "summary.md"
 
 
 @dataclass
@@ -192,13 +192,12 @@ def run_classification(cfg: ClassificationConfig, lm: CausalLM | None = None, pr
 
     Q = len(rephrasings)
     records = []
-    options = {}
     for s, sample in enumerate(samples):
         predictions, per_rephrasing, logprobs = [], [], []
         for q in range(Q):
             scores = results[s * Q + q]
             answer = lm.decode([t for t in scores.responses[0] if t not in lm.eos_ids]).strip()
-            parse = parse_answer(answer, classes, ALIASES.get(cfg.data.name), sample.fields.get("options", options))
+            parse = parse_answer(answer, classes, ALIASES.get(cfg.data.name), sample.fields.get("options"))
             label = parse["label"]
             if labels_ids is not None:
                 lp = scores.candidates[0].tolist()
