@@ -48,6 +48,7 @@ def test_regeneration_writes_every_table_and_figure(small_results, tmp_path):
         assert (tmp_path / f"{figure}.png").stat().st_size > 10_000
     table = (tmp_path / "table1.md").read_text()
     assert "| SmolLM2-135M-Instruct |" in table and "MMLU template" in table and "BBH template" in table
+    assert "Alpaca template" in table  # data set names as the paper writes them
     assert "Paired tests" in table and "Data: alpaca = path:alpaca_fixture.jsonl" in table
     assert "vs 0-shot p = " in (tmp_path / "table2.md").read_text()
     # per_set.csv alone regenerates the same tables
