@@ -17,11 +17,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from posixlab.analysis.collect import GridWarning, cells, data_caption, finite  # noqa: E402
-from posixlab.analysis.paper import MAIN_MODELS, label, size  # noqa: E402
+from posixlab.analysis.paper import MAIN_MODELS, dataset_label, label, size  # noqa: E402
 from posixlab.analysis.tables import VARIANT_ORDER  # noqa: E402
 from posixlab.metrics.stats import bootstrap_ci, spearman  # noqa: E402
 
-DATASET_TITLES = {"mmlu": "MMLU", "alpaca": "Alpaca", "bbh": "BBH"}
 # figure -> what it shows, after the paper (posix-paper notes, "Figures")
 PAPER_FIGURES = {
     "figure1": ("factors", "mmlu"),
@@ -143,7 +142,7 @@ def paper_figures(rows: list[dict], folder: Path) -> list[Path]:
                 continue
             models = ", ".join(label(m) for m in sorted({r["model"] for r in subset}, key=size))
             for confidence, tag in (("logprob_sd", ""), ("logprob_variance", "_variance")):
-                fig = factor_figure(subset, f"{DATASET_TITLES.get(arg, arg)}: ψ against the four factors "
+                fig = factor_figure(subset, f"{dataset_label(arg)}: ψ against the four factors "
                                             f"({len(subset)} sets; {models}; every variant type){suffix}", confidence)
                 written += save(fig, folder, name + tag)
         elif kind == "mixture_by_model":
@@ -151,7 +150,7 @@ def paper_figures(rows: list[dict], folder: Path) -> list[Path]:
             for dataset in arg:
                 values = _values(zero, dataset=dataset, variant="mixture")
                 if values:
-                    panels.append((DATASET_TITLES[dataset], _by_size(values), values))
+                    panels.append((dataset_label(dataset), _by_size(values), values))
             if panels:
                 written += save(box_figure(panels, f"Mixture variants: ψ per model{suffix}"), folder, name)
         elif kind in ("scale", "bbh_by_model", "bbh_scale"):
@@ -165,7 +164,7 @@ def paper_figures(rows: list[dict], folder: Path) -> list[Path]:
                 wanted = [m for m in arg]
                 if not set(wanted) & set(values):
                     wanted = _by_size(values)  # offline: the packaged models, smallest first
-                panels.append((f"{DATASET_TITLES[dataset]} · {variant}", wanted, values))
+                panels.append((f"{dataset_label(dataset)} · {variant}", wanted, values))
             if panels:
                 written += save(box_figure(panels, f"ψ by model ({'scale' if 'scale' in kind else 'BBH'}){suffix}"),
                                 folder, name)
@@ -181,7 +180,7 @@ def paper_figures(rows: list[dict], folder: Path) -> list[Path]:
                 if variant not in present:
                     warnings.warn(f"{name}: no {variant} results for {arg}; panel empty", GridWarning, stacklevel=2)
                 panels.append((variant, models, values))
-            written += save(box_figure(panels, f"{DATASET_TITLES.get(arg, arg)}: ψ per model and variant type"
+            written += save(box_figure(panels, f"{dataset_label(arg)}: ψ per model and variant type"
                                                f"{suffix}"), folder, name)
         elif kind == "shots":
             subset = [r for r in rows if r["dataset"] == arg]
@@ -189,7 +188,7 @@ def paper_figures(rows: list[dict], folder: Path) -> list[Path]:
                 warnings.warn(f"{name}: results for fewer than two shot counts; skipped", GridWarning, stacklevel=2)
                 continue
             written += save(shots_figure(rows, arg, f"Table 2 as a plot: POSIX by number of exemplars "
-                                                    f"({DATASET_TITLES.get(arg, arg)}){suffix}"), folder, name)
+                                                    f"({dataset_label(arg)}){suffix}"), folder, name)
     return written
 
 

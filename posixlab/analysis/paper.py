@@ -30,10 +30,15 @@ MODELS = {
 MAIN_MODELS = ["llama2-7b", "llama2-7b-chat", "llama3-8b", "llama3-8b-instruct", "mistral-7b", "mistral-7b-instruct",
                "olmo-7b", "olmo-7b-instruct"]
 VARIANTS = ["spelling", "template", "paraphrase", "mixture"]
+DATASETS = {"mmlu": "MMLU", "alpaca": "Alpaca", "bbh": "BBH"}  # data set names as the paper writes them
 
 
 def label(model: str) -> str:
     return MODELS.get(model, (model,))[0]
+
+
+def dataset_label(dataset: str) -> str:
+    return DATASETS.get(dataset, dataset)
 
 
 def size(model: str) -> float:

@@ -20,17 +20,12 @@ from pathlib import Path
 import numpy as np
 
 from posixlab.analysis.collect import Cell, GridWarning, cells
-from posixlab.analysis.paper import label, paper_value, size
+from posixlab.analysis.paper import dataset_label, label, paper_value, size
 from posixlab.metrics import summarize
 from posixlab.metrics.stats import bootstrap_ci, paired_wilcoxon
 
 VARIANT_ORDER = ["spelling", "template", "paraphrase", "mixture"]
 DATASET_ORDER = ["mmlu", "alpaca", "bbh"]
-DATASET_NAMES = {"mmlu": "MMLU", "alpaca": "Alpaca", "bbh": "BBH"}  # as the paper writes them
-
-
-def dataset_name(dataset: str) -> str:
-    return DATASET_NAMES.get(dataset, dataset)
 
 
 def cell_stats(rows: list[dict]) -> dict:
@@ -91,7 +86,7 @@ def table1(rows: list[dict], shots: int = 0) -> tuple[str, list[dict]]:
     models = sorted({m for m, _, _ in summaries}, key=lambda m: (size(m), m))
     columns = sorted({(d, v) for _, d, v in summaries}, key=lambda c: (_order("dataset", c[0]),
                                                                         _order("variant", c[1])))
-    lines = [f"| model | {' | '.join(f'{dataset_name(d)} {v}' for d, v in columns)} |",
+    lines = [f"| model | {' | '.join(f'{dataset_label(d)} {v}' for d, v in columns)} |",
              f"|---|{'---|' * len(columns)}"]
     for model in models:
         texts = [_cell_text(summaries.get((model, dataset, variant)), f"table 1: {model} · {dataset} · {variant}")
@@ -116,7 +111,7 @@ def table2(rows: list[dict]) -> tuple[str, list[dict]]:
         texts = [_cell_text(summaries.get((model, dataset, variant, shots)),
                             f"table 2: {model} · {dataset} · {variant} · {shots}-shot",
                             tests.get((dataset, model, variant, shots))) for model in models]
-        lines.append(f"| {dataset_name(dataset)} | {shots} | {variant} | {' | '.join(texts)} |")
+        lines.append(f"| {dataset_label(dataset)} | {shots} | {variant} | {' | '.join(texts)} |")
     markdown = "\n".join(["## Table 2: POSIX by number of few-shot exemplars (mean ± sd of ψ over prompt sets; "
                           "p: Wilcoxon signed-rank against 0-shot on the same sets)", "", *lines, "",
                           _tests_markdown(list(tests.values()))])
@@ -160,7 +155,7 @@ def _tests_markdown(tests: list[dict]) -> str:
         same = " · ".join(f"{k}={t[k]}" for k in ("model", "variant", "shots") if k in t and k != t["compared"])
         p = "n/a" if t["p_value"] is None else f"{t['p_value']:.2g}"
         a, b = (label(t["a"]), label(t["b"])) if t["compared"] == "model" else (t["a"], t["b"])
-        lines.append(f"| {dataset_name(t['dataset'])} | {same} | {t['compared']} | {a} | {b} | {t['shared_sets']} | "
+        lines.append(f"| {dataset_label(t['dataset'])} | {same} | {t['compared']} | {a} | {b} | {t['shared_sets']} | "
                      f"{t['mean_a']:.3f} | {t['mean_b']:.3f} | {t['median_difference']:.3f} | {p} |")
     return "\n".join(lines)
 
