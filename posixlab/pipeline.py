@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import platform
 import sys
+import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -137,8 +138,10 @@ def run(cfg: RunConfig, lm: CausalLM | None = None, progress: bool = True) -> di
 
     out = Path(cfg.output_dir)
     with SetWriter(out) as writer:
-        bar = tqdm(total=len(prompt_sets), desc=f"{lm.name} · {cfg.variant}", unit="set", disable=not progress,
+        desc, done = f"{lm.name} · {cfg.variant}", 0
+        bar = tqdm(total=len(prompt_sets), desc=desc, unit="set", disable=not progress,
                    file=sys.stderr)
+        started = time.monotonic()
         # Sets finish wave by wave, in order of prompt length; each record is written the moment it is done.
         for index, scores in engine.score_sets([ids for _, ids in encoded]):
             texts, ids = encoded[index]
@@ -146,6 +149,10 @@ def run(cfg: RunConfig, lm: CausalLM | None = None, progress: bool = True) -> di
             writer.write({"set_index": index, **record})
             bar.update(1)
             bar.set_postfix(psi=f"{record['psi']:.3f}", cached=scores.stats["cached"])
+            if not progress:  # no bar (sweeps, logs): one plain line per finished set, so a log shows how far it got
+                done += 1
+                print(f"posixlab: {desc}: {done}/{len(prompt_sets)} sets, {time.monotonic() - started:.0f} s, "
+                      f"set {index} ψ = {record['psi']:.3f}", file=sys.stderr, flush=True)
         bar.close()
     if cache is not None:
         cache.close()

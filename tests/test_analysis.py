@@ -95,6 +95,13 @@ def test_duplicate_runs_of_a_cell_keep_the_latter_with_a_warning(small_results, 
     assert len(rows) == 8 * 4
 
 
+def test_box_panels_share_one_psi_axis():
+    from posixlab.analysis.figures import box_figure
+    fig = box_figure([("small", ["a"], {"a": [0.1, 0.2, 0.3]}), ("large", ["a", "b"], {"a": [1.0, 2.0]})], "t")
+    low, high = fig.axes[0].get_ylim()
+    assert fig.axes[1].get_ylim() == (low, high) and low < 0.1 and high > 2.0  # the small panel is not stretched
+
+
 def test_paired_tests_use_shared_sets_only():
     rows = [{"model": m, "dataset": "mmlu", "variant": "spelling", "shots": 0, "item_id": f"q{i}", "psi": p}
             for m, values in (("a", [0.9, 0.8, 0.7, 0.6, 0.5, 9.9]), ("b", [0.1, 0.2, 0.15, 0.25, 0.05]))

@@ -86,6 +86,8 @@ def test_sweep_runs_every_job(tmp_path):
     assert jobs == ["0_smollm2-135m-instruct_mmlu_spelling_0shot", "1_smollm2-135m-instruct_mmlu_template_0shot"]
     for job in jobs:
         assert len(read_sets(tmp_path / job)[0]["prompts"]) == 3
+    # no bars in a sweep (progress=false), but one plain line per finished set in the log
+    assert "posixlab: smollm2-135m-instruct · template: 1/1 sets" in proc.stderr
 
 
 def test_same_config_same_numbers_bit_for_bit(lm, tmp_path):

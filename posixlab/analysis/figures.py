@@ -80,9 +80,9 @@ def factor_figure(rows: list[dict], title: str, confidence: str = "logprob_sd"):
 
 def box_figure(panels: list[tuple[str, list[str], dict[str, list[float]]]], title: str, ylabel: str = "ψ"):
     """Box plots of per-set ψ, one panel per (title, ordered labels, values by label). A label without values keeps
-    its slot, empty."""
+    its slot, empty. Panels share one ψ axis, so that a box's height compares across panels by eye."""
     fig, axes = plt.subplots(1, len(panels), figsize=(max(5, 1.1 * max(len(p[1]) for p in panels) + 1.5) *
-                                                      len(panels), 4.2), squeeze=False)
+                                                      len(panels), 4.2), squeeze=False, sharey=True)
     for ax, (name, labels, values) in zip(axes[0], panels):
         data = [values.get(k, []) for k in labels]
         for k, d in zip(labels, data):
@@ -101,11 +101,12 @@ def box_figure(panels: list[tuple[str, list[str], dict[str, list[float]]]], titl
 
 def shots_figure(rows: list[dict], dataset: str, title: str):
     """Table 2 as lines: POSIX (with its bootstrap 95% interval) against the number of exemplars, one panel per
-    variant type, one line per model."""
+    variant type (one shared axis), one line per model."""
     grouped = cells([r for r in rows if r["dataset"] == dataset])
     variants = sorted({c.variant for c in grouped}, key=lambda v: VARIANT_ORDER.index(v) if v in VARIANT_ORDER else 9)
     models = sorted({c.model for c in grouped}, key=lambda m: (size(m), m))
-    fig, axes = plt.subplots(1, max(1, len(variants)), figsize=(5 * max(1, len(variants)), 4), squeeze=False)
+    fig, axes = plt.subplots(1, max(1, len(variants)), figsize=(5 * max(1, len(variants)), 4), squeeze=False,
+                             sharey=True)
     for ax, variant in zip(axes[0], variants):
         for model in models:
             points = sorted((c.shots, [r["psi"] for r in members]) for c, members in grouped.items()
