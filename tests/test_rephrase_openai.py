@@ -26,10 +26,11 @@ from posixlab.models.assets import PACKAGED_MODELS, assemble_gguf
 from posixlab.rephrase.base import Instruction, collect_paraphrases, normalized
 from posixlab.rephrase.openai_backend import OpenAIRephraser
 
+ROOT = Path(__file__).resolve().parent.parent
 QUESTION = "Which planet is known as the Red Planet?"
 # the project's own instruction, as a run would use it
 INSTRUCTION = Instruction.from_dict(yaml.safe_load(
-    (Path(__file__).resolve().parent.parent / "conf/rephraser/instruction/default.yaml").read_text()))
+    (ROOT / "conf/rephraser/instruction/default.yaml").read_text()))
 INSTALL = ('CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF" '
            'pip install "llama-cpp-python[server]==0.3.36"')
 
@@ -52,7 +53,12 @@ def completion(content: str) -> dict:
 def llama_server(tmp_path_factory):
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.fail(f"llama-cpp-python is not installed; these tests need its server. Install it with: {INSTALL}")
-    gguf = assemble_gguf(PACKAGED_MODELS["qwen2.5-coder-0.5b-instruct"])
+    # the README's way to find the file: `python -m experiments.gguf_path qwen2.5-coder-0.5b-instruct`
+    found = subprocess.run([sys.executable, "-m", "experiments.gguf_path", "qwen2.5-coder-0.5b-instruct"],
+                           capture_output=True, text=True, cwd=ROOT)
+    assert found.returncode == 0, found.stderr
+    gguf = Path(found.stdout.strip())
+    assert gguf == assemble_gguf(PACKAGED_MODELS["qwen2.5-coder-0.5b-instruct"]) and gguf.is_file()
     port = free_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"  # a file, not a pipe: a full pipe would block the server
     with open(log, "w") as out:
