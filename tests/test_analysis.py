@@ -11,7 +11,7 @@ import pytest
 
 from posixlab.analysis import GridWarning, load_rows, regenerate, write_rows
 from posixlab.analysis.paper import PAPER, paper_value
-from posixlab.analysis.tables import paired_tests, summary_rows, table1
+from posixlab.analysis.tables import paired_tests, summary_rows, table1, table2
 from posixlab.errors import ConfigError
 from posixlab.metrics.stats import paired_wilcoxon
 from posixlab.results import read_sets
@@ -111,6 +111,26 @@ def test_paired_tests_use_shared_sets_only():
     assert test["p_value"] == paired_wilcoxon([0.9, 0.8, 0.7, 0.6, 0.5], [0.1, 0.2, 0.15, 0.25, 0.05])["pvalue"]
     (cell_a, cell_b) = sorted(summary_rows(rows), key=lambda s: s["model"])
     assert cell_a["num_sets"] == 6 and cell_a["posix"] == pytest.approx(np.mean([0.9, 0.8, 0.7, 0.6, 0.5, 9.9]))
+
+
+def test_table2_holds_the_few_shot_study_and_tests_each_shot_against_zero_and_the_one_before():
+    def cell(dataset, variant, shots, values):
+        return [{"model": "smollm2-135m-instruct", "dataset": dataset, "variant": variant, "shots": shots,
+                 "item_id": f"q{i}", "psi": p} for i, p in enumerate(values)]
+
+    rows = (cell("mmlu", "spelling", 0, [0.9, 0.8, 0.7, 0.6, 0.5]) + cell("mmlu", "spelling", 1, [0.5, 0.4, 0.6, 0.3, 0.2])
+            + cell("mmlu", "spelling", 2, [0.4, 0.5, 0.1, 0.2, 0.1]) + cell("mmlu", "template", 0, [1.0, 2.0])
+            + cell("alpaca", "spelling", 0, [0.3, 0.4]))
+    markdown, records = table2(rows)
+    # no few-shot cell for MMLU templates or Alpaca: those 0-shot cells are Table 1's, not Table 2's
+    assert "template" not in markdown and "Alpaca" not in markdown
+    assert "| MMLU | 0 | spelling | 0.700 ± 0.158 |" in markdown
+    # 1-shot differences 0.4, 0.4, 0.1, 0.3, 0.3 are all positive: exact two-sided p = 2 / 2**5
+    assert "| MMLU | 1 | spelling | 0.400 ± 0.158; vs 0-shot p = 0.062 |" in markdown
+    tested = {(r["a"], r["b"]) for r in records if r.get("compared") == "shots"}
+    assert tested == {(0, 1), (0, 2), (1, 2)}
+    one_two = next(r for r in records if (r.get("a"), r.get("b")) == (1, 2))
+    assert one_two["p_value"] == paired_wilcoxon([0.5, 0.4, 0.6, 0.3, 0.2], [0.4, 0.5, 0.1, 0.2, 0.1])["pvalue"]
 
 
 def test_paper_values_sit_beside_ours_where_the_setting_matches():

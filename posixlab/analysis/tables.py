@@ -3,8 +3,9 @@
 - ``table1``: zero-shot POSIX, one row per model, one column per (data set, variant type); Tables 6-8 of the paper
   (OLMo-1B, Llama-2-13B) have the same layout, so their models are rows of this table too. Table 9 (BBH) is the
   BBH column.
-- ``table2``: few-shot POSIX, one row per (shots, variant type), one column per model, with the paired test of each
-  k-shot cell against the 0-shot cell of the same model and variant type.
+- ``table2``: few-shot POSIX, one row per (shots, variant type), one column per model, for the data sets and variant
+  types that have few-shot cells, with the paired test of each k-shot cell against the 0-shot cell of the same model
+  and variant type (and, below the table, against k − 1 shots).
 - every table ends with paired Wilcoxon tests on per-set ψ over the prompt sets the two cells share.
 
 Where the model and setting match a paper cell, the paper's value is printed beside ours.
@@ -99,9 +100,14 @@ def table1(rows: list[dict], shots: int = 0) -> tuple[str, list[dict]]:
 
 
 def table2(rows: list[dict]) -> tuple[str, list[dict]]:
+    """Few-shot POSIX for the (data set, variant type) pairs that have a k-shot cell (k > 0), beside their 0-shot
+    cells: the paper's Table 2 (MMLU; spelling, template, paraphrase) when the grid is that one. Each k-shot cell is
+    tested against 0-shot (printed in its cell) and against k − 1 shots (listed below the table)."""
+    studied = {(r["dataset"], r["variant"]) for r in rows if int(r["shots"]) > 0}
+    rows = [r for r in rows if (r["dataset"], r["variant"]) in studied]
     summaries = {(s["model"], s["dataset"], s["variant"], s["shots"]): s for s in summary_rows(rows)}
-    tests = {(t["dataset"], t["model"], t["variant"], t["b"]): t
-             for t in paired_tests(rows, "shots") if t["a"] == 0}
+    shot_tests = [t for t in paired_tests(rows, "shots") if t["a"] == 0 or t["b"] == t["a"] + 1]
+    tests = {(t["dataset"], t["model"], t["variant"], t["b"]): t for t in shot_tests if t["a"] == 0}
     models = sorted({k[0] for k in summaries}, key=lambda m: (size(m), m))
     keys = sorted({(k[1], k[3], k[2]) for k in summaries}, key=lambda k: (_order("dataset", k[0]), k[1],
                                                                           _order("variant", k[2])))
@@ -114,8 +120,8 @@ def table2(rows: list[dict]) -> tuple[str, list[dict]]:
         lines.append(f"| {dataset_label(dataset)} | {shots} | {variant} | {' | '.join(texts)} |")
     markdown = "\n".join(["## Table 2: POSIX by number of few-shot exemplars (mean ± sd of ψ over prompt sets; "
                           "p: Wilcoxon signed-rank against 0-shot on the same sets)", "", *lines, "",
-                          _tests_markdown(list(tests.values()))])
-    return markdown, list(summaries.values()) + list(tests.values())
+                          _tests_markdown(shot_tests)])
+    return markdown, list(summaries.values()) + shot_tests
 
 
 def write_table(markdown: str, records: list[dict], folder: Path, name: str, note: str = "") -> list[Path]:
