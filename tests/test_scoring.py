@@ -124,7 +124,10 @@ def test_reference_compat_equals_the_authors_library(lm):
     _, trace = get_prompt_sensitivity(ref_model, [s.texts() for s in sets], PosixConfig(max_new_tokens=5, batched=False))
     for k, prompt_set in enumerate(sets):
         scores = score_prompt_set(lm, [lm.encode(t) for t in prompt_set.texts()], 5)
-        assert np.max(np.abs(scores.matrix - np.array(trace.logprob_matrices[k]))) < 1e-4
+        # The library's float32 forward passes differ from ours by a near-constant offset per prompt row, measured
+        # at 0.8e-4 to 1.01e-4 on summed 5-token log-probs (about 4.2 in size) depending on the machine: rounding, not
+        # a different computation (a wrong, missing or extra token moves an entry by 0.1 or more).
+        assert np.max(np.abs(scores.matrix - np.array(trace.logprob_matrices[k]))) < 3e-4
         ours = psi(scores.matrix, scores.lengths, mode="reference_compat", max_new_tokens=5)
         assert abs(ours - trace.prompt_sensitivities[k]) < 1e-4
 
