@@ -50,7 +50,9 @@ def test_regeneration_writes_every_table_and_figure(small_results, tmp_path):
     assert "| SmolLM2-135M-Instruct |" in table and "MMLU template" in table and "BBH template" in table
     assert "Alpaca template" in table  # data set names as the paper writes them
     assert "Paired tests" in table and "Data: alpaca = path:alpaca_fixture.jsonl" in table
-    assert "vs 0-shot p = " in (tmp_path / "table2.md").read_text()
+    few_shot = (tmp_path / "table2.md").read_text()
+    assert "vs 0-shot p = " in few_shot
+    assert "Data: mmlu = sample" in few_shot and "alpaca" not in few_shot  # Alpaca has no few-shot cell here
     # per_set.csv alone regenerates the same tables
     again = tmp_path / "again"
     with warnings.catch_warnings():
@@ -83,6 +85,7 @@ def test_a_missing_cell_leaves_a_gap_and_a_warning(small_results, tmp_path):
         written = regenerate([partial, tmp_path / "gemma.csv"], tmp_path / "out")
     messages = " ".join(str(w.message) for w in caught)
     assert "gemma3-270m · mmlu · template: no results" in messages  # a blank table cell
+    assert "left out" in messages and not any("\n" in str(w.message) for w in caught)  # one line each, no caption
     assert "figure2" not in {p.stem for p in written}  # no mixture at all: Figure 2 has nothing to show
     assert "| Gemma-3-270M |" in (tmp_path / "out" / "table1.md").read_text()
 

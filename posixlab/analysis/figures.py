@@ -68,7 +68,7 @@ def factor_figure(rows: list[dict], title: str, confidence: str = "logprob_sd"):
         ax.set(xlabel=xl, ylabel="mean ψ in bin", title=name)
         if len(pairs) < 2:
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-            warnings.warn(f"{title}: no sets have {key}; panel {name[:3]} is empty", GridWarning, stacklevel=2)
+            warnings.warn(f"{title.splitlines()[0]}: no sets have {key}; panel {name[:3]} is empty", GridWarning, stacklevel=2)
             continue
         x, y = (np.array(v, dtype=float) for v in zip(*pairs))
         _binned(ax, x, y, degree)
@@ -87,7 +87,7 @@ def box_figure(panels: list[tuple[str, list[str], dict[str, list[float]]]], titl
         data = [values.get(k, []) for k in labels]
         for k, d in zip(labels, data):
             if not d:
-                warnings.warn(f"{title} / {name}: no results for {k}; its box is left out", GridWarning, stacklevel=2)
+                warnings.warn(f"{title.splitlines()[0]} / {name}: no results for {k}; its box is left out", GridWarning, stacklevel=2)
         positions = [i for i, d in enumerate(data, 1) if d]
         if positions:
             ax.boxplot([d for d in data if d], positions=positions, widths=0.6, flierprops={"markersize": 2})

@@ -56,7 +56,10 @@ def regenerate_posix(sources: list[str | Path], out: Path) -> list[Path]:
     if any(int(r["shots"]) == 0 for r in rows):
         written += write_table(*table1(rows), out, "table1", caption)
     if len({int(r["shots"]) for r in rows}) > 1:
-        written += write_table(*table2(rows), out, "table2", caption)
+        # Table 2 holds only data sets with a few-shot cell, so its caption names only their sources
+        few_shot = {r["dataset"] for r in rows if int(r["shots"]) > 0}
+        table2_rows = [r for r in rows if r["dataset"] in few_shot]
+        written += write_table(*table2(rows), out, "table2", data_caption(table2_rows))
     factor_lines = ["## Factors: mean over sets per cell (paper §3.3)", "",
                     f"| model | data set | variant | shots | {' | '.join(FACTOR_NAMES)} |",
                     f"|---|---|---|---|{'---|' * len(FACTOR_NAMES)}"]
