@@ -50,6 +50,7 @@ def factor_figure(rows: list[dict], title: str, confidence: str = "logprob_sd"):
     in equal-width bins of the factor, with a least-squares trend fitted to the per-set points. Spearman's ρ on the
     per-set points (not the bins) is printed on each panel; the paper reports none."""
     fig, axes = plt.subplots(1, 4, figsize=(18, 4.2))
+    headline = title.splitlines()[0]  # warnings name the figure; the data caption below it is for the page
     psi = np.array([r["psi"] for r in rows], dtype=float)
     unique = np.array([r["unique_responses"] for r in rows], dtype=float)
     counts = sorted({int(u) for u in unique})
@@ -68,7 +69,7 @@ def factor_figure(rows: list[dict], title: str, confidence: str = "logprob_sd"):
         ax.set(xlabel=xl, ylabel="mean ψ in bin", title=name)
         if len(pairs) < 2:
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-            warnings.warn(f"{title.splitlines()[0]}: no sets have {key}; panel {name[:3]} is empty", GridWarning, stacklevel=2)
+            warnings.warn(f"{headline}: no sets have {key}; panel {name[:3]} is empty", GridWarning, stacklevel=2)
             continue
         x, y = (np.array(v, dtype=float) for v in zip(*pairs))
         _binned(ax, x, y, degree)
@@ -83,11 +84,13 @@ def box_figure(panels: list[tuple[str, list[str], dict[str, list[float]]]], titl
     its slot, empty. Panels share one ψ axis, so that a box's height compares across panels by eye."""
     fig, axes = plt.subplots(1, len(panels), figsize=(max(5, 1.1 * max(len(p[1]) for p in panels) + 1.5) *
                                                       len(panels), 4.2), squeeze=False, sharey=True)
+    headline = title.splitlines()[0]  # warnings name the figure; the data caption below it is for the page
     for ax, (name, labels, values) in zip(axes[0], panels):
         data = [values.get(k, []) for k in labels]
         for k, d in zip(labels, data):
             if not d:
-                warnings.warn(f"{title.splitlines()[0]} / {name}: no results for {k}; its box is left out", GridWarning, stacklevel=2)
+                warnings.warn(f"{headline} / {name}: no results for {k}; its box is left out", GridWarning,
+                              stacklevel=2)
         positions = [i for i, d in enumerate(data, 1) if d]
         if positions:
             ax.boxplot([d for d in data if d], positions=positions, widths=0.6, flierprops={"markersize": 2})
