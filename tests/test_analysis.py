@@ -134,6 +134,12 @@ def test_table2_holds_the_few_shot_study_and_tests_each_shot_against_zero_and_th
     assert tested == {(0, 1), (0, 2), (1, 2)}
     one_two = next(r for r in records if (r.get("a"), r.get("b")) == (1, 2))
     assert one_two["p_value"] == paired_wilcoxon([0.5, 0.4, 0.6, 0.3, 0.2], [0.4, 0.5, 0.1, 0.2, 0.1])["pvalue"]
+    # Holm over the table's three tests: 0-shot vs 1 and vs 2 both have exact p = 1/16 (all five differences positive),
+    # the smallest two of three, so both are adjusted to max(3/16, 2/16) = 0.1875; 1 vs 2 (p > 1/16) to at least that
+    zero_one, zero_two = (next(r for r in records if (r.get("a"), r.get("b")) == (0, b)) for b in (1, 2))
+    assert zero_one["p_holm"] == zero_two["p_holm"] == pytest.approx(0.1875)
+    assert one_two["p_holm"] == max(one_two["p_value"], 0.1875)
+    assert "over the 3 tests of this table" in markdown and "| 0.062 | 0.19 |" in markdown
 
 
 def test_paper_values_sit_beside_ours_where_the_setting_matches():

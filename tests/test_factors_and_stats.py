@@ -11,7 +11,7 @@ from posixlab.errors import PromptSetError
 from posixlab.metrics import psi
 from posixlab.metrics.factors import (confidence_dispersion, response_entropy, semantic_coherence, set_factors,
                                       unique_responses)
-from posixlab.metrics.stats import bootstrap_ci, paired_wilcoxon, spearman
+from posixlab.metrics.stats import bootstrap_ci, holm_adjust, paired_wilcoxon, spearman
 
 
 def test_diversity_and_entropy_by_hand():
@@ -112,6 +112,39 @@ def test_wilcoxon_by_hand():
     assert r["n"] == 0 and r["pvalue"] is None
     with pytest.raises(PromptSetError, match="equally long"):
         paired_wilcoxon([1, 2], [1])
+
+
+def test_holm_by_hand():
+    # sorted 0.001, 0.02, 0.03, 0.5 times 4, 3, 2, 1: 0.004, 0.06, 0.06, 0.5 (already non-decreasing)
+    assert holm_adjust([0.03, 0.5, 0.001, 0.02]) == pytest.approx([0.06, 0.5, 0.004, 0.06])
+    # the cap at 1 and the running maximum: 0.4 * 3 = 1.2 -> 1, then 0.45 * 2 = 0.9 is raised to 1
+    assert holm_adjust([0.4, 0.45, 0.9]) == [1.0, 1.0, 1.0]
+    assert holm_adjust([]) == [] and holm_adjust([None]) == [None] and holm_adjust([0.3]) == [0.3]
+    with pytest.raises(PromptSetError, match="between 0 and 1"):
+        holm_adjust([0.2, 1.5])
+
+
+def _holm_step_down_rejects(pvalues, alpha):
+    """Holm's procedure as he stated it: walk the p-values from the smallest, reject while p_(k) <= alpha / (m - k + 1)
+    (k from 1), stop at the first that is not."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    rejected = set()
+    for k, i in enumerate(order, start=1):
+        if pvalues[i] > alpha / (len(pvalues) - k + 1):
+            break
+        rejected.add(i)
+    return rejected
+
+
+def test_holm_adjusted_values_reject_exactly_what_the_step_down_procedure_rejects():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        m = int(rng.integers(1, 12))
+        pvalues = list(rng.random(m) ** 3)  # skewed to small values, so that rejections happen
+        adjusted = holm_adjust(pvalues)
+        for alpha in (0.001, 0.01, 0.05, 0.1, 0.3):
+            assert {i for i, a in enumerate(adjusted) if a <= alpha} == _holm_step_down_rejects(pvalues, alpha)
+        assert all(a >= p for a, p in zip(adjusted, pvalues))
 
 
 def test_spearman_against_pearson_of_ranks():

@@ -6,7 +6,8 @@
 - ``table2``: few-shot POSIX, one row per (shots, variant type), one column per model, for the data sets and variant
   types that have few-shot cells, with the paired test of each k-shot cell against the 0-shot cell of the same model
   and variant type (and, below the table, against k − 1 shots).
-- every table ends with paired Wilcoxon tests on per-set ψ over the prompt sets the two cells share.
+- every table ends with paired Wilcoxon tests on per-set ψ over the prompt sets the two cells share, each with its
+  raw p and its Holm-adjusted p over all the tests of that table (a table is read as one family of comparisons).
 
 Where the model and setting match a paper cell, the paper's value is printed beside ours.
 """
@@ -23,7 +24,7 @@ import numpy as np
 from posixlab.analysis.collect import Cell, GridWarning, cells
 from posixlab.analysis.paper import dataset_label, label, paper_value, size
 from posixlab.metrics import summarize
-from posixlab.metrics.stats import bootstrap_ci, paired_wilcoxon
+from posixlab.metrics.stats import bootstrap_ci, holm_adjust, paired_wilcoxon
 
 VARIANT_ORDER = ["spelling", "template", "paraphrase", "mixture"]
 DATASET_ORDER = ["mmlu", "alpaca", "bbh"]
@@ -81,6 +82,12 @@ def paired_tests(rows: list[dict], vary: str) -> list[dict]:
     return tests
 
 
+def with_holm(tests: list[dict]) -> list[dict]:
+    """The tests with ``p_holm``: Holm's adjusted p over this list, the family of tests one table prints."""
+    adjusted = holm_adjust([t["p_value"] for t in tests])
+    return [{**t, "p_holm": p} for t, p in zip(tests, adjusted)]
+
+
 def table1(rows: list[dict], shots: int = 0) -> tuple[str, list[dict]]:
     zero = [r for r in rows if int(r["shots"]) == shots]
     summaries = {(s["model"], s["dataset"], s["variant"]): s for s in summary_rows(zero)}
@@ -93,7 +100,7 @@ def table1(rows: list[dict], shots: int = 0) -> tuple[str, list[dict]]:
         texts = [_cell_text(summaries.get((model, dataset, variant)), f"table 1: {model} · {dataset} · {variant}")
                  for dataset, variant in columns]
         lines.append(f"| {label(model)} | {' | '.join(texts)} |")
-    tests = paired_tests(zero, "model") + paired_tests(zero, "variant")
+    tests = with_holm(paired_tests(zero, "model") + paired_tests(zero, "variant"))
     markdown = "\n".join([f"## Table 1: {shots}-shot POSIX (mean ± sd of ψ over prompt sets)", "", *lines, "",
                           _tests_markdown(tests)])
     return markdown, list(summaries.values()) + tests
@@ -106,7 +113,7 @@ def table2(rows: list[dict]) -> tuple[str, list[dict]]:
     studied = {(r["dataset"], r["variant"]) for r in rows if int(r["shots"]) > 0}
     rows = [r for r in rows if (r["dataset"], r["variant"]) in studied]
     summaries = {(s["model"], s["dataset"], s["variant"], s["shots"]): s for s in summary_rows(rows)}
-    shot_tests = [t for t in paired_tests(rows, "shots") if t["a"] == 0 or t["b"] == t["a"] + 1]
+    shot_tests = with_holm([t for t in paired_tests(rows, "shots") if t["a"] == 0 or t["b"] == t["a"] + 1])
     tests = {(t["dataset"], t["model"], t["variant"], t["b"]): t for t in shot_tests if t["a"] == 0}
     models = sorted({k[0] for k in summaries}, key=lambda m: (size(m), m))
     keys = sorted({(k[1], k[3], k[2]) for k in summaries}, key=lambda k: (_order("dataset", k[0]), k[1],
@@ -154,15 +161,16 @@ def _cell_text(summary: dict | None, where: str, test: dict | None = None) -> st
 def _tests_markdown(tests: list[dict]) -> str:
     if not tests:
         return "No two cells share prompt sets, so there are no paired tests."
-    lines = ["Paired tests (Wilcoxon signed-rank on per-set ψ, two-sided, over the prompt sets both cells share):", "",
-             "| data set | same | compared | a | b | sets | mean ψ a | mean ψ b | median a − b | p |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["Paired tests (Wilcoxon signed-rank on per-set ψ, two-sided, over the prompt sets both cells share; "
+             f"p (Holm): Holm–Bonferroni adjusted over the {len(tests)} tests of this table):", "",
+             "| data set | same | compared | a | b | sets | mean ψ a | mean ψ b | median a − b | p | p (Holm) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for t in tests:
         same = " · ".join(f"{k}={t[k]}" for k in ("model", "variant", "shots") if k in t and k != t["compared"])
-        p = "n/a" if t["p_value"] is None else f"{t['p_value']:.2g}"
+        p, holm = ("n/a" if t.get(k) is None else f"{t[k]:.2g}" for k in ("p_value", "p_holm"))
         a, b = (label(t["a"]), label(t["b"])) if t["compared"] == "model" else (t["a"], t["b"])
         lines.append(f"| {dataset_label(t['dataset'])} | {same} | {t['compared']} | {a} | {b} | {t['shared_sets']} | "
-                     f"{t['mean_a']:.3f} | {t['mean_b']:.3f} | {t['median_difference']:.3f} | {p} |")
+                     f"{t['mean_a']:.3f} | {t['mean_b']:.3f} | {t['median_difference']:.3f} | {p} | {holm} |")
     return "\n".join(lines)
 
 

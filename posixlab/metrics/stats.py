@@ -14,6 +14,14 @@ per-set differences. Five sets, all lower for ``b``: the exact two-sided p is 2 
 (5, 0.0, 0.0625)
 >>> spearman([1, 2, 3, 4], [10, 20, 30, 40])["rho"]
 1.0
+
+A table holds many paired tests, so it also prints Holm's adjusted p-values over them. Sorted, 0.01, 0.03, 0.04, 0.2
+are multiplied by 4, 3, 2, 1 (0.04, 0.09, 0.08, 0.2) and made non-decreasing (0.08 becomes 0.09):
+
+>>> [round(p, 12) for p in holm_adjust([0.01, 0.04, 0.03, 0.2])]
+[0.04, 0.09, 0.09, 0.2]
+>>> holm_adjust([0.5, None, 0.5])                 # a test without a p-value (no non-zero difference) is not counted
+[1.0, None, 1.0]
 """
 
 from __future__ import annotations
@@ -70,6 +78,24 @@ def paired_wilcoxon(a: Sequence[float], b: Sequence[float]) -> dict:
         test = _stats.wilcoxon(x, y, zero_method="wilcox", alternative="two-sided")
     result["statistic"], result["pvalue"] = float(test.statistic), float(test.pvalue)
     return result
+
+
+def holm_adjust(pvalues: Sequence[float | None]) -> list[float | None]:
+    """Holm–Bonferroni adjusted p-values of a family of tests, in the order given: the i-th smallest of m p-values
+    is multiplied by m − i + 1, capped at 1, and raised to the largest adjusted value before it, so that "adjusted
+    p ≤ α" is exactly Holm's step-down rejection at family-wise error rate α. ``None`` (a test with no p-value)
+    stays ``None`` and does not count in m."""
+    present = [(p, i) for i, p in enumerate(pvalues) if p is not None]
+    for p, _ in present:
+        if not 0 <= p <= 1 or math.isnan(p):
+            raise PromptSetError(f"a p-value must lie between 0 and 1, got {p}")
+    m = len(present)
+    adjusted: list[float | None] = [None] * len(pvalues)
+    running = 0.0
+    for rank, (p, index) in enumerate(sorted(present)):
+        running = max(running, min(1.0, (m - rank) * p))
+        adjusted[index] = running
+    return adjusted
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> dict:
