@@ -87,7 +87,7 @@ def holm_adjust(pvalues: Sequence[float | None]) -> list[float | None]:
     stays ``None`` and does not count in m."""
     present = [(p, i) for i, p in enumerate(pvalues) if p is not None]
     for p, _ in present:
-        if not 0 <= p <= 1 or math.isnan(p):
+        if not 0 <= p <= 1:  # NaN fails this too
             raise PromptSetError(f"a p-value must lie between 0 and 1, got {p}")
     m = len(present)
     adjusted: list[float | None] = [None] * len(pvalues)
