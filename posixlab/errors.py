@@ -35,3 +35,7 @@ class CacheError(PosixlabError, OSError):
 
 class RephraserError(PosixlabError, RuntimeError):
     """A rephraser cannot produce the paraphrases asked for (no key, endpoint down, too few valid paraphrases)."""
+
+
+class PromptSetFileError(PosixlabError, ValueError):
+    """A user's prompt sets (a file, or lists given in Python) are malformed; the message names the line or set."""

@@ -1,7 +1,11 @@
 """One POSIX run, top to bottom: data -> prompt sets -> model -> generate and score -> ψ -> results files.
 
-``RunConfig`` is a plain dataclass; ``run.py`` builds it from the Hydra config, tests and notebooks build it by
-hand. Cheap checks (data, variants, context lengths) all happen before the first forward pass.
+``RunConfig`` is a plain dataclass; the ``posixlab`` command (``posixlab/cli.py``) builds it from the Hydra config,
+``posixlab.evaluate`` from its arguments, tests and notebooks by hand. Cheap checks (data, variants, context lengths)
+all happen before the first forward pass.
+
+The prompt sets come from a data set and a variant type, or, with ``dataset.name == "prompt_sets"`` (variant
+``user``), from the user's own file or lists, used as given.
 """
 
 from __future__ import annotations
@@ -14,19 +18,24 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-import posixlab
 from posixlab.data import DatasetSpec, load_items, select_items
 from posixlab.data.exemplars import exemplar_pool
+from posixlab.data.prompt_sets import UserPromptSet, read_prompt_set_file
 from posixlab.errors import ConfigError
 from posixlab.embeddings import EmbeddingSpec, SentenceEmbedder
 from posixlab.metrics import REFERENCE_COMPAT, psi
 from posixlab.metrics.factors import set_factors
 from posixlab.models import CausalLM, ModelSpec, load_model
-from posixlab.results import SetWriter, build_summary, read_sets, write_summary
-from posixlab.models.assets import default_cache_dir
+from posixlab.paths import default_cache_dir
+from posixlab.prompts import PromptItem
 from posixlab.rephrase import RephraserConfig, make_paraphrase_source
+from posixlab.results import SetWriter, build_summary, read_sets, write_summary
 from posixlab.scoring import EngineOptions, ScoreCache, ScoringEngine
-from posixlab.variants import VARIANT_TYPES, PromptSet, VariantGenerator, get_variant_generator
+from posixlab.variants import VARIANT_TYPES, PromptSet, PromptVariant, VariantGenerator, get_variant_generator
+from posixlab.version import __version__
+
+USER_SETS = "prompt_sets"  # the data set name of the user's own prompt sets (conf/dataset/prompt_sets.yaml)
+USER_VARIANT = "user"  # their variant type: the prompts are the user's, no variant is generated
 
 
 @dataclass
@@ -64,10 +73,59 @@ def make_generator(cfg: RunConfig) -> VariantGenerator:
     return get_variant_generator(cfg.variant, **options)
 
 
-def build_prompt_sets(cfg: RunConfig, progress: bool = True) -> tuple[list[PromptSet], dict]:
-    """The run's prompt sets, and what the results should record about how they were made."""
+def check_max_new_tokens(value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"max_new_tokens must be a whole number of at least 1 (a response has at least one token), "
+                          f"got {value!r}")
+
+
+def check_settings(cfg: RunConfig) -> None:
+    """Settings that are wrong whatever the data: caught before anything is loaded."""
     if cfg.shots < 0:
         raise ConfigError(f"shots must be 0 or more, got {cfg.shots}")
+    check_max_new_tokens(cfg.max_new_tokens)
+    if cfg.num_sets is not None and cfg.num_sets < 1:
+        raise ConfigError(f"num_sets must be at least 1 (or null for every set), got {cfg.num_sets}")
+
+
+def user_prompt_set(given: UserPromptSet) -> PromptSet:
+    """A user's prompt set as the record type every run uses: the first prompt is the original, the rest are
+    ``user`` variants; the set's own response length, if it has one, travels in its item's ``meta``."""
+    meta = {"max_new_tokens": given.max_new_tokens} if given.max_new_tokens is not None else {}
+    item = PromptItem(given.set_id, given.prompts[0], answer=given.answer, meta=meta)
+    prompts = [PromptVariant(text=given.prompts[0], kind="original", index=-1)]
+    prompts += [PromptVariant(text=text, kind=USER_VARIANT, index=k) for k, text in enumerate(given.prompts[1:])]
+    return PromptSet(item=item, variant_type=USER_VARIANT, prompts=tuple(prompts))
+
+
+def _user_prompt_sets(cfg: RunConfig, given: list[UserPromptSet] | None) -> tuple[list[PromptSet], dict]:
+    if cfg.variant != USER_VARIANT:
+        raise ConfigError(f"your prompt sets are used as given, so no variant type applies (variant={cfg.variant} "
+                          f"was asked); leave variant unset or set variant={USER_VARIANT}")
+    if cfg.shots:
+        raise ConfigError(f"your prompt sets are used as given, so shots={cfg.shots} cannot add exemplars; write "
+                          f"the exemplars into your prompts and run with shots=0")
+    if given is None:
+        if not cfg.dataset.path:
+            raise ConfigError("dataset=prompt_sets needs the file: dataset.path=my_sets.jsonl (one JSON object per "
+                              'line: {"id": ..., "prompts": ["...", "..."]}; README, "Your own prompts")')
+        given = read_prompt_set_file(cfg.dataset.path)
+    given = given[: cfg.num_sets or len(given)]  # as given: the first num_sets sets, in order
+    about = {"variant_details": {"prompt_sets": cfg.dataset.path or "given in Python"}, "shots": 0,
+             "perturb_shots": False, "exemplar_pool": None}
+    return [user_prompt_set(g) for g in given], about
+
+
+def build_prompt_sets(cfg: RunConfig, progress: bool = True,
+                      given: list[UserPromptSet] | None = None) -> tuple[list[PromptSet], dict]:
+    """The run's prompt sets, and what the results should record about how they were made. ``given``: the user's
+    own sets (``posixlab.evaluate``), used as given; ``dataset.name == "prompt_sets"`` reads them from its path."""
+    check_settings(cfg)
+    if given is not None or cfg.dataset.name == USER_SETS:
+        return _user_prompt_sets(cfg, given)
+    if cfg.variant == USER_VARIANT:
+        raise ConfigError(f"variant={USER_VARIANT} means your own prompt sets: use it with dataset=prompt_sets "
+                          f"dataset.path=FILE")
     generator = make_generator(cfg)
     all_items = load_items(cfg.dataset)
     items = select_items(all_items, cfg.num_sets, cfg.seed, cfg.dataset.exclude_items)
@@ -95,6 +153,7 @@ def _set_record(prompt_set: PromptSet, model_texts, prompt_ids, scores, lm: Caus
         "subject": prompt_set.item.subject,
         "answer": prompt_set.item.answer,
         "variant_type": prompt_set.variant_type,
+        "max_new_tokens": max_new_tokens,
         "exemplars": [ex.item_id for ex in prompt_set.shots],
         "prompts": [
             {**p.to_dict(), "model_text": mt if mt != p.text else None, "num_tokens": len(ids)}
@@ -115,24 +174,37 @@ def _set_record(prompt_set: PromptSet, model_texts, prompt_ids, scores, lm: Caus
     }
 
 
-def run(cfg: RunConfig, lm: CausalLM | None = None, progress: bool = True) -> dict:
-    """Run ``cfg`` and write its results to ``cfg.output_dir``; returns the summary. ``lm`` reuses a loaded model."""
-    prompt_sets, about = build_prompt_sets(cfg, progress)
+def _score_in_order(engines: dict[int, ScoringEngine], lengths: list[int], sets: list):
+    """(set index, scores) from the engine of each set's response length, as each set finishes."""
+    for length, engine in engines.items():
+        indices = [i for i, n in enumerate(lengths) if n == length]
+        for local, scores in engine.score_sets([sets[i] for i in indices]):
+            yield indices[local], scores
+
+
+def run(cfg: RunConfig, lm: CausalLM | None = None, progress: bool = True,
+        given: list[UserPromptSet] | None = None) -> dict:
+    """Run ``cfg`` and write its results to ``cfg.output_dir``; returns the summary. ``lm`` reuses a loaded model;
+    ``given`` scores the user's own prompt sets instead of the configured data set's."""
+    prompt_sets, about = build_prompt_sets(cfg, progress, given)
     if lm is None:
         lm = load_model(cfg.model, cfg.cache_dir)
+    # a set may carry its own response length (user prompt sets); every other set takes the run's
+    lengths = [prompt_set.item.meta.get("max_new_tokens") or cfg.max_new_tokens for prompt_set in prompt_sets]
     encoded = []
-    for prompt_set in prompt_sets:
+    for prompt_set, length in zip(prompt_sets, lengths):
         texts = [lm.apply_chat_template(p.messages()) if cfg.chat_template else p.text for p in prompt_set.prompts]
         ids = [lm.encode(t, add_special_tokens=not cfg.chat_template) for t in texts]
         for k, prompt in enumerate(ids):
-            lm.check_fits(prompt, cfg.max_new_tokens, what=f"prompt {k} of set {prompt_set.set_id}")
+            lm.check_fits(prompt, length, what=f"prompt {k} of set {prompt_set.set_id}")
         encoded.append((texts, ids))
 
     cache = None
     if cfg.score_cache:
         folder = cfg.score_cache_dir or Path(cfg.cache_dir or default_cache_dir()) / "scores"
         cache = ScoreCache(folder, lm.identity)
-    engine = ScoringEngine(lm, cfg.max_new_tokens, cfg.engine, cache)
+    # one engine per response length (a run's sets share one unless the user's sets set their own)
+    engines = {n: ScoringEngine(lm, n, cfg.engine, cache) for n in sorted(set(lengths))}
     embedder = SentenceEmbedder(cfg.embedding) if cfg.embedding is not None else None
     tokens_before = lm.forward_tokens
 
@@ -143,9 +215,9 @@ def run(cfg: RunConfig, lm: CausalLM | None = None, progress: bool = True) -> di
                    file=sys.stderr)
         started = time.monotonic()
         # Sets finish wave by wave, in order of prompt length; each record is written the moment it is done.
-        for index, scores in engine.score_sets([ids for _, ids in encoded]):
+        for index, scores in _score_in_order(engines, lengths, [ids for _, ids in encoded]):
             texts, ids = encoded[index]
-            record = _set_record(prompt_sets[index], texts, ids, scores, lm, cfg.max_new_tokens, embedder)
+            record = _set_record(prompt_sets[index], texts, ids, scores, lm, lengths[index], embedder)
             writer.write({"set_index": index, **record})
             bar.update(1)
             bar.set_postfix(psi=f"{record['psi']:.3f}", cached=scores.stats["cached"])
@@ -161,18 +233,19 @@ def run(cfg: RunConfig, lm: CausalLM | None = None, progress: bool = True) -> di
         "dataset": cfg.dataset.name,
         "dataset_source": cfg.dataset.source,
         "variant": cfg.variant,
-        "num_prompts_per_set": cfg.num_variants + 1,
+        # N, or None when the sets differ in size (user prompt sets, mixtures of other sizes)
+        "num_prompts_per_set": sizes.pop() if len(sizes := {len(p.prompts) for p in prompt_sets}) == 1 else None,
         "max_new_tokens": cfg.max_new_tokens,
         "seed": cfg.seed,
         "chat_template": cfg.chat_template,
         "embedding": embedder.identity if embedder is not None else None,
         **about,
-        "posixlab": posixlab.__version__,
+        "posixlab": __version__,
         "python": platform.python_version(),
         "config": asdict(cfg),
         "score_cache": str(cache.path) if cache is not None else None,
         "engine": {"forward_tokens": lm.forward_tokens - tokens_before,
-                   "processed_tokens": engine.processed_tokens},
+                   "processed_tokens": sum(engine.processed_tokens for engine in engines.values())},
     }
     summary = build_summary(read_sets(out), meta)
     write_summary(out, summary)

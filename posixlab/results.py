@@ -7,14 +7,19 @@ A run folder holds:
   keeps every set it completed;
 - ``summary.json`` and ``summary.md``: POSIX with mean, standard deviation, median, number of sets and a bootstrap
   95% interval, the mean of each factor, the model's identity and the run's compute accounting.
+
+A classification run folder (``posixlab/classify/run.py``) holds ``rephrasings.json``, ``samples.jsonl`` and its own
+``summary.json`` and ``summary.md`` (``"task": "classification"``; written by ``write_classification_summary``).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from posixlab.metrics import summarize
+from posixlab.metrics.classification import NA
 from posixlab.metrics.factors import FACTOR_NAMES
 from posixlab.metrics.stats import bootstrap_ci
 
@@ -115,3 +120,34 @@ def write_summary(folder: str | Path, summary: dict) -> None:
         f"({summary['compute']['sets_from_cache']} sets).",
     ]
     (folder / SUMMARY_MD).write_text("\n".join(lines) + "\n")
+
+
+def write_classification_summary(folder: str | Path, summary: dict) -> None:
+    """A classification run's ``summary.json`` and ``summary.md`` (``classify.run.build_classification_summary``)."""
+    folder = Path(folder)
+    (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    (folder / SUMMARY_MD).write_text(classification_summary_markdown(summary), encoding="utf-8")
+
+
+def _f(x, digits: int = 3) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def classification_summary_markdown(summary: dict) -> str:
+    s, c, f1 = summary["sensitivity"], summary["consistency"], summary["micro_f1"]
+    lines = [f"# Classification: {summary['model'].get('name')} · {summary['dataset']} · {summary['strategy']} · "
+             f"{summary['probability']}", "",
+             f"{summary['num_samples']} samples × Q = {summary['num_rephrasings']} rephrasings of the task sentence; "
+             f"answers naming no class (N/A): {summary['na_share']:.1%}.", "",
+             "| metric | value |", "|---|---|",
+             f"| sensitivity S_τ (mean ± sd over samples) | {_f(s['mean'])} ± {_f(s['sd'])} |",
+             f"| consistency C_y (mean over classes, no self-pairs) | {_f(c['mean']) if c else '—'} |",
+             f"| consistency, pooled over pairs / with self-pairs | "
+             f"{_f(c['pooled']) if c else '—'} / {_f(c['mean_with_self_pairs']) if c else '—'} |",
+             f"| micro-F1 (mean ± sd over rephrasings) | "
+             f"{_f(f1['mean']) + ' ± ' + _f(f1['sd']) if f1 else '—'} |", "",
+             "| class | sensitivity | consistency |", "|---|---|---|"]
+    for cls in [x for x in summary["classes"] if x != NA]:
+        lines.append(f"| {cls} | {_f(s['per_class'].get(cls))} | "
+                     f"{_f((c['per_class'] or {}).get(cls)) if c else '—'} |")
+    return "\n".join(lines) + "\n"

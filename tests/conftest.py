@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parent.parent  # posixlab is installed (requirements.txt: -e .), experiments/ is
+# reached as a package from the repository root, where `python -m pytest` runs
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 

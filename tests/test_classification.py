@@ -302,7 +302,7 @@ def test_run_py_classification_job_and_wrong_dataset(tmp_path, rephrasings_file,
     summary = json.loads((tmp_path / "job" / "summary.json").read_text())
     assert summary["strategy"] == "1shot" and summary["frame"]["examples"]
     assert (tmp_path / "job" / "figures" / "most_sensitive.md").is_file()
-    from experiments.tracking import offline_run_dirs, read_offline_run
+    from posixlab.tracking import offline_run_dirs, read_offline_run
 
     (run_dir,) = offline_run_dirs(tmp_path / "job")
     text = b"".join(r.SerializeToString() for r in read_offline_run(run_dir))

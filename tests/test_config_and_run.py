@@ -18,14 +18,13 @@ from posixlab.pipeline import RunConfig, run
 from posixlab.results import read_sets
 
 ROOT = Path(__file__).resolve().parent.parent
-CONF = ROOT / "conf"
+CONF = ROOT / "posixlab" / "conf"
 GROUPS = {g: sorted(p.stem for p in (CONF / g).glob("*.yaml")) for g in ("model", "dataset", "variant", "rephraser", "embedding",
                                                                                  "logger")}
 
 
 def test_every_config_composes_into_a_run_config():
-    sys.path.insert(0, str(ROOT))
-    from run import to_classification_config, to_run_config
+    from posixlab.cli import to_classification_config, to_run_config
 
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         default = compose(config_name="config")

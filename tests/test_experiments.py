@@ -13,7 +13,7 @@ from posixlab.analysis.figures import PAPER_FIGURES
 from posixlab.results import read_sets
 
 ROOT = Path(__file__).resolve().parent.parent
-CONF = ROOT / "conf"
+CONF = ROOT / "posixlab" / "conf"
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")
                      if not p.stem.startswith("_") and "errica" not in p.stem)
 ERRICA = ["offline_errica_table1", "paper_errica_table1"]  # the classification task's Table 1
@@ -27,8 +27,7 @@ def test_one_experiment_per_paper_table_and_figure_and_an_offline_twin_for_each(
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_every_experiment_composes_with_every_swept_value(name):
-    sys.path.insert(0, str(ROOT))
-    from run import to_run_config
+    from posixlab.cli import to_run_config
 
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[f"+experiment={name}"], return_hydra_config=True)
@@ -52,8 +51,7 @@ def test_every_experiment_composes_with_every_swept_value(name):
 
 @pytest.mark.parametrize("name", ERRICA)
 def test_every_classification_experiment_composes_with_every_swept_value(name):
-    sys.path.insert(0, str(ROOT))
-    from run import to_classification_config
+    from posixlab.cli import to_classification_config
 
     assert (CONF / "experiment" / f"{name}.yaml").is_file()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):

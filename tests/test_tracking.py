@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.tracking import offline_run_dirs, read_offline_run
+from posixlab.tracking import offline_run_dirs, read_offline_run
 from posixlab.results import read_sets
 
 ROOT = Path(__file__).resolve().parent.parent

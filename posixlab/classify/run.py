@@ -19,7 +19,7 @@ classes; N/A gets none). The greedy answers are generated and kept in both modes
 from __future__ import annotations
 
 import json
-import math
+import math  # noqa: F401  (label_distribution's doctest)
 import platform
 import sys
 from dataclasses import asdict, dataclass, field
@@ -35,13 +35,12 @@ from posixlab.classify.prompts import DEFINITIONS, STRATEGIES, TASKS, TaskFrame
 from posixlab.errors import ConfigError
 from posixlab.metrics.classification import NA, class_distribution, consistency, micro_f1, sensitivity
 from posixlab.models import CausalLM, ModelSpec, load_model
-from posixlab.models.assets import default_cache_dir
+from posixlab.paths import default_cache_dir
 from posixlab.rephrase import RephraserConfig, make_paraphrase_source
-from posixlab.results import REPHRASINGS_FILE, SAMPLES_FILE, SUMMARY_FILE
+from posixlab.results import REPHRASINGS_FILE, SAMPLES_FILE, write_classification_summary
 from posixlab.scoring import EngineOptions, ScoreCache, ScoringEngine
 
 PROBABILITY_MODES = ("greedy", "label_probs")
-SUMMARY_MD = "summary.md"
 
 
 @dataclass
@@ -225,8 +224,7 @@ def run_classification(cfg: ClassificationConfig, lm: CausalLM | None = None, pr
             "config": asdict(cfg),
             "engine": {"forward_tokens": lm.forward_tokens - tokens_before, "processed_tokens": engine.processed_tokens}}
     summary = build_classification_summary(records, all_classes, Q, meta)
-    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    (out / SUMMARY_MD).write_text(summary_markdown(summary), encoding="utf-8")
+    write_classification_summary(out, summary)
     return summary
 
 
@@ -267,27 +265,3 @@ def build_classification_summary(records: list[dict], classes: list[str], num_re
         summary["micro_f1"] = None
     summary["na_share"] = float(np.mean([p["label"] == NA for r in records for p in r["predictions"]]))
     return summary
-
-
-def _f(x, digits: int = 3) -> str:
-    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
-
-
-def summary_markdown(summary: dict) -> str:
-    s, c, f1 = summary["sensitivity"], summary["consistency"], summary["micro_f1"]
-    lines = [f"# Classification: {summary['model'].get('name')} · {summary['dataset']} · {summary['strategy']} · "
-             f"{summary['probability']}", "",
-             f"{summary['num_samples']} samples × Q = {summary['num_rephrasings']} rephrasings of the task sentence; "
-             f"answers naming no class (N/A): {summary['na_share']:.1%}.", "",
-             "| metric | value |", "|---|---|",
-             f"| sensitivity S_τ (mean ± sd over samples) | {_f(s['mean'])} ± {_f(s['sd'])} |",
-             f"| consistency C_y (mean over classes, no self-pairs) | {_f(c['mean']) if c else '—'} |",
-             f"| consistency, pooled over pairs / with self-pairs | "
-             f"{_f(c['pooled']) if c else '—'} / {_f(c['mean_with_self_pairs']) if c else '—'} |",
-             f"| micro-F1 (mean ± sd over rephrasings) | "
-             f"{_f(f1['mean']) + ' ± ' + _f(f1['sd']) if f1 else '—'} |", "",
-             "| class | sensitivity | consistency |", "|---|---|---|"]
-    for cls in [x for x in summary["classes"] if x != NA]:
-        lines.append(f"| {cls} | {_f(s['per_class'].get(cls))} | "
-                     f"{_f((c['per_class'] or {}).get(cls)) if c else '—'} |")
-    return "\n".join(lines) + "\n"

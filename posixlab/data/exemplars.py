@@ -14,7 +14,7 @@ from collections import defaultdict
 
 from posixlab.errors import ConfigError
 from posixlab.prompts import PromptItem
-from posixlab.variants.base import rng_for
+from posixlab.seeding import rng_for
 
 
 class ExemplarPool:

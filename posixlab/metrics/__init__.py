@@ -3,3 +3,12 @@
 from posixlab.metrics.posix import MODES, PAPER, REFERENCE_COMPAT, posix, psi, summarize
 
 __all__ = ["MODES", "PAPER", "REFERENCE_COMPAT", "posix", "psi", "summarize"]
+
+from posixlab.metrics.accuracy import (accuracy_per_prompt, accuracy_spread, average_performance, best_case_accuracy,
+                                       combined_performance_score, consistency_rate, max_performance,
+                                       prompt_sensitivity_score, two_way_bootstrap_ci, variants_needed,
+                                       worst_case_accuracy)
+
+__all__ += ["accuracy_per_prompt", "accuracy_spread", "average_performance", "best_case_accuracy",
+            "combined_performance_score", "consistency_rate", "max_performance", "prompt_sensitivity_score",
+            "two_way_bootstrap_ci", "variants_needed", "worst_case_accuracy"]

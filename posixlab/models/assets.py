@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from posixlab.errors import ModelUnavailableError
+from posixlab.paths import default_cache_dir
 
 MANIFEST = "posixlab-manifest.json"
 
@@ -80,10 +80,6 @@ PACKAGED_MODELS: dict[str, GgufAsset] = {
         licence="Apache-2.0 (Qwen/Qwen2.5-Coder-0.5B-Instruct)",
     ),
 }
-
-
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("POSIXLAB_CACHE", Path.home() / ".cache" / "posixlab"))
 
 
 def sha256_file(path: Path, block: int = 1 << 20) -> str:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from posixlab.errors import ConfigError, ModelUnavailableError
 from posixlab.hub import hub_offline_flag, hub_unreachable_reason
-from posixlab.models.assets import PACKAGED_MODELS, default_cache_dir, prepare_packaged_model
+from posixlab.models.assets import PACKAGED_MODELS, prepare_packaged_model
+from posixlab.paths import default_cache_dir
 from posixlab.models.causal_lm import CausalLM
 
 SOURCES = ("packaged", "hub", "local")

@@ -6,85 +6,19 @@ Backends (``RephraserConfig.backend``):
 - ``openai``: any OpenAI-compatible chat endpoint (OpenAI, as the paper's GPT-3.5-Turbo, or a local vLLM,
   llama.cpp or Ollama server), the key read from an environment variable, never from config;
 - ``file``: no model; a user's own paraphrase file supplies every paraphrase.
+
+Modules: ``base`` (asking a rephraser, validating its replies), ``store`` (the paraphrase file), ``config``
+(``RephraserConfig``, ``make_rephraser``), ``source`` (``ParaphraseSource``, what a paraphrase run reads),
+``hf_backend`` and ``openai_backend``. The package never imports ``posixlab.variants``: the variants use it.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
-from pathlib import Path
-
-from posixlab.errors import ConfigError
 from posixlab.rephrase.base import Collected, Instruction, Rephraser, collect_paraphrases, parse_reply, rejection
+from posixlab.rephrase.config import BACKENDS, RephraserConfig, default_paraphrase_path, make_rephraser
+from posixlab.rephrase.source import ParaphraseSource, make_paraphrase_source
 from posixlab.rephrase.store import ParaphraseFile, record_key
 
-BACKENDS = ("hf", "openai", "file")
-
-
-@dataclass
-class RephraserConfig:
-    backend: str = "hf"  # hf | openai | file
-    model: str = "qwen2.5-coder-0.5b-instruct"  # hf: packaged name, hub id or folder; openai: the served model name
-    source: str = "packaged"  # hf only: packaged | hub | local
-    revision: str | None = None  # hf only
-    dtype: str = "auto"  # hf only
-    device: str = "auto"  # hf only
-    base_url: str | None = None  # openai only; None: api.openai.com
-    api_key_env: str = "OPENAI_API_KEY"  # openai only: the NAME of the variable holding the key
-    timeout: float = 60  # openai only: seconds per request
-    max_attempts: int = 6  # openai only: tries per request on rate limits, 5xx and connection errors
-    backoff: float = 1.0  # openai only: first wait in seconds, doubled each retry (or the server's Retry-After)
-    temperature: float = 0.8
-    top_p: float = 0.95
-    path: str | None = None  # the paraphrase file; None: <cache_dir>/paraphrases/<backend>-<model>.jsonl
-    seed: int = 0  # paraphrases depend on this seed, not the run's: every run of a sweep sees the same ones
-    per_request: int = 5  # rewrites asked for in one reply
-    samples: int = 4  # replies sampled per request
-    max_requests: int = 12  # requests per original before giving up
-    min_length_ratio: float = 0.5  # a paraphrase's length (characters) relative to the original's
-    max_length_ratio: float = 2.0
-    instruction: dict = field(default_factory=dict)  # {system, request, examples}: conf/rephraser/instruction/
-
-
-def make_rephraser(cfg: RephraserConfig, cache_dir: str | None = None) -> Rephraser | None:
-    if cfg.backend == "hf":
-        from posixlab.models.loading import ModelSpec
-        from posixlab.rephrase.hf_backend import HFRephraser
-
-        spec = ModelSpec(name=Path(cfg.model).name, source=cfg.source, path=cfg.model, revision=cfg.revision,
-                         dtype=cfg.dtype, device=cfg.device)
-        return HFRephraser(spec, cache_dir, temperature=cfg.temperature, top_p=cfg.top_p)
-    if cfg.backend == "openai":
-        from posixlab.rephrase.openai_backend import OpenAIRephraser
-
-        return OpenAIRephraser(model=cfg.model, base_url=cfg.base_url, api_key_env=cfg.api_key_env,
-                               temperature=cfg.temperature, top_p=cfg.top_p, timeout=cfg.timeout,
-                               max_attempts=cfg.max_attempts, backoff=cfg.backoff)
-    if cfg.backend == "file":
-        return None
-    raise ConfigError(f"unknown rephraser.backend {cfg.backend!r}; choose one of {', '.join(BACKENDS)}")
-
-
-def default_paraphrase_path(cfg: RephraserConfig, cache_dir: str | Path) -> Path:
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{cfg.backend}-{cfg.model}")
-    return Path(cache_dir) / "paraphrases" / f"{slug}.jsonl"
-
-
-def make_paraphrase_source(cfg: RephraserConfig, cache_dir: str | Path):
-    """The ``ParaphraseSource`` a paraphrase or mixture run reads from (and writes to)."""
-    from posixlab.variants.paraphrase import ParaphraseSource
-
-    if cfg.backend == "file":
-        if not cfg.path:
-            raise ConfigError("rephraser=file needs rephraser.path=<your paraphrase JSONL file>")
-        return ParaphraseSource(ParaphraseFile(cfg.path, user_supplied=True))
-    rephraser = make_rephraser(cfg, str(cache_dir))
-    store = ParaphraseFile(cfg.path or default_paraphrase_path(cfg, cache_dir))
-    return ParaphraseSource(store, rephraser, Instruction.from_dict(cfg.instruction), seed=cfg.seed,
-                            per_request=cfg.per_request, samples=cfg.samples, max_requests=cfg.max_requests,
-                            length_ratio=(cfg.min_length_ratio, cfg.max_length_ratio))
-
-
-__all__ = ["BACKENDS", "Collected", "Instruction", "ParaphraseFile", "Rephraser", "RephraserConfig",
-           "collect_paraphrases", "default_paraphrase_path", "make_paraphrase_source", "make_rephraser",
-           "parse_reply", "record_key", "rejection"]
+__all__ = ["BACKENDS", "Collected", "Instruction", "ParaphraseFile", "ParaphraseSource", "Rephraser",
+           "RephraserConfig", "collect_paraphrases", "default_paraphrase_path", "make_paraphrase_source",
+           "make_rephraser", "parse_reply", "record_key", "rejection"]

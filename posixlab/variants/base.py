@@ -1,18 +1,18 @@
 """The shared record types of prompt variation, and the interface every variant type implements.
 
-A variant is a deterministic function of (seed, item id, variant index): ``rng_for`` derives a private random
-stream from those three, so adding sets, reordering them or running them in parallel never changes a variant.
+A variant is a deterministic function of (seed, item id, variant index): ``rng_for`` (``posixlab.seeding``) derives
+a private random stream from those three, so adding sets, reordering them or running them in parallel never changes a
+variant.
 Every variant carries a JSON-serialisable ``record`` of what was done to the original.
 """
 
 from __future__ import annotations
 
-import hashlib
-import random
 from dataclasses import asdict, dataclass, field
 
 from posixlab.errors import ConfigError
 from posixlab.prompts import PromptItem, Shot, chat_messages, join_turns, render_turns
+from posixlab.seeding import rng_for  # noqa: F401  (re-exported: its home before posixlab.seeding)
 
 
 @dataclass(frozen=True)
@@ -59,12 +59,6 @@ class PromptSet:
 
     def texts(self) -> list[str]:
         return [p.text for p in self.prompts]
-
-
-def rng_for(seed: int, item_id: str, kind: str, index: int) -> random.Random:
-    """A random stream private to one variant: the same arguments give the same stream on every machine."""
-    digest = hashlib.sha256(f"{seed}\x1f{item_id}\x1f{kind}\x1f{index}".encode()).digest()
-    return random.Random(int.from_bytes(digest[:8], "big"))
 
 
 def make_prompt(item: PromptItem, edit: Edit, kind: str, index: int, shots=(), shot_edits=None) -> PromptVariant:

@@ -24,7 +24,8 @@ import re
 import string
 
 from posixlab.prompts import PromptItem
-from posixlab.variants.base import Edit, VariantGenerator, rng_for
+from posixlab.seeding import rng_for
+from posixlab.variants.base import Edit, VariantGenerator
 
 K_VALUES = (1, 2, 4, 8)
 SEEDS_PER_K = 5

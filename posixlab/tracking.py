@@ -1,4 +1,5 @@
-"""Weights & Biases for run.py: one W&B run per Hydra job, grouped by sweep; offline by default.
+"""Weights & Biases for the posixlab command (``posixlab/cli.py``): one W&B run per Hydra job, grouped by sweep;
+offline by default.
 
 The results folder stays the source of truth: W&B gets a copy of what the job wrote (the resolved config, the
 per-set table, the summary, the figures, and the folder itself as an artifact). The library never imports W&B;

@@ -1,0 +1,228 @@
+"""``posixlab.evaluate``: POSIX for your own prompt sets and your own model, from Python, no Hydra and no W&B::
+
+    import posixlab
+    result = posixlab.evaluate([["What is 2+2?", "what's 2 + 2?"]], model="smollm2-135m-instruct")
+    result.posix, result.psi
+
+It runs the same pipeline as the ``posixlab`` command (``posixlab dataset=prompt_sets dataset.path=FILE``), with the
+same engine settings, so the numbers are the same, bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from posixlab.data import DatasetSpec
+from posixlab.data.prompt_sets import UserPromptSet, prompt_sets_from_lists, read_prompt_set_file
+from posixlab.embeddings import EmbeddingSpec
+from posixlab.errors import ConfigError
+from posixlab.models import PACKAGED_MODELS, CausalLM, ModelSpec, spec_from_dict
+from posixlab.pipeline import USER_SETS, USER_VARIANT, RunConfig, check_max_new_tokens, run
+from posixlab.results import SETS_FILE, SUMMARY_FILE, SUMMARY_MD, read_sets
+from posixlab.scoring import EngineOptions
+
+CONFIG_FILE = "config.yaml"
+
+
+@dataclass
+class EvaluationResult:
+    """What ``evaluate`` computed: the summary and one record per prompt set (the records of ``sets.jsonl``)."""
+
+    summary: dict
+    records: list[dict] = field(repr=False)
+    config: dict = field(repr=False, default_factory=dict)
+
+    def __repr__(self) -> str:
+        model = self.summary.get("model", {}).get("name", "?")
+        return f"EvaluationResult(posix={self.posix:.4f}, sets={len(self.records)}, model={model!r})"
+
+    @property
+    def posix(self) -> float:
+        """POSIX: the mean of ψ over the prompt sets (paper Def. 3.3)."""
+        return self.summary["psi"]["posix"]
+
+    @property
+    def psi(self) -> list[float]:
+        """ψ of each prompt set, in the order the sets were given."""
+        return [r["psi"] for r in self.records]
+
+    @property
+    def psi_reference_compat(self) -> list[float]:
+        """ψ of each set as the authors' library (prompt-sensitivity-index 0.0.1) computes it."""
+        return [r["psi_reference_compat"] for r in self.records]
+
+    @property
+    def ids(self) -> list[str]:
+        """The sets' ids (``set-0``, ... for sets given as lists)."""
+        return [r["item_id"] for r in self.records]
+
+    @property
+    def prompts(self) -> list[list[str]]:
+        return [[p["text"] for p in r["prompts"]] for r in self.records]
+
+    @property
+    def responses(self) -> list[list[str]]:
+        """The greedy response to each prompt, per set."""
+        return [[resp["text"] for resp in r["responses"]] for r in self.records]
+
+    @property
+    def matrices(self) -> list[np.ndarray]:
+        """Per set, the N×N matrix ``M[i, j] = log P(y_j | x_i)`` (natural log, summed over y_j's tokens)."""
+        return [np.asarray(r["logprob_matrix"], dtype=np.float64) for r in self.records]
+
+    @property
+    def factors(self) -> list[dict]:
+        """Per set, the paper's four factors (response diversity and entropy, semantic coherence, variance in
+        confidence); a factor a set does not have is None."""
+        return [r["factors"] for r in self.records]
+
+    def to_pandas(self):
+        """One row per prompt set: id, number of prompts, ψ (both modes), answer, and the factors."""
+        import pandas as pd
+
+        rows = [{"id": r["item_id"], "num_prompts": len(r["prompts"]), "psi": r["psi"],
+                 "psi_reference_compat": r["psi_reference_compat"], "answer": r.get("answer"),
+                 "max_new_tokens": r.get("max_new_tokens"), **r["factors"]} for r in self.records]
+        return pd.DataFrame(rows)
+
+    def save(self, folder: str | Path) -> Path:
+        """Write the files a ``posixlab`` run writes (``sets.jsonl``, ``summary.json``, ``summary.md``,
+        ``config.yaml``) into ``folder``; ``posixlab.analysis`` reads it like any run folder."""
+        from posixlab.results import SetWriter, write_summary
+
+        folder = Path(folder)
+        with SetWriter(folder) as writer:
+            for record in self.records:
+                writer.write(record)
+        write_summary(folder, self.summary)
+        (folder / CONFIG_FILE).write_text(_yaml(self.config))
+        return folder
+
+
+def evaluate(prompt_sets, model="smollm2-135m-instruct", *, tokenizer=None, max_new_tokens: int = 30,
+             seed: int = 0, chat_template: bool = False, cache_dir: str | None = None,
+             score_cache: bool | None = None, score_cache_dir: str | None = None,
+             embedding: EmbeddingSpec | str | None = "all-MiniLM-L6-v2", engine: EngineOptions | None = None,
+             output_dir: str | Path | None = None, progress: bool = True) -> EvaluationResult:
+    """POSIX of ``prompt_sets`` under ``model``: greedy responses, every response scored under every prompt of its
+    set, ψ per set, and their mean.
+
+    ``prompt_sets``: a list of lists of strings (each inner list one intent-aligned set, the first prompt its
+    original), or dicts as in a prompt-set file, or the path of a ``.jsonl``/``.json`` prompt-set file
+    (``posixlab/data/prompt_sets.py``). Everything is validated before the model is loaded.
+
+    ``model``: a packaged model (``smollm2-135m-instruct``, ``gemma3-270m``, ``qwen2.5-coder-0.5b-instruct``), a
+    model configured in ``posixlab/conf/model/`` (``llama2-7b``, ...), a local model folder, a Hugging Face Hub id,
+    a ``ModelSpec``, a loaded ``CausalLM``, or a loaded ``transformers`` model together with ``tokenizer=``.
+
+    ``score_cache``: reuse (and store) generations and scores in ``<cache_dir>/scores``. None (the default): on for
+    models loaded by name, off for a model object you pass in, whose weights may differ from any saved copy.
+    ``embedding``: the sentence-embedding model of the semantic-coherence factor (an ``EmbeddingSpec`` or a
+    packaged name); None leaves that factor out. ``output_dir``: also keep the run's files there (as ``save``).
+    """
+    given = _prompt_sets(prompt_sets)  # validated before any model is loaded
+    check_max_new_tokens(max_new_tokens)
+    spec, lm = _model(model, tokenizer)
+    if score_cache is None:
+        score_cache = lm is None
+    path = str(prompt_sets) if isinstance(prompt_sets, (str, Path)) else None
+    with tempfile.TemporaryDirectory(prefix="posixlab-") as scratch:
+        cfg = RunConfig(model=spec, dataset=DatasetSpec(USER_SETS, source="path", path=path, variants=[USER_VARIANT]),
+                        variant=USER_VARIANT, num_sets=None, max_new_tokens=max_new_tokens, seed=seed,
+                        chat_template=chat_template, output_dir=str(output_dir or scratch), cache_dir=cache_dir,
+                        score_cache=score_cache, score_cache_dir=score_cache_dir, engine=engine or EngineOptions(),
+                        embedding=_embedding(embedding))
+        summary = run(cfg, lm=lm, progress=progress, given=given)
+        result = EvaluationResult(summary=summary, records=read_sets(cfg.output_dir), config=asdict(cfg))
+        if output_dir is not None:
+            (Path(output_dir) / CONFIG_FILE).write_text(_yaml(result.config))
+    return result
+
+
+def load_result(folder: str | Path) -> EvaluationResult:
+    """A saved run folder (from ``save``, ``output_dir`` or the ``posixlab`` command) as an ``EvaluationResult``."""
+    folder = Path(folder)
+    for name in (SETS_FILE, SUMMARY_FILE):
+        if not (folder / name).is_file():
+            raise ConfigError(f"{folder} has no {name}: give a run folder written by posixlab")
+    summary = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
+    return EvaluationResult(summary=summary, records=read_sets(folder), config=summary.get("config", {}))
+
+
+def _prompt_sets(prompt_sets) -> list[UserPromptSet]:
+    if isinstance(prompt_sets, (str, Path)):
+        return read_prompt_set_file(prompt_sets)
+    return prompt_sets_from_lists(prompt_sets)
+
+
+def configured_models() -> list[str]:
+    """The model names of ``posixlab/conf/model/`` (what ``model=NAME`` takes on the command line)."""
+    folder = resources.files("posixlab") / "conf" / "model"
+    return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def _model(model, tokenizer) -> tuple[ModelSpec, CausalLM | None]:
+    """(spec, loaded model or None) for every form ``evaluate`` takes."""
+    if isinstance(model, CausalLM):
+        return ModelSpec(model.name, "loaded", model.name), model
+    if isinstance(model, ModelSpec):
+        return model, None
+    if not isinstance(model, (str, Path)):  # an object: a loaded transformers model
+        if tokenizer is None:
+            raise ConfigError(f"model is a loaded {type(model).__name__}; pass its tokenizer too: "
+                              f"posixlab.evaluate(sets, model=model, tokenizer=tokenizer)")
+        return _wrap_loaded(model, tokenizer)
+    if tokenizer is not None:
+        raise ConfigError("tokenizer= goes with a loaded model object; a model given by name loads its own")
+    name = str(model)
+    if name in PACKAGED_MODELS:
+        return ModelSpec(name, "packaged", name), None
+    if name in configured_models():
+        import yaml
+
+        text = (resources.files("posixlab") / "conf" / "model" / f"{name}.yaml").read_text(encoding="utf-8")
+        return spec_from_dict(yaml.safe_load(text)), None
+    if Path(name).expanduser().is_dir():
+        folder = Path(name).expanduser().resolve()
+        return ModelSpec(folder.name, "local", str(folder)), None
+    if name.count("/") == 1 and not name.startswith((".", "/")):
+        return ModelSpec(name, "hub", name), None
+    raise ConfigError(f"model {name!r} is not a packaged model ({', '.join(PACKAGED_MODELS)}), a configured one "
+                      f"(posixlab/conf/model/), a local folder or a Hugging Face Hub id (owner/name)")
+
+
+def _wrap_loaded(model, tokenizer) -> tuple[ModelSpec, CausalLM]:
+    import torch
+    import transformers
+
+    name = str(getattr(model, "name_or_path", None) or getattr(model.config, "_name_or_path", "") or "loaded-model")
+    parameter = next(model.parameters())
+    identity = {"name": name, "source": "loaded", "path": name, "class": type(model).__name__,
+                "dtype": str(parameter.dtype).removeprefix("torch."), "device": str(parameter.device),
+                "transformers": transformers.__version__, "torch": torch.__version__}
+    return ModelSpec(name, "loaded", name), CausalLM(model, tokenizer, name=name, identity=identity)
+
+
+def _embedding(embedding) -> EmbeddingSpec | None:
+    if embedding is None or isinstance(embedding, EmbeddingSpec):
+        return embedding
+    if isinstance(embedding, str):
+        return EmbeddingSpec(name=embedding)
+    raise ConfigError(f"embedding must be an EmbeddingSpec, a packaged embedding name or None, not "
+                      f"{type(embedding).__name__}")
+
+
+def _yaml(config: dict) -> str:
+    import yaml
+
+    return yaml.safe_dump(json.loads(json.dumps(config, default=str)), sort_keys=False, allow_unicode=True)
+
+
+__all__ = ["EvaluationResult", "configured_models", "evaluate", "load_result"]

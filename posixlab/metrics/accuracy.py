@@ -1,0 +1,371 @@
+"""Accuracy over many prompts: what multi-prompt evaluation tools report beside the POSIX index.
+
+Input: a correctness matrix ``correct`` of shape (items, prompts), ``correct[i, j]`` = 1 when item i was answered
+right under prompt j, 0 when wrong (bools, ints or floats 0.0/1.0), and NaN or None when the cell is not scored.
+
+- **Prompt j** is the j-th prompt of each item's prompt set. Where every item shares one set of templates, column j
+  is template j; where each item has its own variants (spelling variants, paraphrases of its own text), column j
+  holds each item's j-th variant, and index 0 is the original prompt. Per-prompt statistics (accuracy per prompt,
+  MaxP, the spread) then compare "the j-th variant" across items.
+- **An item with no gold answer** is a row of NaN/None: it is dropped before anything is computed. A matrix whose
+  rows are all dropped raises ``PromptSetError`` (a ``ValueError``), as does a prompt column with no scored cell.
+- **A single missing cell** (NaN in a row that has other values) means "this prediction does not count"; it is
+  left out of that prompt's accuracy and of that item's pairs. An *unparsed* answer is a wrong answer: encode it
+  as 0, not NaN, or a model is rewarded for answering nothing.
+- Values other than 0, 1 and NaN (scores, probabilities, percentages) are refused: pass correctness.
+
+Three items, three prompts; item 2 has no gold answer and is dropped:
+
+>>> correct = [[1, 1, 0],
+...            [1, 0, 0],
+...            [None, None, None],
+...            [1, 1, 1]]
+>>> accuracy_per_prompt(correct).tolist()          # column means over items 0, 1, 3: 3/3, 2/3, 1/3
+[1.0, 0.6666666666666666, 0.3333333333333333]
+>>> worst_case_accuracy(correct), best_case_accuracy(correct)   # only item 3 is right everywhere; all at least once
+(0.3333333333333333, 1.0)
+>>> max_performance(correct), round(average_performance(correct), 4)
+(1.0, 0.6667)
+>>> round(combined_performance_score(correct), 4)    # 1 · (1 − (1 − 2/3))
+0.6667
+>>> round(prompt_sensitivity_score(correct), 4)      # per item k(n−k)/C(n,2): 2/3, 2/3, 0 → mean 4/9
+0.4444
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Hashable, Sequence
+
+import numpy as np
+from scipy import stats as _stats
+
+from posixlab.errors import PromptSetError
+
+BOOTSTRAP_RESAMPLES = 10_000  # as posixlab.metrics.stats.bootstrap_ci
+_CELLS_PER_BATCH = 2_000_000  # bounds the memory of one bootstrap batch (resamples × (items + prompts) draw counts)
+_TOLERANCE = 1e-12  # rounding slack when comparing a subset mean with the all-prompt mean
+
+
+def _correctness(correct) -> np.ndarray:
+    """The validated float matrix (items × prompts, NaN = not scored), rows without any scored cell dropped."""
+    if isinstance(correct, str):
+        raise PromptSetError("correct must be an items × prompts matrix of 1/0/NaN, got a string")
+    try:
+        matrix = np.array(correct, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise PromptSetError(f"correct must be an items × prompts matrix of 1/0 (NaN/None = not scored), with the "
+                             f"same number of prompts for every item (prompt j is the j-th prompt of each set; pad "
+                             f"a shorter set with None): {exc}") from None
+    if matrix.ndim != 2:
+        raise PromptSetError(f"correct must be 2-D, items × prompts, got shape {matrix.shape}; for a single prompt "
+                             f"give one column, shape (items, 1)")
+    if matrix.shape[0] == 0 or matrix.shape[1] == 0:
+        raise PromptSetError(f"correct needs at least one item and one prompt, got shape {matrix.shape}")
+    bad = ~np.isnan(matrix) & (matrix != 0) & (matrix != 1)
+    if bad.any():
+        i, j = (int(k) for k in np.argwhere(bad)[0])
+        raise PromptSetError(f"correct[{i}, {j}] = {matrix[i, j]!r} is not 1, 0 or NaN/None; pass correctness "
+                             f"(1 right, 0 wrong, NaN not scored), not scores or probabilities")
+    scored = ~np.isnan(matrix)
+    matrix = matrix[scored.any(axis=1)]  # items without a gold answer
+    if matrix.shape[0] == 0:
+        raise PromptSetError("no item has a scored answer: rows that are all NaN/None (no gold answer) are dropped, "
+                             "and every row was; check that gold answers were loaded")
+    empty = np.flatnonzero(np.isnan(matrix).all(axis=0))
+    if empty.size:
+        raise PromptSetError(f"prompt {int(empty[0])} has no scored item (its column is all NaN/None); drop that "
+                             f"column or score it")
+    return matrix
+
+
+def _column_means(matrix: np.ndarray) -> np.ndarray:
+    scored = ~np.isnan(matrix)
+    return np.where(scored, matrix, 0.0).sum(axis=0) / scored.sum(axis=0)
+
+
+def accuracy_per_prompt(correct) -> np.ndarray:
+    """Accuracy of each prompt column: the share of its scored items answered right (NaN cells left out, rows
+    without gold dropped).
+
+    >>> accuracy_per_prompt([[1, 0], [1, 1], [0, None]]).tolist()   # column 1: one of two scored cells
+    [0.6666666666666666, 0.5]
+    """
+    return _column_means(_correctness(correct))
+
+
+def accuracy_spread(correct) -> dict:
+    """How far the per-prompt accuracies spread.
+
+    Keys: ``num_prompts``; ``mean`` (= AvgP), ``min``, ``max`` (= MaxP), ``range`` (max − min, 0 for one prompt);
+    ``sd`` (sample standard deviation, ddof=1; None for one prompt); ``q05``, ``q50``, ``q95`` (quantiles of the
+    per-prompt accuracies, numpy's default linear interpolation); ``argmin``, ``argmax`` (index of the worst and
+    best prompt; the first one on a tie).
+
+    >>> s = accuracy_spread([[1, 1, 0, 1], [1, 0, 0, 1]])           # accuracies 1, 0.5, 0, 1
+    >>> s["range"], s["mean"], s["argmin"], s["argmax"], round(s["sd"], 4)
+    (1.0, 0.625, 2, 0, 0.4787)
+    >>> round(s["q05"], 6), s["q50"], s["q95"]     # sorted 0, .5, 1, 1: position .05·3 = .15 → .075
+    (0.075, 0.75, 1.0)
+    >>> accuracy_spread([[1], [0]])["sd"] is None
+    True
+    """
+    acc = accuracy_per_prompt(correct)
+    q05, q50, q95 = (float(q) for q in np.quantile(acc, [0.05, 0.5, 0.95]))
+    return {"num_prompts": int(acc.size),
+            "mean": float(acc.mean()),
+            "min": float(acc.min()),
+            "max": float(acc.max()),
+            "range": float(acc.max() - acc.min()),
+            "sd": float(acc.std(ddof=1)) if acc.size > 1 else None,
+            "q05": q05, "q50": q50, "q95": q95,
+            "argmin": int(np.argmin(acc)),
+            "argmax": int(np.argmax(acc))}
+
+
+def worst_case_accuracy(correct) -> float:
+    """HELM's robustness accuracy: an item counts as right only if it is right under every prompt of its set
+    (every *scored* prompt, when cells are missing); the share of such items.
+
+    >>> worst_case_accuracy([[1, 1], [1, 0], [0, 0]])
+    0.3333333333333333
+    """
+    matrix = _correctness(correct)
+    return float(np.fmin.reduce(matrix, axis=1).mean())  # fmin skips NaN; each row has a value
+
+
+def best_case_accuracy(correct) -> float:
+    """The share of items answered right under at least one (scored) prompt of their set: an oracle that picks
+    the prompt per item after seeing the answers, an upper bound on any prompt choice.
+
+    >>> best_case_accuracy([[1, 1], [1, 0], [0, 0]])
+    0.6666666666666666
+    """
+    matrix = _correctness(correct)
+    return float(np.fmax.reduce(matrix, axis=1).mean())
+
+
+def max_performance(correct) -> float:
+    """MaxP (Mizrahi et al., 2024): the accuracy of the best prompt, max_j acc_j.
+
+    >>> max_performance([[1, 0], [1, 1], [0, 0]])
+    0.6666666666666666
+    """
+    return float(accuracy_per_prompt(correct).max())
+
+
+def average_performance(correct) -> float:
+    """AvgP (Mizrahi et al., 2024): the mean accuracy over prompts, (1/P) Σ_j acc_j (every prompt weighs the same,
+    even where missing cells give prompts different numbers of scored items).
+
+    >>> average_performance([[1, 0], [1, 1], [0, 0]])
+    0.5
+    """
+    return float(accuracy_per_prompt(correct).mean())
+
+
+def combined_performance_score(correct) -> float:
+    """CPS (Mizrahi et al., 2024, "State of What Art? A Call for Multi-Prompt LLM Evaluation")::
+
+        saturation = 1 − (MaxP − AvgP)
+        CPS        = saturation · MaxP = MaxP · (1 − (MaxP − AvgP))
+
+    A model that is good under its best prompt *and* loses little under the others scores high. This is the
+    definition as we recall it from the paper (performance in [0, 1]); it was not checked against a copy of the
+    paper while writing this module.
+
+    >>> combined_performance_score([[1, 0], [1, 1], [0, 0]])     # MaxP 2/3, AvgP 1/2: 2/3 · (1 − 1/6) = 5/9
+    0.5555555555555556
+    >>> combined_performance_score([[1, 1], [0, 0]])             # no prompt spread: CPS = MaxP
+    0.5
+    """
+    acc = accuracy_per_prompt(correct)
+    maxp, avgp = float(acc.max()), float(acc.mean())
+    return maxp * (1.0 - (maxp - avgp))
+
+
+def _is_missing(answer) -> bool:
+    return answer is None or (isinstance(answer, float) and math.isnan(answer))
+
+
+def consistency_rate(answers: Sequence[Sequence[Hashable | None]]) -> float | None:
+    """SCORE's consistency rate (the lm-evaluation-harness SCORE tasks): for each item, the share of unordered
+    pairs of its prompts whose *predicted answers* are equal; the rate is the mean over items.
+
+    ``answers[i]`` lists item i's predicted answers, one per prompt of its set (any hashable labels; the sets may
+    differ in length). ``None`` (or a float NaN) is "no answer / unparsed": it agrees with nothing, **not even
+    another None**, so two unparsed answers are not counted as consistent. An item with fewer than two answers has
+    no pair and is left out; with no pair at all (one prompt) the rate is undefined and None is returned.
+
+    Per item with m answers of which c_y equal label y: Σ_y C(c_y, 2) / C(m, 2).
+
+    Differences from the harness's ``calculate_consistency_rate``: it compares the raw extracted strings (so two
+    identical unparsed outputs agree), pools pairs over items (the same as the mean over items when every item has
+    the same number of prompts) and returns 0.0 when there is no pair.
+
+    >>> consistency_rate([["A", "A", "B"], ["C", "C", "C"]])      # (1/3 + 3/3) / 2
+    0.6666666666666666
+    >>> consistency_rate([[None, None], ["A", "A"]])              # unparsed pairs do not agree: (0 + 1) / 2
+    0.5
+    >>> consistency_rate([["A"], ["B"]]) is None                  # one prompt: no pair
+    True
+    """
+    if isinstance(answers, (str, bytes)) or not hasattr(answers, "__len__"):
+        raise PromptSetError("answers must be a list with one list of predicted answers per item")
+    if len(answers) == 0:
+        raise PromptSetError("consistency needs at least one item; answers is empty")
+    rates = []
+    for i, item in enumerate(answers):
+        if isinstance(item, (str, bytes)) or not hasattr(item, "__iter__"):
+            raise PromptSetError(f"answers[{i}] must be the list of item {i}'s answers (one per prompt), got "
+                                 f"{type(item).__name__} {item!r}")
+        item = list(item)
+        m = len(item)
+        if m < 2:
+            continue
+        try:
+            counts = Counter(a for a in item if not _is_missing(a))
+        except TypeError as exc:
+            raise PromptSetError(f"answers[{i}] holds an unhashable answer ({exc}); give labels such as strings "
+                                 f"or ints") from None
+        rates.append(sum(c * (c - 1) for c in counts.values()) / (m * (m - 1)))
+    return float(np.mean(rates)) if rates else None
+
+
+def prompt_sensitivity_score(correct) -> float | None:
+    """PSS, ProSA's PromptSensiScore (Zhuo et al., 2024), on correctness::
+
+        PSS = (1/|I|) Σ_i  (1 / C(n_i, 2)) Σ_{j<k} |c_ij − c_ik|
+
+    the mean over items of the mean absolute difference of correctness over unordered prompt pairs. 0 when every
+    item is right under all its prompts or wrong under all; high when items flip between prompts. For 0/1 values an
+    item with k right answers out of n has k(n − k) differing pairs, so its term is k(n − k) / C(n, 2).
+    Missing cells are left out of their item's pairs; an item with fewer than two scored prompts is left out, and
+    with no such item (one prompt) PSS is undefined and None is returned.
+
+    >>> prompt_sensitivity_score([[1, 1, 0, 0], [1, 1, 1, 1]])    # 2·2/6 and 0 → mean 1/3
+    0.3333333333333333
+    >>> prompt_sensitivity_score([[1], [0]]) is None
+    True
+    """
+    matrix = _correctness(correct)
+    scored = ~np.isnan(matrix)
+    n = scored.sum(axis=1)
+    k = np.where(scored, matrix, 0.0).sum(axis=1)
+    keep = n >= 2
+    if not keep.any():
+        return None
+    n, k = n[keep], k[keep]
+    return float(np.mean(k * (n - k) / (n * (n - 1) / 2)))
+
+
+def variants_needed(correct, epsilon: float = 0.01, delta: float = 0.1, *, resamples: int = 1000,
+                    seed: int = 0) -> int:
+    """ReliableEval-style n*: the smallest number n of prompt variants such that the mean accuracy over n prompts
+    drawn at random (without replacement) lies within ``epsilon`` of the all-prompt mean accuracy (AvgP) with
+    probability at least 1 − ``delta``.
+
+    Method: ``resamples`` random orderings of the P prompts are drawn from a seeded numpy Generator; the first n
+    prompts of each ordering are a uniform random n-subset, so for every n = 1..P the share of orderings whose first-n
+    mean misses AvgP by more than epsilon estimates the failure probability. n* is the first n whose share is at
+    most delta. With n = P the subset is every prompt and the error is 0, so 1 ≤ n* ≤ P always (an int, never None):
+    n* = P says that no smaller subset is reliable enough. The same orderings serve every epsilon and delta, so for a
+    fixed seed n* never grows when epsilon or delta grows. (The ReliableEval paper estimates this with the method of
+    moments; this is a plain resampling estimate of the same quantity.)
+
+    >>> variants_needed([[1, 1, 1, 1], [0, 0, 0, 0]])              # all prompts equally accurate: one suffices
+    1
+    >>> variants_needed([[1, 0, 1, 0], [1, 0, 1, 0]], epsilon=0.01) # accuracies 1, 0, 1, 0: only all four hit 0.5
+    4
+    >>> variants_needed([[1, 0, 1, 0], [1, 0, 1, 0]], epsilon=0.5)  # any single prompt is within 0.5
+    1
+    """
+    acc = accuracy_per_prompt(correct)
+    if not (isinstance(epsilon, (int, float)) and epsilon >= 0):
+        raise PromptSetError(f"epsilon is a tolerance on accuracy and must be ≥ 0, got {epsilon!r}")
+    if not (isinstance(delta, (int, float)) and 0 <= delta < 1):
+        raise PromptSetError(f"delta is a failure probability and must lie in [0, 1), got {delta!r}")
+    if not isinstance(resamples, (int, np.integer)) or resamples < 1:
+        raise PromptSetError(f"resamples must be a positive integer, got {resamples!r}")
+    p = acc.size
+    target = acc.mean()
+    rng = np.random.Generator(np.random.PCG64(seed))
+    orders = rng.permuted(np.tile(np.arange(p), (int(resamples), 1)), axis=1)
+    subset_means = np.cumsum(acc[orders], axis=1) / np.arange(1, p + 1)  # [r, n-1]: mean of the first n prompts
+    failure = (np.abs(subset_means - target) > epsilon + _TOLERANCE).mean(axis=0)
+    failure[-1] = 0.0  # n = P: the mean of every prompt is the target (rounding aside)
+    return int(np.flatnonzero(failure <= delta)[0]) + 1
+
+
+def _draw_counts(indices: np.ndarray, size: int) -> np.ndarray:
+    """How often each of 0..size−1 occurs in each row of a (batch, n) index array: a (batch, size) float array."""
+    offsets = indices + size * np.arange(indices.shape[0])[:, None]
+    return np.bincount(offsets.ravel(), minlength=indices.shape[0] * size).reshape(-1, size).astype(np.float64)
+
+
+def two_way_bootstrap_ci(correct, statistic: Callable[[np.ndarray], float] | None = None,
+                         confidence: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
+                         seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval that resamples items AND prompts: each resample draws rows (items) and columns
+    (prompts) independently, with replacement, and evaluates ``statistic`` on the resampled matrix, so the interval
+    carries both the uncertainty from the finite item sample and from the choice of prompts.
+
+    ``statistic`` takes the items × prompts float matrix (NaN = not scored, rows without gold already dropped) and
+    returns a float; default: the mean accuracy over scored cells (= AvgP when every cell is scored). Any function
+    of this module that takes ``correct`` fits, e.g. ``statistic=max_performance``. With missing cells a resample
+    can hold a prompt with no scored item; the default copes, other statistics may raise.
+
+    Runs through ``scipy.stats.bootstrap`` (``method="percentile"``): the row indices 0..I−1 and the column indices
+    0..P−1 are passed as two separate samples with ``paired=False``, for which scipy draws each sample's resample
+    with its own independent indices, which is exactly the two-way design; the statistic then indexes the matrix with
+    the resampled rows and columns. scipy refuses a sample with a single observation, so with one prompt only the
+    items are resampled (a one-way bootstrap); at least two items are needed. Deterministic for a given seed.
+
+    >>> M = [[1, 1, 0], [1, 0, 0], [1, 1, 1], [0, 1, 0], [1, 1, 0]]
+    >>> lo, hi = two_way_bootstrap_ci(M, resamples=2000, seed=0)
+    >>> bool(lo < 0.6 < hi)                                     # the point estimate: 9 right of 15 cells
+    True
+    >>> two_way_bootstrap_ci([[1, 1], [1, 1]], resamples=100)    # no spread, no uncertainty
+    (1.0, 1.0)
+    """
+    matrix = _correctness(correct)
+    if not 0 < confidence < 1:
+        raise PromptSetError(f"confidence must lie between 0 and 1, got {confidence}")
+    if not isinstance(resamples, (int, np.integer)) or resamples < 1:
+        raise PromptSetError(f"resamples must be a positive integer, got {resamples!r}")
+    items, prompts = matrix.shape
+    if items < 2:
+        raise PromptSetError(f"a bootstrap interval needs at least 2 items with a gold answer, got {items}")
+    resample_prompts = prompts >= 2
+    scored = (~np.isnan(matrix)).astype(np.float64)
+    values = np.nan_to_num(matrix, nan=0.0)
+
+    def two_way(rows, cols=None, axis=-1):
+        # scipy hands over a batch of resampled index vectors, shape (batch, n) along the last axis.
+        rows = np.moveaxis(np.asarray(rows), axis, -1).astype(np.intp)
+        if cols is None:
+            cols = np.zeros(rows.shape[:-1] + (1,), dtype=np.intp)  # one prompt: always column 0
+        cols = np.moveaxis(np.asarray(cols), axis, -1).astype(np.intp)
+        lead = rows.shape[:-1]
+        r = rows.reshape(-1, rows.shape[-1])
+        c = cols.reshape(-1, cols.shape[-1])
+        if statistic is None:
+            # mean over scored cells of each resampled matrix, vectorised over the batch without building it: with
+            # w[b] and u[b] how often each row and column was drawn, the resample's sum is w[b]ᵀ · values · u[b]
+            w, u = _draw_counts(r, items), _draw_counts(c, prompts)
+            total = ((w @ values) * u).sum(axis=1)
+            count = ((w @ scored) * u).sum(axis=1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out = total / count
+        else:
+            out = np.array([float(statistic(matrix[np.ix_(r[b], c[b])])) for b in range(r.shape[0])])
+        return out.reshape(lead)
+
+    data = (np.arange(items), np.arange(prompts)) if resample_prompts else (np.arange(items),)
+    batch = max(1, _CELLS_PER_BATCH // (items + prompts))  # the draw counts of one batch: batch × (items + prompts)
+    result = _stats.bootstrap(data, two_way, n_resamples=int(resamples), batch=batch, vectorized=True,
+                              paired=False, confidence_level=confidence, method="percentile",
+                              rng=np.random.Generator(np.random.PCG64(seed)))
+    low, high = result.confidence_interval
+    return float(low), float(high)

@@ -1,0 +1,253 @@
+"""Accuracy over many prompts (posixlab.metrics.accuracy): hand-computed values, edge cases, brute-force checks."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from posixlab.errors import PromptSetError
+from posixlab.metrics import (accuracy_per_prompt, accuracy_spread, average_performance, best_case_accuracy,
+                              combined_performance_score, consistency_rate, max_performance,
+                              prompt_sensitivity_score, two_way_bootstrap_ci, variants_needed, worst_case_accuracy)
+
+# 5 items × 4 prompts. Column sums 4, 2, 3, 1 → accuracies 0.8, 0.4, 0.6, 0.2.
+# Row sums (k of n = 4): 4, 2, 2, 1, 1.
+M = [[1, 1, 1, 1],
+     [1, 0, 1, 0],
+     [1, 1, 0, 0],
+     [1, 0, 0, 0],
+     [0, 0, 1, 0]]
+
+
+def test_accuracy_per_prompt_by_hand():
+    assert accuracy_per_prompt(M).tolist() == pytest.approx([0.8, 0.4, 0.6, 0.2])
+    # bools and ints alike; numpy input alike
+    assert accuracy_per_prompt(np.array(M, dtype=bool)).tolist() == pytest.approx([0.8, 0.4, 0.6, 0.2])
+
+
+def test_missing_cells_and_rows_without_gold():
+    # row 1 has no gold and is dropped; cell (0, 1) is not scored: column 1 = 1/2 (rows 2, 3), column 0 = 2/3
+    correct = [[1, None, 0],
+               [None, None, None],
+               [1, 1, 0],
+               [0, 0, float("nan")]]
+    assert accuracy_per_prompt(correct).tolist() == pytest.approx([2 / 3, 1 / 2, 0.0])
+    # worst case over scored cells: row 0 min(1, 0) = 0, row 2 0, row 3 0 → 0; best: 1, 1, 0 → 2/3
+    assert worst_case_accuracy(correct) == 0.0
+    assert best_case_accuracy(correct) == pytest.approx(2 / 3)
+    # PSS: row 0 has n = 2, k = 1 → 1/1; row 2 n = 3, k = 2 → 2/3; row 3 n = 2, k = 0 → 0. Mean 5/9
+    assert prompt_sensitivity_score(correct) == pytest.approx(5 / 9)
+
+
+def test_spread_by_hand():
+    s = accuracy_spread(M)
+    # accuracies 0.8, 0.4, 0.6, 0.2: mean 0.5, range 0.6, sd = sqrt((.09 + .01 + .01 + .09) / 3) = sqrt(0.2 / 3)
+    assert s["num_prompts"] == 4
+    assert s["mean"] == pytest.approx(0.5)
+    assert (s["min"], s["max"]) == pytest.approx((0.2, 0.8))
+    assert s["range"] == pytest.approx(0.6)
+    assert s["sd"] == pytest.approx(math.sqrt(0.2 / 3))
+    # sorted .2 .4 .6 .8; linear quantile at position q·3: q05 → 0.15 → .2 + .15·.2 = .23; q50 → 1.5 → .5;
+    # q95 → 2.85 → .6 + .85·.2 = .77
+    assert (s["q05"], s["q50"], s["q95"]) == pytest.approx((0.23, 0.5, 0.77))
+    assert (s["argmax"], s["argmin"]) == (0, 3)
+
+
+def test_spread_with_one_prompt():
+    s = accuracy_spread([[1], [0], [1], [1]])
+    assert s["sd"] is None
+    assert s["range"] == 0.0
+    assert s["mean"] == s["min"] == s["max"] == s["q05"] == s["q95"] == 0.75
+    assert s["argmin"] == s["argmax"] == 0
+
+
+def test_worst_and_best_case_by_hand():
+    # only row 0 is right under all 4 prompts → 1/5; every row is right at least once → 5/5
+    assert worst_case_accuracy(M) == pytest.approx(0.2)
+    assert best_case_accuracy(M) == 1.0
+    assert worst_case_accuracy([[0, 1], [0, 0]]) == 0.0
+    assert best_case_accuracy([[0, 1], [0, 0]]) == 0.5
+
+
+def test_mizrahi_metrics_by_hand():
+    # MaxP = 0.8, AvgP = 0.5, CPS = 0.8 · (1 − (0.8 − 0.5)) = 0.8 · 0.7 = 0.56
+    assert max_performance(M) == pytest.approx(0.8)
+    assert average_performance(M) == pytest.approx(0.5)
+    assert combined_performance_score(M) == pytest.approx(0.56)
+    # one prompt: MaxP = AvgP, CPS = MaxP
+    assert combined_performance_score([[1], [0]]) == 0.5
+    # CPS ≤ MaxP always, with equality iff no spread
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        c = rng.integers(0, 2, size=(7, 5))
+        assert combined_performance_score(c) <= max_performance(c) + 1e-15
+
+
+def test_pss_by_hand():
+    # per row k(n − k) / C(4, 2) = k(4 − k) / 6 with k = 4, 2, 2, 1, 1: 0, 4/6, 4/6, 3/6, 3/6
+    # → sum 14/6, mean over 5 items 14/30
+    assert prompt_sensitivity_score(M) == pytest.approx(14 / 30)
+    assert prompt_sensitivity_score([[1, 1, 1], [0, 0, 0]]) == 0.0  # all identical
+    assert prompt_sensitivity_score([[1, 0]]) == 1.0
+    assert prompt_sensitivity_score([[1], [0]]) is None  # one prompt: no pair
+
+
+def test_consistency_by_hand():
+    answers = [["A", "A", "B", "B"],   # pairs 6: AA, BB agree → 2/6
+               ["C", "C", "C", "C"],   # 6/6
+               ["A", None, None, "A"],  # only the AA pair agrees; None never agrees → 1/6
+               [1, 2, 3, 4]]           # 0/6
+    assert consistency_rate(answers) == pytest.approx((2 / 6 + 1 + 1 / 6 + 0) / 4)
+    assert consistency_rate([["x"] * 5, ["y"] * 5]) == 1.0  # all identical
+    assert consistency_rate([[None, None, None]]) == 0.0     # two unparsed answers do not agree
+    assert consistency_rate([[float("nan"), float("nan")]]) == 0.0
+    # ragged sets: item 0 has 3 answers (1/3), item 1 has 2 (1/1); item 2 has one answer, no pair, left out
+    assert consistency_rate([["a", "a", "b"], ["c", "c"], ["d"]]) == pytest.approx((1 / 3 + 1) / 2)
+    assert consistency_rate([["a"], ["b"]]) is None           # one prompt: undefined
+    assert consistency_rate(np.array([["a", "a"], ["a", "b"]], dtype=object)) == 0.5
+
+
+def test_consistency_bad_input():
+    with pytest.raises(PromptSetError, match="at least one item"):
+        consistency_rate([])
+    with pytest.raises(PromptSetError, match="answers\\[1\\]"):
+        consistency_rate([["a", "b"], "ab"])
+    with pytest.raises(PromptSetError, match="unhashable"):
+        consistency_rate([[["a"], ["a"]]])
+
+
+def _pss_brute(matrix):
+    terms = []
+    for row in matrix:
+        values = [v for v in row if not math.isnan(v)]
+        pairs = list(itertools.combinations(values, 2))
+        if pairs:
+            terms.append(sum(abs(a - b) for a, b in pairs) / len(pairs))
+    return sum(terms) / len(terms) if terms else None
+
+
+def _consistency_brute(answers):
+    terms = []
+    for row in answers:
+        pairs = list(itertools.combinations(row, 2))
+        if pairs:
+            terms.append(sum(a is not None and b is not None and a == b for a, b in pairs) / len(pairs))
+    return sum(terms) / len(terms) if terms else None
+
+
+def test_pss_and_consistency_against_double_loops():
+    rng = np.random.default_rng(0)
+    for trial in range(30):
+        items, prompts = rng.integers(1, 12), rng.integers(2, 9)
+        c = rng.integers(0, 2, size=(items, prompts)).astype(float)
+        if trial % 2:
+            c[rng.random(c.shape) < 0.2] = np.nan
+            c[0] = rng.integers(0, 2, size=prompts)  # row 0 fully scored: every column keeps a scored cell
+        expected = _pss_brute(c)
+        got = prompt_sensitivity_score(c)
+        assert (got is None and expected is None) or got == pytest.approx(expected, abs=1e-12)
+
+        labels = np.array(["A", "B", "C", None], dtype=object)
+        answers = [list(labels[rng.integers(0, 4, size=rng.integers(1, 8))]) for _ in range(items)]
+        expected = _consistency_brute(answers)
+        got = consistency_rate(answers)
+        assert (got is None and expected is None) or got == pytest.approx(expected, abs=1e-12)
+
+
+def test_variants_needed_by_hand_and_monotone():
+    assert variants_needed([[1, 1, 1], [0, 0, 0]]) == 1            # every prompt has accuracy 1/2
+    assert variants_needed([[1], [0]]) == 1                        # one prompt: n* ≤ P = 1
+    # accuracies 1, 0, 1, 0 (AvgP 0.5). n = 2: the mean is 0.5 only when the pair holds one 1 and one 0,
+    # 4 of the C(4, 2) = 6 pairs, so P(miss) = 1/3 > 0.1; n = 3: the mean is 1/3 or 2/3, always a miss; n = 4: exact
+    alternating = [[1, 0, 1, 0]] * 3
+    assert variants_needed(alternating, epsilon=0.01, delta=0.1) == 4
+    assert variants_needed(alternating, epsilon=0.01, delta=0.5) == 2   # 1/3 ≤ 0.5, up to resampling noise
+    assert variants_needed(alternating, epsilon=0.2, delta=0.1) == 3    # n = 3 misses by 1/6 < 0.2
+    # monotone: a looser epsilon (or delta) never needs more variants, for a fixed seed
+    rng = np.random.default_rng(3)
+    c = (rng.random((40, 12)) < np.linspace(0.2, 0.9, 12)).astype(int)
+    needed = [variants_needed(c, epsilon=e, delta=0.1, seed=5) for e in (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.3, 0.6)]
+    assert needed == sorted(needed, reverse=True)
+    assert needed[0] == 12 and needed[-1] == 1   # ε = 0: every prompt (accuracies differ); ε = 0.6: one
+    by_delta = [variants_needed(c, epsilon=0.05, delta=d, seed=5) for d in (0.0, 0.05, 0.1, 0.3, 0.6)]
+    assert by_delta == sorted(by_delta, reverse=True)
+    # reproducible
+    assert variants_needed(c, epsilon=0.03, seed=7) == variants_needed(c, epsilon=0.03, seed=7)
+
+
+def test_variants_needed_bad_arguments():
+    with pytest.raises(PromptSetError, match="epsilon"):
+        variants_needed(M, epsilon=-0.1)
+    with pytest.raises(PromptSetError, match="delta"):
+        variants_needed(M, delta=1.0)
+    with pytest.raises(PromptSetError, match="resamples"):
+        variants_needed(M, resamples=0)
+
+
+def test_two_way_bootstrap():
+    rng = np.random.default_rng(2)
+    c = (rng.random((30, 8)) < 0.6).astype(int)
+    point = c.mean()
+    lo, hi = two_way_bootstrap_ci(c, resamples=2000, seed=11)
+    assert lo < point < hi
+    assert (lo, hi) == two_way_bootstrap_ci(c, resamples=2000, seed=11)      # reproducible
+    assert (lo, hi) != two_way_bootstrap_ci(c, resamples=2000, seed=12)
+    # resampling prompts as well widens the interval when prompts differ a lot
+    strong = np.concatenate([np.ones((30, 4), int), np.zeros((30, 4), int)], axis=1)
+    strong[:, :4] = rng.random((30, 4)) < 0.9
+    lo2, hi2 = two_way_bootstrap_ci(strong, resamples=2000, seed=0)
+    lo1, hi1 = two_way_bootstrap_ci(strong[:, :1], resamples=2000, seed=0)      # one prompt: items only
+    assert hi2 - lo2 > 0.3 > hi1 - lo1
+    # another statistic of the matrix, e.g. MaxP
+    lo_max, hi_max = two_way_bootstrap_ci(c, statistic=max_performance, resamples=300, seed=0)
+    assert lo_max <= max_performance(c) <= hi_max + 1e-12
+    # a wider confidence gives a wider interval
+    lo90, hi90 = two_way_bootstrap_ci(c, confidence=0.9, resamples=2000, seed=11)
+    assert lo <= lo90 and hi90 <= hi
+
+
+def test_two_way_bootstrap_matches_an_explicit_loop():
+    # scipy draws rows and columns independently with its generator: the same draws by hand give the same interval
+    c = np.array(M, dtype=float)
+    lo, hi = two_way_bootstrap_ci(c, resamples=500, seed=4)
+    rng = np.random.Generator(np.random.PCG64(4))
+    means = []
+    # one scipy batch (2e6 // (5 + 4) > 500 resamples): first all row resamples, then all column resamples. This
+    # follows scipy 1.17's order of draws; it checks that the two index samples are resampled independently
+    rows = rng.integers(0, 5, size=(500, 5))
+    cols = rng.integers(0, 4, size=(500, 4))
+    for r, k in zip(rows, cols):
+        means.append(c[np.ix_(r, k)].mean())
+    assert (lo, hi) == pytest.approx(tuple(np.quantile(means, [0.025, 0.975])), abs=1e-12)
+
+
+def test_two_way_bootstrap_bad_input():
+    with pytest.raises(PromptSetError, match="at least 2 items"):
+        two_way_bootstrap_ci([[1, 0, 1]])
+    with pytest.raises(PromptSetError, match="confidence"):
+        two_way_bootstrap_ci(M, confidence=1.5)
+    with pytest.raises(PromptSetError, match="resamples"):
+        two_way_bootstrap_ci(M, resamples=0)
+
+
+@pytest.mark.parametrize("function", [accuracy_per_prompt, accuracy_spread, worst_case_accuracy, best_case_accuracy,
+                                      max_performance, average_performance, combined_performance_score,
+                                      prompt_sensitivity_score, variants_needed, two_way_bootstrap_ci])
+def test_bad_matrices(function):
+    with pytest.raises(PromptSetError, match="no item has a scored answer"):
+        function([[None, None], [np.nan, np.nan]])          # no gold anywhere: every item dropped
+    with pytest.raises(PromptSetError, match="2-D"):
+        function([1, 0, 1])
+    with pytest.raises(PromptSetError, match="same number of prompts"):
+        function([[1, 0], [1]])
+    with pytest.raises(PromptSetError, match="not 1, 0 or NaN"):
+        function([[1, 0.7]])
+    with pytest.raises(PromptSetError, match="not 1, 0 or NaN"):
+        function([[1, 2], [0, 1]])
+    with pytest.raises(PromptSetError, match="at least one item"):
+        function(np.zeros((0, 3)))
+    with pytest.raises(PromptSetError, match="prompt 1 has no scored item"):
+        function([[1, None], [0, None]])
+    with pytest.raises(ValueError):  # PromptSetError is a ValueError
+        function("11")

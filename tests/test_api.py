@@ -1,0 +1,197 @@
+"""posixlab as a tool: ``posixlab.evaluate`` on the user's own prompt sets, the ``dataset=prompt_sets`` command,
+prompt-set file errors, and the ``posixlab`` console command installed into a fresh virtual environment."""
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import posixlab
+from posixlab.data.prompt_sets import prompt_sets_from_lists, read_prompt_set_file
+from posixlab.errors import ConfigError, PosixlabError, PromptSetFileError
+from posixlab.metrics import psi
+from posixlab.scoring import bruteforce_matrix
+
+ROOT = Path(__file__).resolve().parent.parent
+SETS = [
+    {"id": "capital", "prompts": ["What is the capital of France?", "Which city is the capital of France?",
+                                  "France's capital city is?"], "answer": "Paris"},
+    {"id": "sum", "prompts": ["What is 2+2?", "How much is 2 plus 2?"], "max_new_tokens": 3},
+    {"id": "colour", "prompts": ["Name a primary colour.", "Name one primary color.", "Give a primary colour:",
+                                 "primary colour, name one"]},
+]
+CLI_ENV = {**os.environ, "HYDRA_FULL_ERROR": "0", "WANDB_MODE": "disabled"}
+
+
+def write_jsonl(path: Path, entries) -> Path:
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    return path
+
+
+def cli(args, cwd=ROOT, executable=None, timeout=600):
+    command = [executable] if executable else [sys.executable, str(ROOT / "run.py")]
+    return subprocess.run([*command, *args], cwd=cwd, env=CLI_ENV, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def sets_file(tmp_path_factory) -> Path:
+    return write_jsonl(tmp_path_factory.mktemp("sets") / "my_sets.jsonl", SETS)
+
+
+@pytest.fixture(scope="module")
+def evaluated(lm, sets_file):
+    return posixlab.evaluate(sets_file, model=lm, max_new_tokens=5, embedding=None, progress=False)
+
+
+def test_evaluate_equals_the_command_bit_for_bit(evaluated, sets_file, tmp_path):
+    out = tmp_path / "cli"
+    proc = cli(["dataset=prompt_sets", f"dataset.path={sets_file}", "max_new_tokens=5", "embedding=none",
+                "logger=none", "progress=false", "score_cache=false", f"hydra.run.dir={out}"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    saved = posixlab.load_result(out)
+    assert saved.ids == evaluated.ids == ["capital", "sum", "colour"]
+    assert saved.prompts == evaluated.prompts == [s["prompts"] for s in SETS]  # used as given, in order
+    assert saved.responses == evaluated.responses
+    assert saved.psi == evaluated.psi  # bit for bit
+    assert all(np.array_equal(a, b) for a, b in zip(saved.matrices, evaluated.matrices))
+    assert saved.posix == evaluated.posix
+    # per-set response length: "sum" asked for 3 new tokens, the others take the run's 5
+    assert [r["max_new_tokens"] for r in evaluated.records] == [5, 3, 5]
+    assert max(len(r["token_ids"]) for r in evaluated.records[1]["responses"]) <= 3
+    assert [r["answer"] for r in evaluated.records] == ["Paris", None, None]
+    assert f"POSIX = {saved.posix:.4f}" in proc.stdout and "3 sets of N = varies" in proc.stdout
+
+
+def test_evaluate_matches_the_brute_force_reference(evaluated, lm):
+    for record in evaluated.records:
+        prompt_ids = [lm.encode(p["text"]) for p in record["prompts"]]
+        responses = [r["token_ids"] for r in record["responses"]]
+        reference = bruteforce_matrix(lm, prompt_ids, responses)
+        assert np.abs(np.asarray(record["logprob_matrix"]) - reference).max() < 1e-4
+        assert record["psi"] == pytest.approx(psi(reference, [len(r) for r in responses]), abs=1e-4)
+    assert evaluated.posix == pytest.approx(np.mean(evaluated.psi), abs=1e-15)
+    matrices = evaluated.matrices
+    assert [m.shape for m in matrices] == [(3, 3), (2, 2), (4, 4)]
+
+
+def test_evaluate_takes_a_loaded_transformers_model_and_lists(lm):
+    lists = [s["prompts"] for s in SETS]
+    result = posixlab.evaluate(lists, model=lm.model, tokenizer=lm.tokenizer, max_new_tokens=5, embedding=None,
+                               progress=False)
+    assert result.ids == ["set-0", "set-1", "set-2"]
+    same = posixlab.evaluate(lists, model=lm, max_new_tokens=5, embedding=None, progress=False)
+    assert result.responses == same.responses and result.psi == same.psi
+    assert all(np.array_equal(a, b) for a, b in zip(result.matrices, same.matrices))
+    assert result.summary["model"]["source"] == "loaded"
+    assert result.summary["score_cache"] is None  # a model object may differ from any saved copy: no score cache
+    frame = result.to_pandas()
+    assert list(frame["id"]) == result.ids and list(frame["psi"]) == result.psi
+    with pytest.raises(ConfigError, match="pass its tokenizer too"):
+        posixlab.evaluate(lists, model=lm.model)
+
+
+def test_save_writes_a_run_folder_that_loads_back(evaluated, tmp_path):
+    folder = evaluated.save(tmp_path / "saved")
+    assert {p.name for p in folder.iterdir()} >= {"sets.jsonl", "summary.json", "summary.md", "config.yaml"}
+    again = posixlab.load_result(folder)
+    assert again.psi == evaluated.psi and again.responses == evaluated.responses
+    assert "POSIX" in (folder / "summary.md").read_text()
+
+
+BAD_FILES = {  # file name, content, what the message must say
+    "not_json": ("bad.jsonl", '{"prompts": ["a", "b"]}\n{"prompts": ["a", "b"\n', "line 2 is not valid JSON"),
+    "one_prompt": ("one.jsonl", '{"id": "x", "prompts": ["only one"]}\n', "line 1 has 1 prompt; a prompt set needs at least 2"),
+    "empty_prompt": ("empty_prompt.jsonl", '{"prompts": ["a", "b"]}\n{"prompts": ["a", "  "]}\n', "line 2: prompt 1 is empty"),
+    "not_a_string": ("number.jsonl", '{"prompts": ["a", 7]}\n', "line 1: prompt 1 is a int, not a string"),
+    "duplicate_id": ("dup.jsonl", '{"id": "q", "prompts": ["a", "b"]}\n\n{"id": "q", "prompts": ["c", "d"]}\n',
+                     "set id 'q' is used twice"),
+    "empty_file": ("empty.jsonl", "\n\n", "is empty"),
+    "json_not_a_list": ("sets.json", '{"prompts": ["a", "b"]}', "must hold a list of prompt sets"),
+    "unknown_key": ("typo.jsonl", '{"promtps": ["a", "b"]}\n', "unknown key(s) 'promtps'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_a_bad_prompt_set_file_gets_a_clear_error_from_python(case, tmp_path):
+    name, content, message = BAD_FILES[case]
+    (tmp_path / name).write_text(content)
+    with pytest.raises(PromptSetFileError, match=message.replace("(", r"\(").replace(")", r"\)")) as error:
+        posixlab.evaluate(str(tmp_path / name), model="no-such-model")  # the file is checked before the model
+    assert isinstance(error.value, PosixlabError)
+    if case == "duplicate_id":
+        assert "line 1 and" in str(error.value) and "line 3" in str(error.value)
+
+
+def test_bad_prompt_sets_fail_on_the_command_line_before_the_model_loads(tmp_path):
+    for case, (name, content, message) in sorted(BAD_FILES.items()):
+        (tmp_path / name).write_text(content)
+        out = tmp_path / f"run_{case}"
+        proc = cli(["dataset=prompt_sets", f"dataset.path={tmp_path / name}", "logger=none", f"hydra.run.dir={out}"],
+                   timeout=120)
+        assert proc.returncode == 2, (case, proc.stderr[-2000:])
+        assert message in proc.stderr and "Traceback" not in proc.stderr, (case, proc.stderr[-2000:])
+        assert "loading" not in proc.stderr  # no model was loaded
+        assert not (out / "sets.jsonl").exists()
+    proc = cli(["dataset=prompt_sets", "logger=none", f"hydra.run.dir={tmp_path / 'nopath'}"], timeout=120)
+    assert proc.returncode == 2 and "needs the file: dataset.path=" in proc.stderr
+    proc = cli(["dataset=prompt_sets", f"dataset.path={tmp_path / 'bad.jsonl'}", "variant=template", "logger=none",
+                f"hydra.run.dir={tmp_path / 'variant'}"], timeout=120)
+    assert proc.returncode == 2 and "used as given" in proc.stderr
+
+
+def test_python_input_is_validated_too():
+    with pytest.raises(PromptSetFileError, match="set 1 has 1 prompt"):
+        prompt_sets_from_lists([["a", "b"], ["c"]])
+    with pytest.raises(PromptSetFileError, match="not str"):
+        prompt_sets_from_lists("What is 2+2?")
+    with pytest.raises(PromptSetFileError, match="no prompt sets given"):
+        prompt_sets_from_lists([])
+    with pytest.raises(ConfigError, match="max_new_tokens must be a whole number of at least 1"):
+        posixlab.evaluate([["a", "b"]], model="no-such-model", max_new_tokens=0)
+    with pytest.raises(ConfigError, match="not a packaged model"):
+        posixlab.evaluate([["a", "b"]], model="no-such-model")
+
+
+def test_a_json_file_of_lists_is_read_with_numbered_ids(tmp_path):
+    path = tmp_path / "sets.json"
+    path.write_text(json.dumps([["a?", "b?"], ["c?", "d?", "e?"]]))
+    assert [(s.set_id, s.prompts) for s in read_prompt_set_file(path)] == [("set-0", ("a?", "b?")),
+                                                                          ("set-1", ("c?", "d?", "e?"))]
+
+
+def test_the_console_command_runs_outside_the_checkout_after_pip_install(tmp_path, sets_file):
+    """``pip install .`` into a fresh virtual environment, then ``posixlab`` from a folder outside the checkout.
+
+    The new environment sees the test environment's packages through a .pth file (so nothing is downloaded) but
+    gets its own, non-editable copy of posixlab, built from the checkout.
+    """
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "outer.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    install = subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index",
+                              "--no-cache-dir", "-q", str(ROOT)], capture_output=True, text=True, timeout=600)
+    assert install.returncode == 0, install.stderr[-3000:]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    where = subprocess.run([str(python), "-c", "import posixlab; print(posixlab.__file__)"], cwd=elsewhere,
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(where).is_relative_to(venv), where  # the installed copy, not the checkout
+    command = venv / "bin" / "posixlab"
+    assert command.is_file()
+    proc = cli(["dataset=prompt_sets", f"dataset.path={sets_file}", "num_sets=2", "max_new_tokens=3",
+                "embedding=none", "logger=none", "progress=false", f"score_cache_dir={tmp_path / 'scores'}"],
+               cwd=elsewhere, executable=str(command))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = list((elsewhere / "outputs").glob("*/*_prompt_sets_user_0shot"))
+    assert len(runs) == 1, list((elsewhere / "outputs").rglob("*"))
+    result = posixlab.load_result(runs[0])
+    assert result.ids == ["capital", "sum"] and len(result.psi) == 2
+    assert "2 sets of N = varies" in proc.stdout
