@@ -78,6 +78,13 @@ class EvaluationResult:
         return [np.asarray(r["logprob_matrix"], dtype=np.float64) for r in self.records]
 
     @property
+    def accuracy(self) -> dict | None:
+        """Accuracy over the prompts for sets with a gold ``answer`` (``posixlab/answers.py``): per reading
+        (``by_options``, ``by_greedy``) the mean, per-prompt values, spread, worst case, CPS, consistency rate, PSS,
+        prompts needed, two-way interval; None when no set has an answer."""
+        return self.summary.get("accuracy")
+
+    @property
     def factors(self) -> list[dict]:
         """Per set, the paper's four factors (response diversity and entropy, semantic coherence, variance in
         confidence); a factor a set does not have is None."""
@@ -89,7 +96,8 @@ class EvaluationResult:
 
         rows = [{"id": r["item_id"], "num_prompts": len(r["prompts"]), "psi": r["psi"],
                  "psi_reference_compat": r["psi_reference_compat"], "answer": r.get("answer"),
-                 "max_new_tokens": r.get("max_new_tokens"), **r["factors"]} for r in self.records]
+                 "accuracy_greedy": _share(r, "by_greedy"), "max_new_tokens": r.get("max_new_tokens"),
+                 **r["factors"]} for r in self.records]
         return pd.DataFrame(rows)
 
     def save(self, folder: str | Path) -> Path:
@@ -144,6 +152,12 @@ def evaluate(prompt_sets, model="smollm2-135m-instruct", *, tokenizer=None, max_
         if output_dir is not None:
             (Path(output_dir) / CONFIG_FILE).write_text(_yaml(result.config))
     return result
+
+
+def _share(record: dict, reading: str) -> float | None:
+    """The share of a set's prompts answered right under ``reading``; None without a gold answer."""
+    answers = [a[reading] for a in record.get("answers") or [] if a.get(reading)]
+    return sum(bool(a["correct"]) for a in answers) / len(answers) if answers else None
 
 
 def load_result(folder: str | Path) -> EvaluationResult:

@@ -88,6 +88,7 @@ def to_run_config(cfg: DictConfig, output_dir: str) -> RunConfig:
         perturb_shots=c["perturb_shots"],
         **_shared_settings(c, output_dir),
         embedding=EmbeddingSpec(**c["embedding"]) if c["embedding"].get("name") else None,
+        score_options=c["score_options"],
     )
 
 
@@ -97,7 +98,8 @@ CONF_DIR = str(Path(__file__).resolve().parent / "conf")
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> float | None:
-    for name in ("httpx", "httpx2", "openai"):  # one INFO line per rephraser request would bury the progress bars
+    # one INFO line per rephraser request (or embedding model load) would bury the progress bars
+    for name in ("httpx", "httpx2", "openai", "sentence_transformers"):
         logging.getLogger(name).setLevel(logging.WARNING)
     hydra_cfg = HydraConfig.get()
     output_dir = hydra_cfg.runtime.output_dir
@@ -126,8 +128,38 @@ def run_posix_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str |
     print(f"POSIX = {p['posix']:.4f} (95% CI {p['ci95'][0]:.4f} to {p['ci95'][1]:.4f}, sd {sd}, median "
           f"{p['median']:.4f}, {p['num_sets']} sets of N = {summary['num_prompts_per_set'] or 'varies'}) · {cfg.model.name} · "
           f"{cfg.dataset.name} · {cfg.variant.name} · {cfg.shots}-shot")
+    for line in accuracy_lines(summary.get("accuracy")) + choice_lines(summary.get("prompt_choice")):
+        print(line)
     print(f"results: {output_dir}")
     return p["posix"]
+
+
+def choice_lines(choice: dict | None) -> list[str]:
+    """The prompt chosen on half the sets, scored on the other half (template and format variants)."""
+    lines = []
+    for key, name in (("accuracy_by_options", "accuracy (options)"), ("by_psi", "ψ")):
+        c = (choice or {}).get(key)
+        if c and c["best"]["held_out"] is not None:
+            lines.append(f"prompt chosen by {name} on half the sets: best {c['best']['prompt']}, worst "
+                         f"{c['worst']['prompt']}; on the other half {c['best']['held_out']:.3f} and "
+                         f"{c['worst']['held_out']:.3f} (mean of all prompts {c['held_out_mean']:.3f})")
+    return lines
+
+
+def accuracy_lines(accuracy: dict | None) -> list[str]:
+    """One printed line per reading of the answers, beside POSIX."""
+    lines = []
+    for reading, name in (("by_options", "options"), ("by_greedy", "greedy")):
+        b = (accuracy or {}).get(reading)
+        if not b:
+            continue
+        parse = b.get("parse_rate", {}).get("overall")
+        ci = f" (two-way 95% CI {b['ci95'][0]:.3f} to {b['ci95'][1]:.3f})" if b["ci95"] else ""
+        lines.append(f"accuracy ({name}) = {b['accuracy']:.3f}{ci} · over prompts {b['spread']['min']:.3f} to "
+                     f"{b['spread']['max']:.3f} · worst case {b['worst_case']:.3f} · CPS {b['cps']:.3f} · consistency "
+                     f"{'n/a' if b['consistency_rate'] is None else format(b['consistency_rate'], '.3f')}"
+                     + ("" if parse is None else f" · parsed {parse:.3f}"))
+    return lines
 
 
 def run_classification_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str | None) -> float:

@@ -18,12 +18,13 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from posixlab.answers import candidate_strings, set_answers
 from posixlab.data import DatasetSpec, load_items, select_items
 from posixlab.data.exemplars import exemplar_pool
 from posixlab.data.prompt_sets import UserPromptSet, read_prompt_set_file
 from posixlab.errors import ConfigError
 from posixlab.embeddings import EmbeddingSpec, SentenceEmbedder
-from posixlab.metrics import REFERENCE_COMPAT, psi
+from posixlab.metrics import REFERENCE_COMPAT, psi, psi_per_prompt
 from posixlab.metrics.factors import set_factors
 from posixlab.models import CausalLM, ModelSpec, load_model
 from posixlab.paths import default_cache_dir
@@ -59,6 +60,9 @@ class RunConfig:
     rephraser: RephraserConfig = field(default_factory=RephraserConfig)  # paraphrase and mixture variants only
     # embeds responses for the semantic-coherence factor; None: that factor is left out (the other three are kept)
     embedding: EmbeddingSpec | None = field(default_factory=EmbeddingSpec)
+    # score each answer option as a continuation of every prompt (multiple-choice items with a gold answer), for
+    # accuracy from the options' log-likelihoods; the greedy response is parsed for accuracy either way
+    score_options: bool = True
 
 
 def make_generator(cfg: RunConfig) -> VariantGenerator:
@@ -143,9 +147,10 @@ def build_prompt_sets(cfg: RunConfig, progress: bool = True,
 
 
 def _set_record(prompt_set: PromptSet, model_texts, prompt_ids, scores, lm: CausalLM, max_new_tokens: int,
-                embedder: SentenceEmbedder | None) -> dict:
+                embedder: SentenceEmbedder | None, continuations: list[str], lead: str) -> dict:
     lengths = scores.lengths
     texts = [lm.decode(r) for r in scores.responses]
+    item = prompt_set.item
     embeddings = embedder.embed(texts) if embedder is not None else None
     return {
         "set_id": prompt_set.set_id,
@@ -167,18 +172,23 @@ def _set_record(prompt_set: PromptSet, model_texts, prompt_ids, scores, lm: Caus
         "logprob_matrix": scores.matrix.tolist(),
         "lengths": lengths,
         "psi": psi(scores.matrix, lengths),
+        "psi_per_prompt": psi_per_prompt(scores.matrix, lengths),  # their mean is ψ (metrics/posix.py)
         "psi_reference_compat": psi(scores.matrix, lengths, mode=REFERENCE_COMPAT, max_new_tokens=max_new_tokens),
         # responses are the same response when their token ids are (paper §3.3's four factors; metrics/factors.py)
         "factors": set_factors([tuple(r) for r in scores.responses], scores.matrix, embeddings),
+        # per prompt: the gold answer, the option its log-likelihoods pick, the greedy response's reading (answers.py)
+        "answers": set_answers(item.options, item.answer, [p.record for p in prompt_set.prompts], texts,
+                               continuations, scores.candidates, lead),
         "stats": scores.stats,
     }
 
 
-def _score_in_order(engines: dict[int, ScoringEngine], lengths: list[int], sets: list):
+def _score_in_order(engines: dict[int, ScoringEngine], lengths: list[int], sets: list, candidates: list):
     """(set index, scores) from the engine of each set's response length, as each set finishes."""
     for length, engine in engines.items():
         indices = [i for i, n in enumerate(lengths) if n == length]
-        for local, scores in engine.score_sets([sets[i] for i in indices]):
+        extra = [candidates[i] for i in indices]
+        for local, scores in engine.score_sets([sets[i] for i in indices], extra if any(extra) else None):
             yield indices[local], scores
 
 
@@ -203,6 +213,12 @@ def run(cfg: RunConfig, lm: CausalLM | None = None, progress: bool = True,
     if cfg.score_cache:
         folder = cfg.score_cache_dir or Path(cfg.cache_dir or default_cache_dir()) / "scores"
         cache = ScoreCache(folder, lm.identity)
+    # answer options scored as continuations (multiple choice with a gold answer): after the paper's "A:" a space
+    # comes before the option's mark; in a chat template the assistant's turn starts with it
+    lead = "" if cfg.chat_template else " "
+    continuations = [candidate_strings(p.item.options, [v.record for v in p.prompts], lead)
+                     if cfg.score_options and p.item.answer is not None else [] for p in prompt_sets]
+    candidate_ids = [[lm.encode(c, add_special_tokens=False) for c in cs] for cs in continuations]
     # one engine per response length (a run's sets share one unless the user's sets set their own)
     engines = {n: ScoringEngine(lm, n, cfg.engine, cache) for n in sorted(set(lengths))}
     embedder = SentenceEmbedder(cfg.embedding) if cfg.embedding is not None else None
@@ -215,9 +231,10 @@ def run(cfg: RunConfig, lm: CausalLM | None = None, progress: bool = True,
                    file=sys.stderr)
         started = time.monotonic()
         # Sets finish wave by wave, in order of prompt length; each record is written the moment it is done.
-        for index, scores in _score_in_order(engines, lengths, [ids for _, ids in encoded]):
+        for index, scores in _score_in_order(engines, lengths, [ids for _, ids in encoded], candidate_ids):
             texts, ids = encoded[index]
-            record = _set_record(prompt_sets[index], texts, ids, scores, lm, lengths[index], embedder)
+            record = _set_record(prompt_sets[index], texts, ids, scores, lm, lengths[index], embedder,
+                                 continuations[index], lead)
             writer.write({"set_index": index, **record})
             bar.update(1)
             bar.set_postfix(psi=f"{record['psi']:.3f}", cached=scores.stats["cached"])

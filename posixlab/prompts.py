@@ -1,7 +1,8 @@
 """Prompt text: the paper's original formats and its 20 templates (App. B, Tables 4 and 5), exactly as printed.
 
 A prompt is rendered from a ``PromptItem`` (the structured question) and a template. ``{}`` placeholders take the
-question, then the options A-D for multiple-choice items. Multiple-choice items are preceded by the paper's
+question, then the options A-D for multiple-choice items (or, indexed, ``{0}`` the question and ``{1}``-``{4}`` the
+options: format variants reorder them so). Multiple-choice items are preceded by the paper's
 instruction line naming the subject.
 """
 
@@ -122,14 +123,22 @@ class Shot:
 
 
 def render_turns(item: PromptItem, *, template: str | None = None, question: str | None = None,
-                 shots: tuple[Shot, ...] = ()) -> list[tuple[str, str | None]]:
+                 shots: tuple[Shot, ...] = (), answer_text=None) -> list[tuple[str, str | None]]:
     """The prompt as (user text, assistant answer) turns: one per exemplar, then the question (answer None).
 
-    Exemplars use the same template as the question they precede and carry their gold answer. The multiple-choice
-    header opens the first turn, once.
+    Exemplars use the same template as the question they precede and carry their gold answer, written by
+    ``answer_text(exemplar item)`` (default ``gold_answer``; a format variant writes it with its own marks and
+    option order). The multiple-choice header opens the first turn, once.
+
+    A template may place the options by index: ``{0}`` the question, ``{1}``-``{4}`` the options in the item's order.
+
+    >>> item = PromptItem("x", "What is 2+2?", ("3", "4", "5", "6"))
+    >>> render_turns(item, template="Q: {0}\\n1. {3}\\n2. {1}\\n3. {4}\\n4. {2}\\nA:")
+    [('Q: What is 2+2?\\n1. 5\\n2. 3\\n3. 6\\n4. 4\\nA:', None)]
     """
     header = MCQ_HEADER.format(subject=item.subject) if item.is_mcq and item.subject else ""
-    turns = [(_body(s.item, template, s.question), gold_answer(s.item)) for s in shots]
+    answer_text = gold_answer if answer_text is None else answer_text
+    turns = [(_body(s.item, template, s.question), answer_text(s.item)) for s in shots]
     turns.append((_body(item, template, question), None))
     return [(header + turns[0][0], turns[0][1])] + turns[1:]
 

@@ -18,9 +18,11 @@ import json
 import math
 from pathlib import Path
 
-from posixlab.metrics import summarize
+from posixlab.answers import accuracy_summary
+from posixlab.metrics import psi_per_prompt, summarize
 from posixlab.metrics.classification import NA
 from posixlab.metrics.factors import FACTOR_NAMES
+from posixlab.metrics.selection import choose_prompt
 from posixlab.metrics.stats import bootstrap_ci
 
 SETS_FILE = "sets.jsonl"
@@ -66,6 +68,8 @@ def build_summary(records: list[dict], meta: dict) -> dict:
     psis = [r["psi"] for r in records]
     summary["psi"] = {**summarize(psis), "ci95": list(bootstrap_ci(psis, seed=meta.get("seed", 0)))}
     summary["factors"] = factor_means(records)
+    summary["accuracy"] = accuracy_summary(records, seed=meta.get("seed", 0))
+    summary["prompt_choice"] = prompt_choice(records, seed=meta.get("seed", 0))
     summary["psi_reference_compat"] = {
         "label": "prompt-sensitivity-index 0.0.1 formula (transposed index, divided by max_new_tokens); not the paper's",
         **summarize([r["psi_reference_compat"] for r in records]),
@@ -84,6 +88,50 @@ def build_summary(records: list[dict], meta: dict) -> dict:
     return summary
 
 
+CHOOSABLE = ("template", "format")  # variant types whose prompt j is the same prompt for every item
+
+
+def prompt_choice(records: list[dict], seed: int = 0) -> dict | None:
+    """For template and format variants (prompt j is one format for every item): the best and worst prompt by
+    accuracy and by ψ (``psi_per_prompt``, lower is better), chosen on a seeded half of the sets and reported on the
+    other half (``metrics/selection.py``). None for other variant types, or with fewer than 2 sets."""
+    kinds = {p["kind"] for r in records for p in r["prompts"]} - {"original"}
+    sizes = {len(r["prompts"]) for r in records}
+    if len(records) < 2 or len(sizes) != 1 or not kinds or not kinds <= set(CHOOSABLE):
+        return None
+    first = records[0]["prompts"]
+    out = {"prompts": [{"kind": p["kind"], "index": p["index"]} for p in first],
+           "note": "chosen on the selection half of the sets, reported on the held-out half"}
+    rows = [r.get("psi_per_prompt") or psi_per_prompt(r["logprob_matrix"], r["lengths"]) for r in records]
+    by_psi = choose_prompt(rows, higher_is_better=False, seed=seed)
+    out["by_psi"] = by_psi
+    for reading in ("by_options", "by_greedy"):
+        rows = [[(a[reading] or {}).get("correct") for a in r["answers"]] for r in records if r.get("answers")]
+        if len(rows) < 2 or all(c is None for row in rows for c in row):
+            continue
+        by_accuracy = choose_prompt([[None if c is None else float(c) for c in row] for row in rows], seed=seed)
+        out[f"accuracy_{reading}"] = by_accuracy
+        if by_psi is not None and len(rows) == len(records):  # the same halves: what the ψ choice scores
+            held = by_accuracy["held_out_per_prompt"]
+            by_psi[f"held_out_accuracy_{reading}"] = {"best": held[by_psi["best"]["prompt"]],
+                                                      "worst": held[by_psi["worst"]["prompt"]]}
+    return out
+
+
+def rebuild_summary(folder: str | Path) -> dict:
+    """Recompute ``summary.json``/``summary.md`` of a POSIX run folder from its ``sets.jsonl`` (keeping the run's
+    metadata), e.g. after posixlab gained a metric; no model is loaded. Returns the new summary."""
+    folder = Path(folder)
+    old = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
+    computed = ("schema_version", "psi", "factors", "psi_reference_compat", "compute", "accuracy", "prompt_choice")
+    meta = {k: v for k, v in old.items() if k not in computed}
+    meta.setdefault("engine", {})["processed_tokens"] = old.get("compute", {}).get("processed_tokens")
+    summary = build_summary(read_sets(folder), meta)
+    summary["compute"] = old.get("compute", summary["compute"])  # what the run did, not what a rebuild would
+    write_summary(folder, summary)
+    return summary
+
+
 def factor_means(records: list[dict]) -> dict:
     """The mean of each factor over the sets that have it, and how many sets do (variance in confidence exists only
     for sets whose responses are all identical; semantic coherence only when responses were embedded)."""
@@ -92,6 +140,49 @@ def factor_means(records: list[dict]) -> dict:
         values = [r["factors"][name] for r in records if r.get("factors", {}).get(name) is not None]
         means[name] = {"mean": sum(values) / len(values) if values else None, "num_sets": len(values)}
     return means
+
+
+def accuracy_lines(accuracy: dict | None, fmt) -> list[str]:
+    """The accuracy block of ``summary.md``: one row per reading (options' log-likelihoods, parsed greedy answer)."""
+    if not accuracy:
+        return []
+    lines = ["| accuracy from | mean over prompts (AvgP) | two-way 95% interval | min to max over prompts | sd over "
+             "prompts | worst case | best case | CPS | consistency rate | PSS | prompts needed (ε 0.01, δ 0.1) | "
+             "parse rate |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for reading, name in (("by_options", "options' log-likelihoods"), ("by_greedy", "greedy response, parsed")):
+        b = accuracy.get(reading)
+        if not b:
+            continue
+        ci = "n/a" if not b["ci95"] else f"{fmt(b['ci95'][0])} to {fmt(b['ci95'][1])}"
+        parse = b.get("parse_rate", {}).get("overall")
+        lines.append(f"| {name} | {fmt(b['accuracy'])} | {ci} | {fmt(b['spread']['min'])} to "
+                     f"{fmt(b['spread']['max'])} | {fmt(b['spread']['sd'])} | {fmt(b['worst_case'])} | "
+                     f"{fmt(b['best_case'])} | {fmt(b['cps'])} | {fmt(b['consistency_rate'])} | {fmt(b['pss'])} | "
+                     f"{b['variants_needed']['n']} | {fmt(parse)} |")
+    return lines + ["", f"Accuracy over {accuracy['num_sets']} sets with a gold answer; {accuracy['note']}.", ""]
+
+
+def prompt_choice_lines(choice: dict | None, fmt) -> list[str]:
+    """Best and worst prompt, chosen on half the sets, scored on the other half (``summary.md``)."""
+    if not choice:
+        return []
+    lines = ["| chosen by (on the selection half) | best prompt | its held-out value | worst prompt | its held-out "
+             "value | held-out best of all (oracle) | held-out mean |", "|---|---|---|---|---|---|---|"]
+    for key, name in (("accuracy_by_options", "accuracy (options)"), ("accuracy_by_greedy", "accuracy (greedy)"),
+                      ("by_psi", "ψ per prompt (lower is better)")):
+        c = choice.get(key)
+        if c:
+            lines.append(f"| {name} | {c['best']['prompt']} | {fmt(c['best']['held_out'])} | {c['worst']['prompt']} | "
+                         f"{fmt(c['worst']['held_out'])} | {fmt(c['held_out_oracle_best']['held_out'])} | "
+                         f"{fmt(c['held_out_mean'])} |")
+    psi_choice = choice.get("by_psi") or {}
+    for reading in ("by_options", "by_greedy"):
+        held = psi_choice.get(f"held_out_accuracy_{reading}")
+        if held:
+            lines.append(f"| ψ's choice, its held-out accuracy ({reading[3:]}) | {psi_choice['best']['prompt']} | "
+                         f"{fmt(held['best'])} | {psi_choice['worst']['prompt']} | {fmt(held['worst'])} | | |")
+    return lines + ["", "Prompt j is the j-th prompt of every set (0: the original); the halves are a seeded split "
+                        "of the sets.", ""]
 
 
 def write_summary(folder: str | Path, summary: dict) -> None:
@@ -114,6 +205,8 @@ def write_summary(folder: str | Path, summary: dict) -> None:
         "|---|---|---|",
         *[f"| {name} | {fmt(v['mean'])} | {v['num_sets']} |" for name, v in summary.get("factors", {}).items()],
         "",
+        *accuracy_lines(summary.get("accuracy"), fmt),
+        *prompt_choice_lines(summary.get("prompt_choice"), fmt),
         f"Forward tokens computed: {summary['compute']['forward_tokens']:,}; one pass per pair would need "
         f"{summary['compute']['forward_tokens_naive']:,}. Saved by reuse: {summary['compute']['saved_by_reuse']:,}; "
         f"by the score cache: {summary['compute']['saved_by_cache']:,} "

@@ -25,6 +25,23 @@ TABLE_COLUMNS = ["set_index", "item_id", "subject", "variant_type", "psi", "psi_
 CLASSIFICATION_COLUMNS = ["sample_id", "gold", "sensitivity", "distribution", "labels", "answers"]
 
 
+def accuracy_metrics(accuracy: dict | None) -> dict:
+    """The accuracy block as flat W&B summary keys: ``accuracy/by_options/avg_p``, ``.../spread_range``, ..."""
+    out = {}
+    for reading in ("by_options", "by_greedy"):
+        block = (accuracy or {}).get(reading)
+        if not block:
+            continue
+        for key in ("accuracy", "worst_case", "best_case", "max_p", "avg_p", "cps", "pss", "consistency_rate"):
+            out[f"accuracy/{reading}/{key}"] = block[key]
+        for key in ("range", "sd", "min", "max", "q05", "q50", "q95"):
+            out[f"accuracy/{reading}/spread_{key}"] = block["spread"][key]
+        out[f"accuracy/{reading}/variants_needed"] = block["variants_needed"]["n"]
+        if block.get("parse_rate"):
+            out[f"accuracy/{reading}/parse_rate"] = block["parse_rate"]["overall"]
+    return out
+
+
 class Tracker:
     """A W&B run for one job, or nothing (``backend: none`` or ``mode: disabled``). Use as a context manager: the
     run is finished with exit code 1 if the job raises, 0 otherwise, so a failed job still leaves a closed run."""
@@ -89,6 +106,7 @@ class Tracker:
             "posix_reference_compat": summary["psi_reference_compat"]["posix"],
             **{f"factor/{k}": v["mean"] for k, v in summary.get("factors", {}).items()},
             **{f"compute/{k}": v for k, v in summary.get("compute", {}).items()},
+            **accuracy_metrics(summary.get("accuracy")),
         })
         table = wandb.Table(columns=TABLE_COLUMNS)
         for r in records:

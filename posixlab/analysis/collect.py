@@ -22,7 +22,11 @@ from posixlab.metrics.factors import FACTOR_NAMES, set_factors
 from posixlab.results import SETS_FILE, SUMMARY_FILE, read_sets
 
 CELL = ("model", "dataset", "variant", "shots")
-ROW_FIELDS = (*CELL, "item_id", "subject", "psi", "psi_reference_compat", *FACTOR_NAMES, "data", "source")
+# per prompt of the set, one character each ("-": not scored): correctness "1"/"0", predicted option letters
+PER_PROMPT = ("correct_options", "correct_greedy", "pred_options", "pred_greedy")
+ROW_FIELDS = (*CELL, "item_id", "subject", "psi", "psi_reference_compat", *FACTOR_NAMES, *PER_PROMPT,
+              "psi_per_prompt", "data", "source")
+STRING_FIELDS = ("model", "dataset", "variant", "item_id", "subject", "data", "source", *PER_PROMPT, "psi_per_prompt")
 PER_SET_CSV = "per_set.csv"
 
 
@@ -104,8 +108,41 @@ def _rows_from_run(folder: Path) -> list[dict]:
         if factors is None:  # results written before factors were stored: the three that need no embedding
             factors = set_factors([tuple(r["token_ids"]) for r in record["responses"]], record["logprob_matrix"])
         rows.append({**base, "item_id": record["item_id"], "subject": record.get("subject"), "psi": record["psi"],
-                     "psi_reference_compat": record.get("psi_reference_compat"), **factors})
+                     "psi_reference_compat": record.get("psi_reference_compat"), **factors,
+                     **per_prompt_columns(record)})
     return rows
+
+
+def per_prompt_columns(record: dict) -> dict:
+    """A set's per-prompt answers as compact strings (one character a prompt) and its ψ per prompt.
+
+    >>> per_prompt_columns({"answers": [{"by_options": {"pred": "B", "correct": True},
+    ...                                  "by_greedy": {"pred": None, "correct": False}}],
+    ...                     "psi_per_prompt": [0.25]})
+    {'correct_options': '1', 'pred_options': 'B', 'correct_greedy': '0', 'pred_greedy': '-', 'psi_per_prompt': '0.25'}
+    """
+    answers = record.get("answers") or []
+    out = {}
+    for reading in ("options", "greedy"):
+        picked = [a.get(f"by_{reading}") for a in answers]
+        has = any(p is not None for p in picked)
+        out[f"correct_{reading}"] = "".join("-" if p is None else str(int(bool(p["correct"]))) for p in picked) \
+            if has else None
+        out[f"pred_{reading}"] = "".join("-" if p is None or p.get("pred") is None else str(p["pred"])[:1]
+                                         for p in picked) if has else None
+    psis = record.get("psi_per_prompt")
+    out["psi_per_prompt"] = ";".join(repr(float(v)) for v in psis) if psis else None
+    return out
+
+
+def decode_correct(text: str | None) -> list[float | None] | None:
+    """``"10-"`` -> ``[1.0, 0.0, None]``."""
+    return None if not text else [None if c == "-" else float(c) for c in text]
+
+
+def decode_preds(text: str | None) -> list[str | None] | None:
+    """``"B-C"`` -> ``["B", None, "C"]``."""
+    return None if not text else [None if c == "-" else c for c in text]
 
 
 def _rows_from_csv(path: Path) -> dict[Cell, list[tuple[str, list[dict]]]]:
@@ -122,7 +159,7 @@ def _rows_from_csv(path: Path) -> dict[Cell, list[tuple[str, list[dict]]]]:
 
 
 def _parse(key: str, value: str):
-    if key in ("model", "dataset", "variant", "item_id", "subject", "data", "source"):
+    if key in STRING_FIELDS:
         return value or None
     if value == "":
         return None

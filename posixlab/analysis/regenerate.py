@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from posixlab.analysis.accuracy import accuracy_table
 from posixlab.analysis.classification import find_classification_runs, regenerate_classification
 from posixlab.analysis.collect import PER_SET_CSV, data_caption, load_rows, write_rows
 from posixlab.analysis.figures import paper_figures
@@ -75,5 +76,7 @@ def regenerate_posix(sources: list[str | Path], out: Path) -> list[Path]:
         factor_lines.append(f"| {c['model_label']} | {c['dataset']} | {c['variant']} | {c['shots']} | " +
                             " | ".join("" if v is None else f"{v:.3f}" for v in means.values()) + " |")
     written += write_table("\n".join(factor_lines), factor_records, out, "factors", caption)
+    if any(r.get("correct_options") or r.get("correct_greedy") for r in rows):
+        written += write_table(*accuracy_table(rows), out, "accuracy", caption)
     written += paper_figures(rows, out)
     return written

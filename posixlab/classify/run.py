@@ -264,4 +264,24 @@ def build_classification_summary(records: list[dict], classes: list[str], num_re
     else:
         summary["micro_f1"] = None
     summary["na_share"] = float(np.mean([p["label"] == NA for r in records for p in r["predictions"]]))
+    summary["accuracy"] = classification_accuracy(records, num_rephrasings, meta.get("seed", 0))
     return summary
+
+
+def classification_accuracy(records: list[dict], num_rephrasings: int, seed: int = 0) -> dict | None:
+    """The multi-prompt accuracy block (``posixlab/answers.py``) over samples × rephrasings: prompt q is rephrasing
+    q of the task sentence; an N/A answer is wrong and counts as unparsed. None without gold labels."""
+    from posixlab.answers import accuracy_summary
+
+    scored = [r for r in records if r["gold"] is not None]
+    if not scored:
+        return None
+    as_sets = [{"prompts": [{"kind": "original" if q == 0 else "rephrasing"} for q in range(num_rephrasings)],
+                "answers": [{"gold": r["gold"], "by_options": None,
+                             "by_greedy": {"pred": None if p["label"] == NA else p["label"],
+                                           "parsed": p["label"] != NA, "correct": p["label"] == r["gold"]}}
+                            for p in r["predictions"]]} for r in scored]
+    block = accuracy_summary(as_sets, seed=seed)
+    block["note"] = ("prompt q = rephrasing q of the task sentence (0: the original); the answer is the class "
+                     "p(y | x, rephrasing) puts first (greedy: the parsed answer, N/A = unparsed and wrong)")
+    return block

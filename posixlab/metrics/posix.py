@@ -78,6 +78,25 @@ def psi(logprobs, lengths: Sequence[int], *, mode: str = PAPER, max_new_tokens: 
     return float(total / (n * (n - 1)))
 
 
+def psi_per_prompt(logprobs, lengths: Sequence[int]) -> list[float]:
+    """ψ split by prompt: ``ψ_i = 1/(N−1) · Σ_j |M[i, j] − M[j, j]| / L_j``, how far prompt i moves the log-
+    probabilities of the set's responses from those of the prompts that wrote them. Their mean is ψ (Def. 3.3),
+    so a prompt with a low ψ_i is one the other prompts' answers already agree with (used to choose a prompt).
+
+    >>> M = [[-1.0, -3.0],
+    ...      [-2.0, -1.5]]
+    >>> psi_per_prompt(M, [1, 1])          # row 0: |-3.0 - -1.5| = 1.5; row 1: |-2.0 - -1.0| = 1.0; mean 1.25 = ψ
+    [1.5, 1.0]
+    """
+    matrix = np.asarray(logprobs, dtype=np.float64)
+    n = _check_matrix(matrix)
+    if len(lengths) != n or min(lengths) < 1:
+        raise PromptSetError(f"need {n} response lengths of at least 1, got {list(lengths)}")
+    diagonal = np.diag(matrix)
+    scaled = np.abs(matrix - diagonal[None, :]) / np.asarray(lengths, dtype=np.float64)[None, :]
+    return [float(row.sum() / (n - 1)) for row in scaled]
+
+
 def posix(psis: Sequence[float]) -> float:
     """POSIX: the mean of ψ over the prompt sets of a data set (Def. 3.4)."""
     values = [float(v) for v in psis]

@@ -7,14 +7,18 @@ A new variant type plugs in by subclassing ``VariantGenerator`` (implementing ``
 from __future__ import annotations
 
 from posixlab.errors import ConfigError
-from posixlab.variants.base import Edit, PromptSet, PromptVariant, VariantGenerator, rng_for
+from posixlab.rephrase.source import ParaphraseSource
+from posixlab.seeding import rng_for
+from posixlab.variants.base import Edit, PromptSet, PromptVariant, VariantGenerator
+from posixlab.variants.format import FormatVariants
 from posixlab.variants.mixture import MixtureVariants
-from posixlab.variants.paraphrase import ParaphraseSource, ParaphraseVariants
+from posixlab.variants.paraphrase import ParaphraseVariants
 from posixlab.variants.spelling import SpellingVariants
 from posixlab.variants.template import TemplateVariants
 
 VARIANT_TYPES: dict[str, type[VariantGenerator]] = {
-    cls.kind: cls for cls in (SpellingVariants, TemplateVariants, ParaphraseVariants, MixtureVariants)
+    cls.kind: cls for cls in (SpellingVariants, TemplateVariants, ParaphraseVariants, MixtureVariants,
+                              FormatVariants)
 }
 
 
@@ -30,5 +34,5 @@ def get_variant_generator(name: str, **options) -> VariantGenerator:
 
 
 __all__ = ["Edit", "PromptSet", "PromptVariant", "VariantGenerator", "VARIANT_TYPES", "get_variant_generator",
-           "rng_for", "MixtureVariants", "ParaphraseSource", "ParaphraseVariants", "SpellingVariants",
-           "TemplateVariants"]
+           "rng_for", "FormatVariants", "MixtureVariants", "ParaphraseSource", "ParaphraseVariants",
+           "SpellingVariants", "TemplateVariants"]

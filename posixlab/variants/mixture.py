@@ -5,47 +5,72 @@ the other three variations", and does not say whether the original prompt is one
 7 + 7 + 7 variants and NO original (21 = 3 × 7), the default here; ``include_original=true`` puts the original in
 and then needs N − 1 divisible by 3. Which 7 of each kind's 20 variants are drawn is seeded per item, so every model
 of a sweep gets the same sets. The set has N = num_variants + 1 prompts, like every other variant type.
+
+``kinds`` chooses the kinds mixed (default: spelling, template, paraphrase, the paper's; the default set is exactly
+as before). ``format`` may be one of them (multiple-choice data only): a mixture with
+``kinds=[spelling, template, paraphrase, format]`` draws equally from four kinds (num_variants = 19 gives
+5 + 5 + 5 + 5). Format variants are already seeded draws per (item, index), so a mixture takes format variants
+0..k-1, which show the gold option at the positions as evenly as k allows; the other kinds are sampled from their
+first 20 as above.
 """
 
 from __future__ import annotations
 
 from posixlab.errors import ConfigError
 from posixlab.prompts import PromptItem
-from posixlab.variants.base import PromptSet, VariantGenerator, rng_for
-from posixlab.variants.paraphrase import ParaphraseSource, ParaphraseVariants
+from posixlab.rephrase.source import ParaphraseSource
+from posixlab.seeding import rng_for
+from posixlab.variants.base import PromptSet, VariantGenerator
+from posixlab.variants.format import FormatVariants
+from posixlab.variants.paraphrase import ParaphraseVariants
 from posixlab.variants.spelling import SpellingVariants
 from posixlab.variants.template import TemplateVariants
 
 POOL = 20  # each kind's variants are drawn from its first 20, the paper's per-kind set
+KINDS = ("spelling", "template", "paraphrase")  # the paper's mixture
+MIXABLE = {cls.kind: cls for cls in (SpellingVariants, TemplateVariants, ParaphraseVariants, FormatVariants)}
+TAKE_FIRST = ("format",)  # kinds whose first k variants are taken (their variants are already seeded draws)
 
 
 class MixtureVariants(VariantGenerator):
     kind = "mixture"
     uses_paraphrases = True
 
-    def __init__(self, source: ParaphraseSource | None = None, include_original: bool = False):
-        self.parts = [SpellingVariants(), TemplateVariants(), ParaphraseVariants(source)]
+    def __init__(self, source: ParaphraseSource | None = None, include_original: bool = False,
+                 kinds: list[str] | tuple[str, ...] | None = None):
+        kinds = KINDS if kinds is None else tuple(kinds)
+        unknown = [k for k in kinds if k not in MIXABLE]
+        if not kinds or unknown or len(set(kinds)) != len(kinds):
+            raise ConfigError(f"variant=mixture kinds={list(kinds)}: choose distinct kinds among "
+                              f"{', '.join(MIXABLE)}" + (f" ({', '.join(map(str, unknown))} is not one)" if unknown else ""))
+        self.kinds = kinds
+        self.parts = [MIXABLE[k](source) if MIXABLE[k].uses_paraphrases else MIXABLE[k]() for k in kinds]
         self.include_original = include_original
 
     def per_kind(self, num_variants: int) -> int:
         drawn = num_variants + 1 - int(self.include_original)
         if num_variants < 1 or drawn % len(self.parts):
+            example = 7 * len(self.parts) - 1 + int(self.include_original)
             raise ConfigError(
                 f"variant=mixture draws equally from {len(self.parts)} kinds, but a set of N = {num_variants + 1} "
                 f"prompts {'with' if self.include_original else 'without'} the original leaves {drawn} to draw; "
-                f"choose num_variants so that this is a multiple of {len(self.parts)} (20 gives 7 + 7 + 7)")
+                f"choose num_variants so that this is a multiple of {len(self.parts)} "
+                f"({example} gives {' + '.join(['7'] * len(self.parts))})")
         if drawn // len(self.parts) > POOL:
             raise ConfigError(f"variant=mixture draws at most {POOL} variants of each kind")
         return drawn // len(self.parts)
 
     def prepare(self, items: list[PromptItem], num_variants: int, progress: bool = True) -> None:
         self.per_kind(num_variants)
-        self.parts[2].prepare(items, POOL, progress)
+        for part in self.parts:
+            part.prepare(items, POOL, progress)
 
     def draw(self, item: PromptItem, num_variants: int, seed: int) -> dict[str, list[int]]:
-        """The variant indices of each kind for ``item``: a seeded sample without replacement, in increasing order."""
+        """The variant indices of each kind for ``item``: a seeded sample without replacement, in increasing order
+        (format: its first k)."""
         k = self.per_kind(num_variants)
-        return {part.kind: sorted(rng_for(seed, item.item_id, f"mixture/{part.kind}", 0).sample(range(POOL), k))
+        return {part.kind: list(range(k)) if part.kind in TAKE_FIRST
+                else sorted(rng_for(seed, item.item_id, f"mixture/{part.kind}", 0).sample(range(POOL), k))
                 for part in self.parts}
 
     def build_set(self, item: PromptItem, num_variants: int, seed: int, shots=(), perturb_shots: bool = False) -> PromptSet:
@@ -56,4 +81,9 @@ class MixtureVariants(VariantGenerator):
         return PromptSet(item=item, variant_type=self.kind, prompts=tuple(prompts), shots=tuple(shots))
 
     def describe(self) -> dict:
-        return {"include_original": self.include_original, "per_kind": "equal", **self.parts[2].describe()}
+        about = {"include_original": self.include_original, "per_kind": "equal"}
+        if self.kinds != KINDS:  # the default mixture's description is as it always was
+            about["kinds"] = list(self.kinds)
+        for part in self.parts:
+            about.update(part.describe() if part.uses_paraphrases else {})
+        return about

@@ -1,0 +1,79 @@
+"""Accuracy beside ψ, per cell, from the per-set rows: how far the model's *answers* move across prompts.
+
+For each cell with gold answers: POSIX, then from each reading of the answers (the options' log-likelihoods; the
+greedy response parsed) the mean accuracy over prompts (AvgP) with its two-way bootstrap interval, the spread of
+the per-prompt accuracies (min to max, sd), worst-case accuracy (right under every prompt), MaxP and CPS, the
+consistency rate and PSS, the prompts needed for a stable mean, and the greedy parse rate. Prompt j is the j-th
+prompt of every set (0: the original).
+"""
+
+from __future__ import annotations
+
+from posixlab.analysis.collect import cells, decode_correct, decode_preds
+from posixlab.analysis.paper import label
+from posixlab.analysis.tables import VARIANT_ORDER
+from posixlab.metrics import accuracy as acc
+from posixlab.metrics import summarize
+
+COLUMNS = ("model", "dataset", "variant", "shots", "num_sets", "num_prompts", "posix", "reading", "accuracy",
+           "ci95_low", "ci95_high", "min", "max", "range", "sd", "worst_case", "best_case", "max_p", "cps",
+           "consistency_rate", "pss", "variants_needed", "parse_rate")
+
+
+def accuracy_rows(rows: list[dict], seed: int = 0) -> list[dict]:
+    """One record per (cell, reading) with gold answers; cells without any are left out."""
+    out = []
+    for cell, members in sorted(cells(rows).items(), key=lambda kv: _order(kv[0])):
+        for reading in ("options", "greedy"):
+            correct = [decode_correct(r.get(f"correct_{reading}")) for r in members]
+            if not any(correct):
+                continue
+            kept = [(c, decode_preds(r.get(f"pred_{reading}"))) for c, r in zip(correct, members) if c]
+            width = max(len(c) for c, _ in kept)
+            matrix = [c + [None] * (width - len(c)) for c, _ in kept]
+            preds = [p + [None] * (width - len(p)) for _, p in kept if p]
+            spread = acc.accuracy_spread(matrix)
+            lo, hi = acc.two_way_bootstrap_ci(matrix, seed=seed) if len(matrix) > 1 else (None, None)
+            parsed = [p is not None for _, ps in kept for p in (ps or [])]
+            out.append({
+                "model": cell.model, "dataset": cell.dataset, "variant": cell.variant, "shots": cell.shots,
+                "num_sets": len(matrix), "num_prompts": width, "posix": summarize([r["psi"] for r in members])["posix"],
+                "reading": reading, "accuracy": spread["mean"], "ci95_low": lo, "ci95_high": hi,
+                "min": spread["min"], "max": spread["max"], "range": spread["range"], "sd": spread["sd"],
+                "worst_case": acc.worst_case_accuracy(matrix), "best_case": acc.best_case_accuracy(matrix),
+                "max_p": acc.max_performance(matrix), "cps": acc.combined_performance_score(matrix),
+                "consistency_rate": acc.consistency_rate(preds) if len(preds) == len(matrix) else None,
+                "pss": acc.prompt_sensitivity_score(matrix),
+                "variants_needed": acc.variants_needed(matrix, seed=seed),
+                "parse_rate": sum(parsed) / len(parsed) if reading == "greedy" and parsed else None,
+            })
+    return out
+
+
+def accuracy_table(rows: list[dict], seed: int = 0) -> tuple[str, list[dict]]:
+    """The Markdown table and its records (``figures/accuracy.md``, ``accuracy.csv``)."""
+    records = accuracy_rows(rows, seed)
+    f = lambda v: "" if v is None else f"{v:.3f}"  # noqa: E731
+    lines = ["## Accuracy across prompts, beside ψ", "",
+             "Per cell: POSIX (mean ψ); accuracy as the mean over prompts of each prompt's accuracy (AvgP) with its "
+             "two-way bootstrap 95% interval (items and prompts resampled); the per-prompt accuracies' min, max and "
+             "sd; worst case (right under every prompt of the set), CPS (MaxP · (1 − (MaxP − AvgP))), consistency "
+             "rate (share of prompt pairs giving the same answer), PSS (mean |difference| of correctness over "
+             "prompt pairs), prompts needed for the mean to be within 0.01 with probability 0.9, greedy parse rate. "
+             "options: the option with the highest log-likelihood; greedy: the greedy response parsed (unparsed = "
+             "wrong).", "",
+             "| model | data set | variant | shots | sets | POSIX | from | accuracy | 95% CI | min to max | sd | "
+             "worst case | CPS | consistency | PSS | prompts needed | parsed |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        ci = "" if r["ci95_low"] is None else f"{r['ci95_low']:.3f} to {r['ci95_high']:.3f}"
+        lines.append(f"| {label(r['model'])} | {r['dataset']} | {r['variant']} | {r['shots']} | {r['num_sets']} | "
+                     f"{f(r['posix'])} | {r['reading']} | {f(r['accuracy'])} | {ci} | {f(r['min'])} to "
+                     f"{f(r['max'])} | {f(r['sd'])} | {f(r['worst_case'])} | {f(r['cps'])} | "
+                     f"{f(r['consistency_rate'])} | {f(r['pss'])} | {r['variants_needed']} | {f(r['parse_rate'])} |")
+    return "\n".join(lines), [{k: r[k] for k in COLUMNS} for r in records]
+
+
+def _order(cell):
+    variant = VARIANT_ORDER.index(cell.variant) if cell.variant in VARIANT_ORDER else len(VARIANT_ORDER)
+    return (cell.dataset, cell.model, cell.shots, variant, cell.variant)
