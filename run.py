@@ -3,7 +3,7 @@
 The application lives in ``posixlab/cli.py`` (and its configs in ``posixlab/conf``, linked here as ``conf/``).
 """
 
-from posixlab.cli import main
+from posixlab.cli import entry
 
 if __name__ == "__main__":
-    main()
+    entry()

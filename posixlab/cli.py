@@ -89,6 +89,7 @@ def to_run_config(cfg: DictConfig, output_dir: str) -> RunConfig:
         **_shared_settings(c, output_dir),
         embedding=EmbeddingSpec(**c["embedding"]) if c["embedding"].get("name") else None,
         score_options=c["score_options"],
+        shard=None if c.get("shard") is None else str(c["shard"]),
     )
 
 
@@ -178,3 +179,29 @@ def run_classification_job(cfg: DictConfig, resolved: dict, output_dir: str, gro
           f"{cfg.dataset.name} · {cfg.strategy.name} · {cfg.task.probability}")
     print(f"results: {output_dir}")
     return s["mean"]
+
+
+def merge_command(args: list[str]) -> int:
+    """``posixlab merge OUT SHARD_FOLDER...``: join the folders of a ``shard=K/N`` sweep into OUT."""
+    from posixlab.shards import merge_shards
+
+    if len(args) < 2 or args[0] in ("-h", "--help"):
+        print("usage: posixlab merge OUT SHARD_FOLDER [SHARD_FOLDER ...]\n\nJoins the result folders of the shards "
+              "of one cell (shard=1/N ... shard=N/N) into OUT, as one run of the whole cell.", file=sys.stderr)
+        return 0 if args[:1] in (["-h"], ["--help"]) else 2
+    try:
+        summary = merge_shards(args[1:], args[0])
+    except PosixlabError as exc:
+        print(f"posixlab error: {exc}", file=sys.stderr)
+        return 2
+    p = summary["psi"]
+    print(f"POSIX = {p['posix']:.4f} ({p['num_sets']} sets from {len(args) - 1} shards) · results: {args[0]}")
+    return 0
+
+
+def entry() -> None:
+    """The ``posixlab`` console command: ``posixlab merge ...`` joins shards; anything else is a Hydra job."""
+    if len(sys.argv) > 1 and sys.argv[1] == "merge":
+        sys.exit(merge_command(sys.argv[2:]))
+    main()
+

@@ -32,6 +32,7 @@ from posixlab.prompts import PromptItem
 from posixlab.rephrase import RephraserConfig, make_paraphrase_source
 from posixlab.results import SetWriter, build_summary, read_sets, write_summary
 from posixlab.scoring import EngineOptions, ScoreCache, ScoringEngine
+from posixlab.shards import config_fingerprint, parse_shard, shard_indices
 from posixlab.variants import VARIANT_TYPES, PromptSet, PromptVariant, VariantGenerator, get_variant_generator
 from posixlab.version import __version__
 
@@ -63,6 +64,7 @@ class RunConfig:
     # score each answer option as a continuation of every prompt (multiple-choice items with a gold answer), for
     # accuracy from the options' log-likelihoods; the greedy response is parsed for accuracy either way
     score_options: bool = True
+    shard: str | None = None  # "K/N": run the K-th of N deterministic slices of the sets (posixlab/shards.py)
 
 
 def make_generator(cfg: RunConfig) -> VariantGenerator:
@@ -85,6 +87,7 @@ def check_max_new_tokens(value) -> None:
 
 def check_settings(cfg: RunConfig) -> None:
     """Settings that are wrong whatever the data: caught before anything is loaded."""
+    parse_shard(cfg.shard)
     if cfg.shots < 0:
         raise ConfigError(f"shots must be 0 or more, got {cfg.shots}")
     check_max_new_tokens(cfg.max_new_tokens)
@@ -197,6 +200,9 @@ def run(cfg: RunConfig, lm: CausalLM | None = None, progress: bool = True,
     """Run ``cfg`` and write its results to ``cfg.output_dir``; returns the summary. ``lm`` reuses a loaded model;
     ``given`` scores the user's own prompt sets instead of the configured data set's."""
     prompt_sets, about = build_prompt_sets(cfg, progress, given)
+    cell_size = len(prompt_sets)
+    positions = shard_indices(cell_size, cfg.shard)  # every set, or one shard's slice; records keep cell indices
+    prompt_sets = [prompt_sets[i] for i in positions]
     if lm is None:
         lm = load_model(cfg.model, cfg.cache_dir)
     # a set may carry its own response length (user prompt sets); every other set takes the run's
@@ -235,13 +241,13 @@ def run(cfg: RunConfig, lm: CausalLM | None = None, progress: bool = True,
             texts, ids = encoded[index]
             record = _set_record(prompt_sets[index], texts, ids, scores, lm, lengths[index], embedder,
                                  continuations[index], lead)
-            writer.write({"set_index": index, **record})
+            writer.write({"set_index": positions[index], **record})
             bar.update(1)
             bar.set_postfix(psi=f"{record['psi']:.3f}", cached=scores.stats["cached"])
             if not progress:  # no bar (sweeps, logs): one plain line per finished set, so a log shows how far it got
                 done += 1
                 print(f"posixlab: {desc}: {done}/{len(prompt_sets)} sets, {time.monotonic() - started:.0f} s, "
-                      f"set {index} ψ = {record['psi']:.3f}", file=sys.stderr, flush=True)
+                      f"set {positions[index]} ψ = {record['psi']:.3f}", file=sys.stderr, flush=True)
         bar.close()
     if cache is not None:
         cache.close()
@@ -260,6 +266,9 @@ def run(cfg: RunConfig, lm: CausalLM | None = None, progress: bool = True,
         "posixlab": __version__,
         "python": platform.python_version(),
         "config": asdict(cfg),
+        "config_fingerprint": config_fingerprint(asdict(cfg)),
+        "shard": None if cfg.shard is None else {"index": parse_shard(cfg.shard)[0], "count": parse_shard(cfg.shard)[1],
+                                                 "num_sets_total": cell_size, "set_indices": positions},
         "score_cache": str(cache.path) if cache is not None else None,
         "engine": {"forward_tokens": lm.forward_tokens - tokens_before,
                    "processed_tokens": sum(engine.processed_tokens for engine in engines.values())},
