@@ -42,7 +42,16 @@ class Choices:
     @property
     def continuations(self) -> tuple[str, ...]:
         """What follows the prompt when the model picks each position: a space and the position's mark."""
-        return tuple(" " + mark for mark in self.marks)
+        return self.continuations_with()
+
+    def continuations_with(self, lead: str = " ", option_text: bool = False) -> tuple[str, ...]:
+        """Each position's continuation: ``lead`` and its mark, then (``option_text``) the option's text, as a
+        few-shot exemplar writes its gold answer (`` (B)Paris``).
+
+        >>> prompt_choices(("Paris", "Rome"), {}).continuations_with(option_text=True)
+        (' (A)Paris', ' (B)Rome')
+        """
+        return tuple(lead + mark + (text if option_text else "") for mark, text in zip(self.marks, self.texts))
 
     def gold_position(self, answer: str | None) -> int | None:
         """Where the gold option (an item letter A-D) is shown; None without a gold answer."""
@@ -121,14 +130,16 @@ def _fold(text: str) -> str:
 
 # --- per set: what each prompt answered ---------------------------------------------------------------------------
 def set_answers(options: tuple[str, ...], answer: str | None, records: list[dict], responses: list[str],
-                continuations: list[str], candidate_logprobs, lead: str = " ") -> list[dict] | None:
+                continuations: list[str], candidate_logprobs, lead: str = " ",
+                option_text: bool = False) -> list[dict] | None:
     """Per prompt of a set: the gold answer, the option the log-likelihoods pick (``by_options``; multiple choice
     only) and the greedy response's reading (``by_greedy``). None when the item has no gold answer.
 
     ``records`` are the prompts' variant records (they say how each prompt shows its options), ``continuations``
-    the candidate strings the engine scored, ``candidate_logprobs[i, k]`` = log P(continuations[k] | prompt i).
-    Predictions are the item's own option letters (A-D as in the data), so prompts that reorder the options are
-    compared on the option, not on its position.
+    the candidate strings the engine scored, ``candidate_logprobs[i, k]`` = log P(continuations[k] | prompt i),
+    each the option's mark, followed by its text with ``option_text`` (``candidate_strings``). Predictions are the
+    item's own option letters (A-D as in the data), so prompts that reorder the options are compared on the option,
+    not on its position.
     """
     if answer is None:
         return None
@@ -141,7 +152,8 @@ def set_answers(options: tuple[str, ...], answer: str | None, records: list[dict
             continue
         by_options = None
         if candidate_logprobs is not None and continuations:
-            logprobs = [float(candidate_logprobs[i][continuations.index(lead + mark)]) for mark in choices.marks]
+            logprobs = [float(candidate_logprobs[i][continuations.index(c)])
+                        for c in choices.continuations_with(lead, option_text)]
             pick = int(max(range(len(logprobs)), key=lambda p: (logprobs[p], -p)))  # ties: the first position
             by_options = {"logprobs": logprobs, "pred": LETTERS[choices.order[pick]],
                           "correct": LETTERS[choices.order[pick]] == answer}
@@ -152,12 +164,18 @@ def set_answers(options: tuple[str, ...], answer: str | None, records: list[dict
     return out
 
 
-def candidate_strings(options: tuple[str, ...], records: list[dict], lead: str = " ") -> list[str]:
-    """The continuations to score for a set: every prompt's option marks, once each, in first-seen order."""
+def candidate_strings(options: tuple[str, ...], records: list[dict], lead: str = " ",
+                      option_text: bool = False) -> list[str]:
+    """The continuations to score for a set: every prompt's option marks (followed by the option's text with
+    ``option_text``), once each, in first-seen order.
+
+    >>> candidate_strings(("3", "4"), [{}, {"option_order": [1, 0]}], option_text=True)
+    [' (A)3', ' (B)4', ' (A)4', ' (B)3']
+    """
     if not options:
         return []
-    marks = (m for record in records for m in prompt_choices(options, record).marks)
-    return list(dict.fromkeys(lead + m for m in marks))
+    every = (c for record in records for c in prompt_choices(options, record).continuations_with(lead, option_text))
+    return list(dict.fromkeys(every))
 
 
 # --- per run: the accuracy block of the summary --------------------------------------------------------------------

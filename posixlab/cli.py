@@ -89,6 +89,7 @@ def to_run_config(cfg: DictConfig, output_dir: str) -> RunConfig:
         **_shared_settings(c, output_dir),
         embedding=EmbeddingSpec(**c["embedding"]) if c["embedding"].get("name") else None,
         score_options=c["score_options"],
+        option_text=bool(c.get("option_text", False)),
         shard=None if c.get("shard") is None else str(c["shard"]),
     )
 

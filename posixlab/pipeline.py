@@ -64,6 +64,10 @@ class RunConfig:
     # score each answer option as a continuation of every prompt (multiple-choice items with a gold answer), for
     # accuracy from the options' log-likelihoods; the greedy response is parsed for accuracy either way
     score_options: bool = True
+    # the options reading scores each option's mark (" (B)", lm-evaluation-harness's letter scoring); with
+    # option_text, the mark followed by the option's text (" (B)Paris"), as a few-shot exemplar writes its answer.
+    # Summed log-likelihoods, not length-normalised: longer option texts are penalised (lm-evaluation-harness's acc)
+    option_text: bool = False
     shard: str | None = None  # "K/N": run the K-th of N deterministic slices of the sets (posixlab/shards.py)
 
 
@@ -150,7 +154,8 @@ def build_prompt_sets(cfg: RunConfig, progress: bool = True,
 
 
 def _set_record(prompt_set: PromptSet, model_texts, prompt_ids, scores, lm: CausalLM, max_new_tokens: int,
-                embedder: SentenceEmbedder | None, continuations: list[str], lead: str) -> dict:
+                embedder: SentenceEmbedder | None, continuations: list[str], lead: str,
+                option_text: bool = False) -> dict:
     lengths = scores.lengths
     texts = [lm.decode(r) for r in scores.responses]
     item = prompt_set.item
@@ -181,7 +186,7 @@ def _set_record(prompt_set: PromptSet, model_texts, prompt_ids, scores, lm: Caus
         "factors": set_factors([tuple(r) for r in scores.responses], scores.matrix, embeddings),
         # per prompt: the gold answer, the option its log-likelihoods pick, the greedy response's reading (answers.py)
         "answers": set_answers(item.options, item.answer, [p.record for p in prompt_set.prompts], texts,
-                               continuations, scores.candidates, lead),
+                               continuations, scores.candidates, lead, option_text),
         "stats": scores.stats,
     }
 
@@ -222,7 +227,7 @@ def run(cfg: RunConfig, lm: CausalLM | None = None, progress: bool = True,
     # answer options scored as continuations (multiple choice with a gold answer): after the paper's "A:" a space
     # comes before the option's mark; in a chat template the assistant's turn starts with it
     lead = "" if cfg.chat_template else " "
-    continuations = [candidate_strings(p.item.options, [v.record for v in p.prompts], lead)
+    continuations = [candidate_strings(p.item.options, [v.record for v in p.prompts], lead, cfg.option_text)
                      if cfg.score_options and p.item.answer is not None else [] for p in prompt_sets]
     candidate_ids = [[lm.encode(c, add_special_tokens=False) for c in cs] for cs in continuations]
     # one engine per response length (a run's sets share one unless the user's sets set their own)
@@ -240,7 +245,7 @@ def run(cfg: RunConfig, lm: CausalLM | None = None, progress: bool = True,
         for index, scores in _score_in_order(engines, lengths, [ids for _, ids in encoded], candidate_ids):
             texts, ids = encoded[index]
             record = _set_record(prompt_sets[index], texts, ids, scores, lm, lengths[index], embedder,
-                                 continuations[index], lead)
+                                 continuations[index], lead, cfg.option_text)
             writer.write({"set_index": positions[index], **record})
             bar.update(1)
             bar.set_postfix(psi=f"{record['psi']:.3f}", cached=scores.stats["cached"])

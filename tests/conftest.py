@@ -33,7 +33,8 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def small_results(lm, tmp_path_factory) -> Path:
     """A small saved sweep, written by real runs of the packaged model: MMLU (all four variant types at 0 shots,
-    spelling at 1 shot), the Alpaca and BBH fixtures; 4 sets of N = 4 each (N = 6 for mixtures: 2 + 2 + 2). Paraphrases come from a user file, so no
+    spelling at 1 shot), format variants at 0 shots, the Alpaca and BBH fixtures; 4 sets of N = 4 each (N = 6 for
+    mixtures: 2 + 2 + 2). Paraphrases come from a user file, so no
     rephraser runs. Every table and figure can be drawn from it."""
     import json
 
@@ -53,7 +54,8 @@ def small_results(lm, tmp_path_factory) -> Path:
                 rewrites = [f"In other words ({i}): {item.question}" for i in range(20)]
                 handle.write(json.dumps({"original": item.question, "paraphrases": rewrites}) + "\n")
     rephraser = RephraserConfig(backend="file", path=str(paraphrases))
-    cells = [(mmlu, v, 0) for v in ("spelling", "template", "paraphrase", "mixture")] + [(mmlu, "spelling", 1)] + \
+    cells = [(mmlu, v, 0) for v in ("spelling", "template", "paraphrase", "mixture", "format")] + \
+            [(mmlu, "spelling", 1)] + \
             [(alpaca, v, 0) for v in ("template", "mixture")] + [(bbh, "template", 0)]
     for number, (spec, variant, shots) in enumerate(cells):
         out = root / "sweep" / f"{number}_{spec.name}_{variant}_{shots}shot"

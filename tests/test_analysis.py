@@ -18,16 +18,17 @@ from posixlab.results import read_sets
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES = ["figure1", "figure1_variance", "figure2", "figure3", "figure4", "figure5", "figure6", "figure7",
-           "figure7_variance", "figure8", "figure9", "figure_shots"]
+           "figure7_variance", "figure8", "figure9", "figure_shots", "figure_accuracy_prompts",
+           "figure_psi_accuracy_spread"]
 TABLES = ["per_set.csv", "cells.md", "cells.csv", "table1.md", "table1.csv", "table2.md", "table2.csv", "factors.md",
           "factors.csv"]
 
 
 def test_rows_carry_psi_and_factors_of_every_set(small_results):
     rows = load_rows(small_results)
-    assert len(rows) == 8 * 4
+    assert len(rows) == 9 * 4
     assert {(r["dataset"], r["variant"], r["shots"]) for r in rows} == {
-        ("mmlu", v, 0) for v in ("spelling", "template", "paraphrase", "mixture")} | {
+        ("mmlu", v, 0) for v in ("spelling", "template", "paraphrase", "mixture", "format")} | {
         ("mmlu", "spelling", 1), ("alpaca", "template", 0), ("alpaca", "mixture", 0), ("bbh", "template", 0)}
     folder = next(small_results.glob("0_*"))
     for row, record in zip([r for r in rows if r["source"] == str(folder)], read_sets(folder)):
@@ -95,7 +96,7 @@ def test_duplicate_runs_of_a_cell_keep_the_latter_with_a_warning(small_results, 
     shutil.copytree(first, tmp_path / "a_copy")
     with pytest.warns(GridWarning, match="keeping the latter"):
         rows = load_rows(small_results, tmp_path)
-    assert len(rows) == 8 * 4
+    assert len(rows) == 9 * 4
 
 
 def test_box_panels_share_one_psi_axis():
@@ -187,5 +188,5 @@ def test_the_notebook_runs_top_to_bottom(small_results, tmp_path):
     assert not [o for o in outputs if o.output_type == "error"]
     assert sum(o.output_type == "display_data" and "image/png" in o.get("data", {}) for o in outputs) >= 4
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
-    assert "POSIX" in text and "32 prompt sets" in text
+    assert "POSIX" in text and "36 prompt sets" in text
     assert (tmp_path / "table1.md").is_file()

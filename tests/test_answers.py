@@ -8,7 +8,7 @@ import pytest
 
 from posixlab.answers import (accuracy_summary, candidate_strings, matches_gold, parse_choice, prompt_choices,
                               set_answers)
-from posixlab.data import DatasetSpec
+from posixlab.data import DatasetSpec, load_items
 from posixlab.models import ModelSpec
 from posixlab.pipeline import RunConfig, run
 
@@ -129,6 +129,27 @@ def test_a_run_scores_the_options_as_a_full_forward_pass_would(lm, tmp_path):
             for j, response in enumerate(record["responses"]):
                 assert record["logprob_matrix"][i][j] == pytest.approx(lm.score_full(p, response["token_ids"]),
                                                                         abs=1e-4)
+
+
+def test_option_text_scores_mark_and_text_as_a_full_forward_pass_would(lm, tmp_path):
+    """option_text=True: each option is scored as its mark followed by its text, under the format variant's own
+    order and marks, and the prediction follows the option (not the position) when the order changes."""
+    spec = ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct")
+    cfg = RunConfig(model=spec, dataset=DatasetSpec("mmlu"), variant="format", num_sets=2, num_variants=2,
+                    max_new_tokens=3, output_dir=str(tmp_path / "run"), score_cache=False, embedding=None,
+                    option_text=True)
+    run(cfg, lm=lm, progress=False)
+    records = [json.loads(line) for line in (tmp_path / "run" / "sets.jsonl").read_text().splitlines()]
+    items = {i.item_id: i for i in load_items(DatasetSpec("mmlu"))}
+    for record in records:
+        options = items[record["item_id"]].options
+        for prompt, answer in zip(record["prompts"], record["answers"]):
+            choices = prompt_choices(options, prompt["record"])
+            ids = lm.encode(prompt["text"])
+            expected = [" " + mark + text for mark, text in zip(choices.marks, choices.texts)]
+            full = [lm.score_full(ids, lm.encode(c, add_special_tokens=False)) for c in expected]
+            assert np.abs(np.array(answer["by_options"]["logprobs"]) - full).max() < 1e-4
+            assert answer["by_options"]["pred"] == "ABCD"[choices.order[int(np.argmax(full))]]
 
 
 def test_prompt_choice_and_a_rebuilt_summary(lm, tmp_path):

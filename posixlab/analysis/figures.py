@@ -1,8 +1,11 @@
-"""The paper's figures, redrawn from per-set rows (``collect.load_rows``); no model is loaded.
+"""The paper's figures, redrawn from per-set rows (``collect.load_rows``) with seaborn; no model is loaded.
 
-Each figure is saved as PNG and PDF. A model, data set or variant type that a figure needs but the results lack
-leaves a gap (an empty slot with its label) and a ``GridWarning``, never an error. Figures whose models are the
-paper's 7B models fall back to the models present, ordered by size, when none of the paper's are (the offline runs).
+Every figure takes the theme of ``posixlab.analysis.style`` (seaborn's paper context, white grid, colour-blind
+palette, fonts sized for an ACL column) and is saved as PNG and PDF by ``save``. Every interval seaborn bootstraps is
+seeded (``style.SEED``, ``style.N_BOOT`` resamples), so the same results give the same files. A model, data set or
+variant type that a figure needs but the results lack leaves a gap (an empty slot with its label) and a
+``GridWarning``, never an error. Figures whose models are the paper's 7B models fall back to the models present,
+ordered by size, when none of the paper's are (the offline runs).
 """
 
 from __future__ import annotations
@@ -15,11 +18,21 @@ import matplotlib
 matplotlib.use("Agg")  # files only; never opens a window (CI, clusters)
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from posixlab.analysis.collect import GridWarning, cells, data_caption, finite  # noqa: E402
+from posixlab.analysis import style  # noqa: E402
+from posixlab.analysis.accuracy import accuracy_rows  # noqa: E402
+from posixlab.analysis.collect import GridWarning, data_caption, decode_correct, finite  # noqa: E402
 from posixlab.analysis.paper import MAIN_MODELS, dataset_label, label, size  # noqa: E402
 from posixlab.analysis.tables import VARIANT_ORDER  # noqa: E402
-from posixlab.metrics.stats import bootstrap_ci, spearman  # noqa: E402
+from posixlab.metrics import accuracy as acc  # noqa: E402
+from posixlab.metrics.stats import spearman  # noqa: E402
+
+# variant types where prompt j is the same format for every item, so "the accuracy of prompt j" means something
+FIXED_FORMAT_VARIANTS = ("template", "format")
 
 # figure -> what it shows, after the paper (posix-paper notes, "Figures")
 PAPER_FIGURES = {
@@ -37,26 +50,35 @@ PAPER_FIGURES = {
 
 
 def save(fig, folder: Path, name: str) -> list[Path]:
+    """``fig`` as ``name``.png (``style.DPI``) and ``name``.pdf under ``folder``, then closed. The PDF carries no
+    creation date, so the same figure gives the same bytes."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = [folder / f"{name}.png", folder / f"{name}.pdf"]
-    fig.savefig(paths[0], dpi=150, bbox_inches="tight")
+    fig.savefig(paths[0], dpi=style.DPI, bbox_inches="tight")
     fig.savefig(paths[1], bbox_inches="tight", metadata={"CreationDate": None})  # same bytes for the same data
     plt.close(fig)
     return paths
 
 
 def factor_figure(rows: list[dict], title: str, confidence: str = "logprob_sd"):
-    """Fig. 1 / Fig. 7: ψ against the four factors. (a) box plot per number of unique responses; (b)-(d) ψ averaged
-    in equal-width bins of the factor, with a least-squares trend fitted to the per-set points. Spearman's ρ on the
-    per-set points (not the bins) is printed on each panel; the paper reports none."""
-    fig, axes = plt.subplots(1, 4, figsize=(18, 4.2))
+    """Fig. 1 / Fig. 7: ψ against the four factors, four panels across the page. (a) ``sns.boxplot`` of ψ per number
+    of unique responses (on its numeric axis: an absent count leaves a gap); (b)-(d) ``sns.regplot``: ψ averaged in
+    equal-width bins of the factor (between 5 and 30 bins, about 10 sets a bin; their centres are passed as
+    ``x_bins``, seaborn puts each set in the nearest one and draws the bin's mean with a bootstrap 95% interval) and a
+    least-squares polynomial fitted to the per-set points, not the bins, with its bootstrap 95% band (``_trend``):
+    quadratic for entropy and coherence, linear for confidence. Spearman's ρ on the per-set points is printed on each
+    panel; the paper reports none."""
+    style.apply_theme()
     headline = title.splitlines()[0]  # warnings name the figure; the data caption below it is for the page
+    fig, axes = _grid(style.TWO_COLUMNS, style.PANEL_HEIGHT, title, 4)
+    colour, trend = style.palette(4)[0], style.palette(4)[3]
     psi = np.array([r["psi"] for r in rows], dtype=float)
-    unique = np.array([r["unique_responses"] for r in rows], dtype=float)
-    counts = sorted({int(u) for u in unique})
-    axes[0].boxplot([psi[unique == c] for c in counts], positions=counts, widths=0.6, showfliers=True,
-                    flierprops={"markersize": 2})
-    axes[0].set(xlabel="Number of unique responses", ylabel="ψ", title="(a) Response diversity")
+    unique = np.array([r["unique_responses"] for r in rows], dtype=int)
+    _boxplot(x=unique, y=psi, native_scale=True, color=colour, width=0.7, linewidth=0.5, fliersize=1, ax=axes[0])
+    axes[0].xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
+    axes[0].set_ylabel("ψ")
+    _xlabel(axes[0], "Number of unique responses")
+    _title(axes[0], "(a) Response diversity")
     _rho(axes[0], unique, psi)
     xlabel = {"logprob_sd": "Log-probability s.d. (identical responses)",
               "logprob_variance": "Log-probability variance (identical responses)"}[confidence]
@@ -66,66 +88,82 @@ def factor_figure(rows: list[dict], title: str, confidence: str = "logprob_sd"):
         (axes[3], confidence, "(d) Variance in confidence", xlabel, 1),
     ]:
         pairs = [(r[key], r["psi"]) for r in rows if r.get(key) is not None]
-        ax.set(xlabel=xl, ylabel="mean ψ in bin", title=name)
+        ax.set_ylabel("mean ψ in bin")
+        _xlabel(ax, xl)
+        _title(ax, name)
         if len(pairs) < 2:
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
             warnings.warn(f"{headline}: no sets have {key}; panel {name[:3]} is empty", GridWarning, stacklevel=2)
             continue
         x, y = (np.array(v, dtype=float) for v in zip(*pairs))
-        _binned(ax, x, y, degree)
+        sns.regplot(x=x, y=y, x_bins=_bin_centres(x), fit_reg=False, ci=95, n_boot=style.N_BOOT, seed=style.SEED,
+                    color=colour, scatter_kws={"s": 7, "zorder": 3}, ax=ax)
+        for line in ax.lines:  # the bins' intervals: thinner than seaborn's default, under the means
+            line.set(linewidth=0.7, alpha=0.8)
+        if len(set(x.tolist())) > degree:
+            _trend(ax, x, y, degree, trend)
         _rho(ax, x, y)
-    fig.suptitle(title)
-    fig.tight_layout()
     return fig
 
 
 def box_figure(panels: list[tuple[str, list[str], dict[str, list[float]]]], title: str, ylabel: str = "ψ"):
-    """Box plots of per-set ψ, one panel per (title, ordered labels, values by label). A label without values keeps
-    its slot, empty. Panels share one ψ axis, so that a box's height compares across panels by eye."""
-    fig, axes = plt.subplots(1, len(panels), figsize=(max(5, 1.1 * max(len(p[1]) for p in panels) + 1.5) *
-                                                      len(panels), 4.2), squeeze=False, sharey=True)
+    """Box plots of per-set ψ, one panel per (title, ordered labels, values by label): ``sns.boxplot`` on a long-form
+    table, ``order`` = the panel's labels (a label without values keeps its slot, empty, with a ``GridWarning``) and
+    ``hue`` = the label, so that a model has one colour in every panel. Panels share one ψ axis, so that a box's
+    height compares across panels by eye, and are as wide as their number of slots."""
+    style.apply_theme()
     headline = title.splitlines()[0]  # warnings name the figure; the data caption below it is for the page
-    for ax, (name, labels, values) in zip(axes[0], panels):
-        data = [values.get(k, []) for k in labels]
-        for k, d in zip(labels, data):
-            if not d:
+    names = list(dict.fromkeys(k for _, labels, _ in panels for k in labels))
+    colours = dict(zip([label(k) for k in names], style.palette(len(names))))
+    records = []
+    for number, (name, labels, values) in enumerate(panels):
+        for k in labels:
+            if not values.get(k):
                 warnings.warn(f"{headline} / {name}: no results for {k}; its box is left out", GridWarning,
                               stacklevel=2)
-        positions = [i for i, d in enumerate(data, 1) if d]
-        if positions:
-            ax.boxplot([d for d in data if d], positions=positions, widths=0.6, flierprops={"markersize": 2})
-        ax.set_xticks(range(1, len(labels) + 1), [label(k) for k in labels], rotation=30, ha="right")
-        ax.set_xlim(0.4, len(labels) + 0.6)
-        ax.set(title=name, ylabel=ylabel)
-    fig.suptitle(title)
-    fig.tight_layout()
+            records += [{"panel": number, "model": label(k), "psi": float(v)} for v in values.get(k, [])]
+    data = pd.DataFrame(records, columns=["panel", "model", "psi"])
+    slots = sum(len(labels) for _, labels, _ in panels)
+    fig, axes = _grid(style.width(len(panels), slots), style.PANEL_HEIGHT + 0.5, title, len(panels), sharey=True,
+                      width_ratios=[max(1, len(labels)) for _, labels, _ in panels])
+    for number, (ax, (name, labels, _)) in enumerate(zip(axes, panels)):
+        order = [label(k) for k in labels]
+        subset = data[data["panel"] == number]
+        if len(subset):
+            _boxplot(data=subset, x="model", y="psi", order=order, hue="model", hue_order=list(colours),
+                     palette=colours, legend=False, width=0.6, linewidth=0.6, fliersize=1.2, ax=ax)
+        else:  # no box at all: seaborn draws nothing, so lay out the empty slots by hand
+            ax.set_xlim(-0.5, len(order) - 0.5)
+        _slot_labels(ax, order)
+        ax.set(xlabel="", ylabel=ylabel if number == 0 else "")
+        _title(ax, name)
     return fig
 
 
 def shots_figure(rows: list[dict], dataset: str, title: str):
-    """Table 2 as lines: POSIX (with its bootstrap 95% interval) against the number of exemplars, one panel per
-    variant type (one shared axis), one line per model."""
-    grouped = cells([r for r in rows if r["dataset"] == dataset])
-    variants = sorted({c.variant for c in grouped}, key=lambda v: VARIANT_ORDER.index(v) if v in VARIANT_ORDER else 9)
-    models = sorted({c.model for c in grouped}, key=lambda m: (size(m), m))
-    fig, axes = plt.subplots(1, max(1, len(variants)), figsize=(5 * max(1, len(variants)), 4), squeeze=False,
-                             sharey=True)
-    for ax, variant in zip(axes[0], variants):
-        for model in models:
-            points = sorted((c.shots, [r["psi"] for r in members]) for c, members in grouped.items()
-                            if c.model == model and c.variant == variant)
-            if not points:
-                continue
-            shots = [s for s, _ in points]
-            means = [float(np.mean(p)) for _, p in points]
-            intervals = np.array([bootstrap_ci(p) for _, p in points]).T
-            errors = np.abs(intervals - np.array(means))
-            ax.errorbar(shots, means, yerr=errors, marker="o", capsize=3, label=label(model))
-        ax.set(title=variant, xlabel="few-shot exemplars", ylabel="POSIX (mean ψ, 95% CI)")
-        ax.set_xticks(sorted({c.shots for c in grouped}))
-        ax.legend(fontsize=8)
-    fig.suptitle(title)
-    fig.tight_layout()
+    """Table 2 as lines: POSIX against the number of exemplars, one panel per variant type (one shared axis), one
+    line per model (``sns.pointplot``: the mean ψ with its bootstrap 95% interval, seeded, models dodged apart so
+    that their intervals do not hide each other). A shot count a model lacks is a missing point."""
+    style.apply_theme()
+    subset = [r for r in rows if r["dataset"] == dataset]
+    variants = sorted({r["variant"] for r in subset},
+                      key=lambda v: VARIANT_ORDER.index(v) if v in VARIANT_ORDER else 9)
+    models = [label(m) for m in sorted({r["model"] for r in subset}, key=lambda m: (size(m), m))]
+    colours = dict(zip(models, style.palette(len(models))))
+    data = pd.DataFrame([{"variant": r["variant"], "model": label(r["model"]), "shots": int(r["shots"]),
+                          "psi": float(r["psi"])} for r in subset], columns=["variant", "model", "shots", "psi"])
+    shots = sorted(set(data["shots"]))
+    fig, axes = _grid(style.TWO_COLUMNS if len(variants) > 2 else style.COLUMN, style.PANEL_HEIGHT, title,
+                      max(1, len(variants)), sharey=True, legend_rows=-(-len(models) // 4))
+    for number, (ax, variant) in enumerate(zip(axes, variants)):
+        sns.pointplot(data=data[data["variant"] == variant], x="shots", y="psi", order=shots, hue="model",
+                      hue_order=models, palette=colours, dodge=0.3 if len(models) > 1 else False, markers="o",
+                      markersize=3, linewidth=1, errorbar=("ci", 95), n_boot=style.N_BOOT, seed=style.SEED,
+                      capsize=0.12, err_kws={"linewidth": 0.8}, legend=False, ax=ax)
+        ax.set(xlabel="few-shot exemplars", ylabel="POSIX (mean ψ, 95% CI)" if number == 0 else "")
+        _title(ax, variant)
+    handles = [Line2D([], [], color=colours[m], marker="o", markersize=3, linewidth=1, label=m) for m in models]
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(4, len(models)), frameon=False)
     return fig
 
 
@@ -176,12 +214,11 @@ def paper_figures(rows: list[dict], folder: Path) -> list[Path]:
             subset = [r for r in zero if r["dataset"] == arg]
             if not subset:
                 continue
-            present = sorted({r["variant"] for r in subset}, key=VARIANT_ORDER.index)
             panels = []
             for variant in VARIANT_ORDER:
                 values = _values(subset, variant=variant)
                 models = _by_size(_values(subset))
-                if variant not in present:
+                if not values:
                     warnings.warn(f"{name}: no {variant} results for {arg}; panel empty", GridWarning, stacklevel=2)
                 panels.append((variant, models, values))
             written += save(box_figure(panels, f"{dataset_label(arg)}: ψ per model and variant type"
@@ -196,13 +233,133 @@ def paper_figures(rows: list[dict], folder: Path) -> list[Path]:
     return written
 
 
+def accuracy_figures(rows: list[dict], folder: Path) -> list[Path]:
+    """The figures of accuracy beside ψ, where the results hold correctness per prompt (0-shot cells only, as
+    Table 1): ``figure_accuracy_prompts`` (``accuracy_by_prompt_figure``) and ``figure_psi_accuracy_spread``
+    (``psi_spread_figure``). Returns the files written; none without gold answers."""
+    zero = [r for r in rows if int(r["shots"]) == 0 and (r.get("correct_options") or r.get("correct_greedy"))]
+    if not zero:
+        return []
+    written = []
+    suffix = f"\n{data_caption(zero)}"
+    fixed = [r for r in zero if r["variant"] in FIXED_FORMAT_VARIANTS]
+    if fixed:
+        written += save(accuracy_by_prompt_figure(fixed, f"Accuracy of each prompt format, per model{suffix}"),
+                        folder, "figure_accuracy_prompts")
+    records = [r for r in accuracy_rows(zero) if r["reading"] == _reading(r, zero)]
+    written += save(psi_spread_figure(records, f"ψ against the spread of accuracy over prompts{suffix}"), folder,
+                    "figure_psi_accuracy_spread")
+    return written
+
+
+def accuracy_by_prompt_figure(rows: list[dict], title: str):
+    """Accuracy of each prompt over the items of a cell, for the variant types where prompt j is one format for
+    every item (``FIXED_FORMAT_VARIANTS``): one panel per (data set, variant type), one box per model over its
+    prompts' accuracies with each prompt a point on it (``sns.boxplot`` + ``sns.swarmplot``), the original prompt
+    (j = 0) a black diamond. Accuracy comes from the options' log-likelihoods where they were scored, else from the
+    parsed greedy responses; the y label says which."""
+    style.apply_theme()
+    records = []
+    for (dataset, variant, model), members in _groups(rows, ("dataset", "variant", "model")).items():
+        reading = "options" if any(r.get("correct_options") for r in members) else "greedy"
+        matrix = [decode_correct(r.get(f"correct_{reading}")) for r in members]
+        matrix = [m for m in matrix if m]
+        if not matrix:
+            continue
+        width = max(map(len, matrix))
+        per_prompt = acc.accuracy_per_prompt([m + [None] * (width - len(m)) for m in matrix])
+        records += [{"panel": f"{dataset_label(dataset)} · {variant}", "model": label(model), "prompt": j,
+                     "accuracy": float(a), "reading": reading} for j, a in enumerate(per_prompt)]
+    data = pd.DataFrame(records, columns=["panel", "model", "prompt", "accuracy", "reading"])
+    panels = sorted(set(data["panel"]), key=lambda p: (p.split(" · ")[0], _variant_rank(p.split(" · ")[1])))
+    models = [label(m) for m in sorted({r["model"] for r in rows}, key=lambda m: (size(m), m))]
+    colours = dict(zip(models, style.palette(len(models))))
+    fig, axes = _grid(style.width(len(panels), len(models) * len(panels)), style.PANEL_HEIGHT + 0.4, title,
+                      max(1, len(panels)), sharey=True)
+    for number, (ax, panel) in enumerate(zip(axes, panels)):
+        subset = data[data["panel"] == panel]
+        _boxplot(data=subset, x="model", y="accuracy", order=models, hue="model", hue_order=models, palette=colours,
+                 legend=False, width=0.55, linewidth=0.6, showfliers=False, boxprops={"alpha": 0.35}, ax=ax)
+        # a swarm, not a jittered strip: no random offsets, so the same results give the same file
+        sns.swarmplot(data=subset[subset["prompt"] > 0], x="model", y="accuracy", order=models, hue="model",
+                      hue_order=models, palette=colours, legend=False, size=2.5, ax=ax)
+        original = subset[subset["prompt"] == 0]
+        ax.scatter([models.index(m) for m in original["model"]], original["accuracy"], marker="D", s=12,
+                   color="black", zorder=4, label="original prompt")
+        readings = sorted(set(subset["reading"]))
+        ax.set(xlabel="", ylabel=f"accuracy of a prompt ({'/'.join(readings)})" if number == 0 else "")
+        _slot_labels(ax, models)
+        _title(ax, panel)
+    if panels:
+        axes[0].legend(loc="lower left", frameon=False, handletextpad=0.2)
+    return fig
+
+
+def psi_spread_figure(records: list[dict], title: str):
+    """Each cell (model, data set, variant type) as one point: POSIX against the range of its per-prompt accuracies
+    (max − min over prompts, from ``analysis.accuracy.accuracy_rows``), colour = model, marker = variant type, one
+    panel per data set (``sns.scatterplot``). Does the variant type that moves ψ most also move accuracy most?"""
+    style.apply_theme()
+    data = pd.DataFrame([{"dataset": dataset_label(r["dataset"]), "model": label(r["model"]),
+                          "variant": r["variant"], "posix": r["posix"], "range": r["range"]} for r in records],
+                        columns=["dataset", "model", "variant", "posix", "range"])
+    datasets = list(dict.fromkeys(data["dataset"]))
+    models = [label(m) for m in sorted({r["model"] for r in records}, key=lambda m: (size(m), m))]
+    variants = sorted(set(data["variant"]), key=_variant_rank)
+    markers = dict(zip(variants, ["o", "s", "^", "D", "P", "X", "v"]))
+    columns = 2 if len(datasets) <= 2 else 4  # legend columns: the figure is one column wide up to two panels
+    fig, axes = _grid(style.width(len(datasets)), style.PANEL_HEIGHT + 0.3, title, max(1, len(datasets)),
+                      legend_rows=-(-(len(models) + len(variants) + 2) // columns))
+    for number, (ax, dataset) in enumerate(zip(axes, datasets)):
+        sns.scatterplot(data=data[data["dataset"] == dataset], x="posix", y="range", hue="model", hue_order=models,
+                        palette=dict(zip(models, style.palette(len(models)))), style="variant",
+                        style_order=variants, markers=markers, s=28, edgecolor="black", linewidth=0.3,
+                        legend=number == 0, ax=ax)
+        ax.set(xlabel="POSIX (mean ψ)", ylabel="accuracy range over prompts" if number == 0 else "")
+        _title(ax, dataset)
+    if datasets:
+        _move_legend(fig, axes[0], columns)
+    return fig
+
+
+def _move_legend(fig, ax, columns: int = 6) -> None:
+    """The legend seaborn drew on ``ax`` (hue and style entries), moved under the figure in ``columns``."""
+    legend = ax.get_legend()
+    if legend is None:
+        return
+    handles, texts = legend.legend_handles, [t.get_text() for t in legend.get_texts()]
+    legend.remove()
+    fig.legend(handles, texts, loc="outside lower center", ncols=min(columns, len(texts)), frameon=False)
+
+
+def _reading(record: dict, rows: list[dict]) -> str:
+    """The reading a cell's accuracy is drawn from: the options' log-likelihoods where any set has them."""
+    members = [r for r in rows if (r["model"], r["dataset"], r["variant"]) ==
+               (record["model"], record["dataset"], record["variant"])]
+    return "options" if any(r.get("correct_options") for r in members) else "greedy"
+
+
+def _groups(rows: list[dict], keys: tuple[str, ...]) -> dict[tuple, list[dict]]:
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in keys), []).append(r)
+    return groups
+
+
+def _variant_rank(variant: str) -> tuple[int, str]:
+    order = VARIANT_ORDER + ["format"]
+    return (order.index(variant) if variant in order else len(order), variant)
+
+
 def run_figures(rows: list[dict], folder: Path) -> dict[str, Path]:
-    """The figures of a single run (logged to W&B by run.py): ψ per set, and ψ against the four factors."""
+    """The figures of a single run (logged to W&B by run.py): a histogram of ψ per set (``sns.histplot``), and ψ
+    against the four factors (``factor_figure``)."""
+    style.apply_theme()
     psi = [r["psi"] for r in rows]
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.hist(psi, bins=min(30, max(5, len(psi) // 2)))
-    ax.set(xlabel="ψ", ylabel="prompt sets", title=f"POSIX = {np.mean(psi):.3f} over {len(psi)} sets")
-    fig.tight_layout()
+    fig, ax = plt.subplots(figsize=(style.COLUMN, style.PANEL_HEIGHT + 0.2), layout="constrained")
+    sns.histplot(x=psi, bins=min(30, max(5, len(psi) // 2)), ax=ax)
+    ax.set(xlabel="ψ", ylabel="prompt sets")
+    _title(ax, f"POSIX = {np.mean(psi):.3f} over {len(psi)} sets")
     paths = {"psi_histogram": save(fig, folder, "psi_histogram")[0]}
     first = rows[0]
     with warnings.catch_warnings():
@@ -210,7 +367,41 @@ def run_figures(rows: list[dict], folder: Path) -> dict[str, Path]:
         fig = factor_figure(rows, f"{label(first['model'])} · {first['dataset']} · {first['variant']} · "
                                   f"{first['shots']}-shot")
     paths["factors"] = save(fig, folder, "factors")[0]
+    if any(r.get("correct_options") or r.get("correct_greedy") for r in rows):
+        paths["accuracy_per_prompt"] = save(run_accuracy_figure(rows), folder, "accuracy_per_prompt")[0]
     return paths
+
+
+def run_accuracy_figure(rows: list[dict]):
+    """One run's accuracy of each prompt j (the j-th prompt of every set, 0: the original), from each reading it
+    has (``sns.pointplot``, hue = reading: the options' log-likelihoods, the parsed greedy response), with the mean
+    over prompts as a dashed line per reading."""
+    style.apply_theme()
+    records = []
+    for reading, name in (("options", "options' log-likelihoods"), ("greedy", "greedy response, parsed")):
+        matrix = [m for m in (decode_correct(r.get(f"correct_{reading}")) for r in rows) if m]
+        if not matrix:
+            continue
+        width = max(map(len, matrix))
+        per_prompt = acc.accuracy_per_prompt([m + [None] * (width - len(m)) for m in matrix])
+        records += [{"reading": name, "prompt": j, "accuracy": float(a)} for j, a in enumerate(per_prompt)]
+    data = pd.DataFrame(records, columns=["reading", "prompt", "accuracy"])
+    readings = list(dict.fromkeys(data["reading"]))
+    colours = dict(zip(readings, style.palette(len(readings))))
+    first = rows[0]
+    fig, axes = _grid(style.COLUMN, style.PANEL_HEIGHT, f"Accuracy of each prompt: {label(first['model'])} · "
+                      f"{first['dataset']} · {first['variant']} · {first['shots']}-shot ({len(rows)} sets)", 1,
+                      legend_rows=len(readings))
+    ax = axes[0]
+    sns.pointplot(data=data, x="prompt", y="accuracy", hue="reading", hue_order=readings, palette=colours,
+                  markers="o", markersize=2.5, linewidth=0.9, errorbar=None, ax=ax)
+    for reading in readings:
+        ax.axhline(data.loc[data["reading"] == reading, "accuracy"].mean(), color=colours[reading], linewidth=0.7,
+                   linestyle="--")
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=8, integer=True))
+    ax.set(xlabel="prompt j (0: the original)", ylabel="accuracy", ylim=(-0.03, 1.03))
+    _move_legend(fig, ax)
+    return fig
 
 
 def _values(rows: list[dict], **match) -> dict[str, list[float]]:
@@ -225,27 +416,90 @@ def _by_size(values: dict) -> list[str]:
     return sorted(values, key=lambda m: (size(m), m))
 
 
-def _binned(ax, x: np.ndarray, y: np.ndarray, degree: int) -> None:
+def _grid(width: float, height: float, title: str, panels: int, sharey: bool = False, legend_rows: int = 0,
+          width_ratios: list[int] | None = None):
+    """A row of ``panels`` axes, ``width`` inches across and ``height`` inches tall for the panels, plus room for
+    ``title`` (wrapped to the width, set as the figure's title) and for ``legend_rows`` of a legend below."""
+    title = style.wrap(title, width)
+    lines = title.count("\n") + 1
+    fig, axes = plt.subplots(1, panels, squeeze=False, sharey=sharey, width_ratios=width_ratios,
+                             figsize=(width, height + 0.16 * lines + 0.17 * legend_rows), layout="constrained")
+    fig.suptitle(title)
+    return fig, list(axes[0])
+
+
+def _trend(ax, x: np.ndarray, y: np.ndarray, degree: int, colour) -> None:
+    """``sns.regplot``'s least-squares polynomial of ``degree`` through the points, with its bootstrap 95% band; no
+    band where a resample cannot be fitted (every x of a resample at 0, likely when few sets have most x at 0, e.g.
+    the entropy of a small run whose responses mostly agree)."""
+    kwargs = {"x": x, "y": y, "order": degree, "scatter": False, "n_boot": style.N_BOOT, "seed": style.SEED,
+              "color": colour, "line_kws": {"linewidth": 1.2}, "ax": ax}
+    # a resample of a few sets may hold fewer distinct x than the degree needs (RankWarning), or only zeros (0 / 0)
+    with warnings.catch_warnings(), np.errstate(invalid="ignore"):
+        warnings.simplefilter("ignore", np.exceptions.RankWarning)
+        try:
+            sns.regplot(ci=95, **kwargs)
+        except np.linalg.LinAlgError:  # raised before anything is drawn: draw the line alone
+            sns.regplot(ci=None, **kwargs)
+
+
+def _boxplot(**kwargs) -> None:
+    """``sns.boxplot``, quiet about seaborn 0.13's use of a matplotlib argument that matplotlib 3.11 deprecates."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="vert: bool was deprecated", category=DeprecationWarning)
+        sns.boxplot(**kwargs)
+
+
+def _pitch(ax) -> float:
+    """The inches across that ``ax`` has in its row of panels (its share of the figure's width)."""
+    spec = ax.get_subplotspec()
+    ratios = spec.get_gridspec().get_width_ratios() or [1] * spec.get_gridspec().ncols
+    return ax.get_figure().get_figwidth() * ratios[spec.colspan.start] / sum(ratios)
+
+
+def _title(ax, text: str) -> None:
+    """A panel title, wrapped to the panel's width."""
+    ax.set_title(style.wrap(text, _pitch(ax) - 0.3))
+
+
+def _xlabel(ax, text: str) -> None:
+    """An x-axis label, wrapped to the panel's width."""
+    ax.set_xlabel(style.wrap(text, _pitch(ax) - 0.2, style.FONT))
+
+
+def _slot_labels(ax, labels: list[str]) -> None:
+    """Category labels under their slots: level, broken after hyphens, where they fit the slot's width; else at
+    45 degrees, anchored at their slot."""
+    slot = (_pitch(ax) - 0.4) / max(1, len(labels))
+    broken = [style.wrap(t, slot - 0.04, style.FONT - 1, hyphens=True) for t in labels]
+    if all(style.text_width(t, style.FONT - 1) <= slot - 0.04 for t in broken) and max(
+            t.count("\n") for t in broken) < 3:
+        ax.set_xticks(range(len(labels)), broken)
+    else:
+        ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right", rotation_mode="anchor")
+
+
+def _bin_centres(x: np.ndarray) -> list[float]:
+    """The centres of equal-width bins over the range of ``x``: one bin per 10 points, between 5 and 30 bins (one
+    centre when every value is the same). ``sns.regplot(x_bins=...)`` puts each point in the nearest centre, which
+    for equal widths is the bin it lies in."""
     bins = max(5, min(30, len(x) // 10))
     lo, hi = float(x.min()), float(x.max())
     if hi == lo:
-        ax.scatter(x[:1], [y.mean()], s=12)
-        return
+        return [lo]
     edges = np.linspace(lo, hi, bins + 1)
-    which = np.clip(np.digitize(x, edges) - 1, 0, bins - 1)
-    centres = [(edges[b] + edges[b + 1]) / 2 for b in range(bins) if np.any(which == b)]
-    means = [y[which == b].mean() for b in range(bins) if np.any(which == b)]
-    ax.scatter(centres, means, s=12)
-    if len(set(x.tolist())) > degree:
-        coef = np.polyfit(x, y, degree)
-        grid = np.linspace(lo, hi, 100)
-        ax.plot(grid, np.polyval(coef, grid), color="red", linewidth=1.5)
+    return ((edges[:-1] + edges[1:]) / 2).tolist()
 
 
 def _rho(ax, x, y) -> None:
+    """Spearman's ρ (``posixlab.metrics.stats.spearman``) of the per-set points, in an upper corner of the panel
+    (left for a rising trend, right for a falling one), above the data: the y axis is extended to make room."""
     x, y = finite(x), finite(y)
     result = spearman(x, y) if len(x) == len(y) else {"rho": float("nan"), "pvalue": float("nan"), "n": len(x)}
     text = (f"Spearman ρ = {result['rho']:.2f}\np = {result['pvalue']:.1e}, n = {result['n']}"
             if not np.isnan(result["rho"]) else f"ρ undefined (n = {result['n']})")
-    ax.text(0.03, 0.97, text, transform=ax.transAxes, va="top", fontsize=8,
-            bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"})
+    right = not np.isnan(result["rho"]) and result["rho"] < 0
+    ax.text(0.97 if right else 0.03, 0.97, text, transform=ax.transAxes, va="top", ha="right" if right else "left",
+            fontsize=style.FONT - 1.5, bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 1})
+    low, high = ax.get_ylim()
+    ax.set_ylim(low, high + 0.3 * (high - low))  # headroom: the text sits above the data, not on it

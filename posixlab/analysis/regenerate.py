@@ -8,7 +8,7 @@ from pathlib import Path
 from posixlab.analysis.accuracy import accuracy_table
 from posixlab.analysis.classification import find_classification_runs, regenerate_classification
 from posixlab.analysis.collect import PER_SET_CSV, data_caption, load_rows, write_rows
-from posixlab.analysis.figures import paper_figures
+from posixlab.analysis.figures import accuracy_figures, paper_figures
 from posixlab.analysis.tables import summary_rows, table1, table2, write_table
 from posixlab.metrics.factors import FACTOR_NAMES
 from posixlab.results import SETS_FILE, SUMMARY_FILE
@@ -79,4 +79,5 @@ def regenerate_posix(sources: list[str | Path], out: Path) -> list[Path]:
     if any(r.get("correct_options") or r.get("correct_greedy") for r in rows):
         written += write_table(*accuracy_table(rows), out, "accuracy", caption)
     written += paper_figures(rows, out)
+    written += accuracy_figures(rows, out)
     return written
