@@ -37,5 +37,10 @@ class RephraserError(PosixlabError, RuntimeError):
     """A rephraser cannot produce the paraphrases asked for (no key, endpoint down, too few valid paraphrases)."""
 
 
+class EndpointUnreachableError(RephraserError):
+    """A server cannot be reached after one request's retries: the run stops at once instead of trying every other
+    request against the same dead endpoint."""
+
+
 class PromptSetFileError(PosixlabError, ValueError):
     """A user's prompt sets (a file, or lists given in Python) are malformed; the message names the line or set."""

@@ -1,8 +1,8 @@
 """The ``openai`` rephraser backend against real HTTP servers on loopback (no mocks of the client).
 
 * llama-cpp-python's OpenAI-compatible server with the packaged Qwen2.5-Coder-0.5B-Instruct GGUF: real paraphrases;
-* a stdlib ``ThreadingHTTPServer`` answering scripted statuses: retries, backoff, error messages, request counts;
-* a port with nothing listening: the endpoint-down message.
+* a stdlib ``ThreadingHTTPServer`` answering scripted statuses: retries, Retry-After, error messages, request counts;
+* a port with nothing listening: the endpoint-down message, and a run that stops after one request's retries.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import yaml
 
-from posixlab.errors import RephraserError
+from posixlab.errors import EndpointUnreachableError, RephraserError
 from posixlab.models.assets import PACKAGED_MODELS, assemble_gguf
 from posixlab.rephrase.base import Instruction, collect_paraphrases, normalized
 from posixlab.rephrase.openai_backend import OpenAIRephraser
@@ -137,10 +137,8 @@ def scripted():
     s.server.server_close()
 
 
-def local(base_url: str, sleeps: list | None = None, **kw) -> OpenAIRephraser:
-    rephraser = OpenAIRephraser(model="m", base_url=base_url, timeout=10, **kw)
-    rephraser.sleep = (sleeps.append if sleeps is not None else lambda s: None)
-    return rephraser
+def local(base_url: str, **kw) -> OpenAIRephraser:
+    return OpenAIRephraser(model="m", base_url=base_url, timeout=10, **kw)
 
 
 def test_one_call_per_reply_with_its_own_seed_and_placeholder_key(scripted, monkeypatch):
@@ -157,33 +155,52 @@ def test_one_call_per_reply_with_its_own_seed_and_placeholder_key(scripted, monk
 def test_server_down_names_the_endpoint():
     base_url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     start = time.monotonic()
-    with pytest.raises(RephraserError, match="cannot reach the rephraser endpoint") as err:
+    with pytest.raises(EndpointUnreachableError, match="cannot reach the rephraser endpoint") as err:
         local(base_url, max_attempts=2).chat([{"role": "user", "content": "hi"}], seed=0, n=1, max_tokens=5)
-    assert base_url in str(err.value) and "rephraser.base_url" in str(err.value)
+    assert base_url in str(err.value) and "rephraser.base_url" in str(err.value) and "2 attempts" in str(err.value)
     assert time.monotonic() - start < 10
+
+
+def test_a_dead_endpoint_stops_the_paraphrases_after_one_requests_retries(tmp_path):
+    """Three questions against a closed port: the first request's retries are spent (the client's backoff: about
+    0.5 + 1 + 2 s for 4 attempts), then the run stops; the other questions are never tried (before, each was tried
+    in turn, 31 s each)."""
+    from posixlab.prompts import PromptItem
+    from posixlab.rephrase import ParaphraseFile
+    from posixlab.variants import ParaphraseSource, ParaphraseVariants
+
+    rephraser = local(f"http://127.0.0.1:{free_port()}/v1", max_attempts=4)
+    asked = []
+    chat = rephraser.chat
+    rephraser.chat = lambda messages, **kw: asked.append(messages) or chat(messages, **kw)
+    source = ParaphraseSource(ParaphraseFile(tmp_path / "p.jsonl"), rephraser, INSTRUCTION, samples=2)
+    items = [PromptItem(f"q{i}", f"Question number {i}: which planet is red?") for i in range(3)]
+    start = time.monotonic()
+    with pytest.raises(EndpointUnreachableError, match="4 attempts"):
+        ParaphraseVariants(source).prepare(items, 3, progress=False)
+    elapsed = time.monotonic() - start
+    assert len(asked) == 1  # one request, never the second question's
+    assert 0.5 * (0.5 + 1 + 2) <= elapsed < 10, elapsed  # the client's retries ran (jitter takes off up to 25%)
 
 
 def test_persistent_500_fails_after_max_attempts(scripted):
     scripted.script = [(500, {}, {"error": {"message": "model crashed"}})]
-    sleeps = []
     with pytest.raises(RephraserError, match="HTTP 500") as err:
-        local(scripted.base_url, sleeps, max_attempts=3).chat([{"role": "user", "content": "hi"}], seed=0, n=1,
-                                                              max_tokens=5)
+        local(scripted.base_url, max_attempts=3).chat([{"role": "user", "content": "hi"}], seed=0, n=1, max_tokens=5)
+    assert not isinstance(err.value, EndpointUnreachableError)  # the server answers: not a dead endpoint
     assert len(scripted.requests) == 3
     assert "3 attempts" in str(err.value) and "model crashed" in str(err.value)
-    assert sleeps == [1.0, 2.0]  # exponential backoff
 
 
 def test_rate_limit_is_retried_honouring_retry_after(scripted):
-    scripted.script = [(429, {"Retry-After": "7"}, {"error": {"message": "slow down"}}),
+    scripted.script = [(429, {"Retry-After": "1.5"}, {"error": {"message": "slow down"}}),
                        (429, {}, {"error": {"message": "slow down"}}),
                        (200, {}, completion("1. Fine."))]
-    sleeps = []
-    replies = local(scripted.base_url, sleeps, backoff=0.5).chat([{"role": "user", "content": "hi"}], seed=0, n=1,
-                                                                 max_tokens=5)
+    start = time.monotonic()
+    replies = local(scripted.base_url).chat([{"role": "user", "content": "hi"}], seed=0, n=1, max_tokens=5)
     assert replies == ["1. Fine."]
     assert len(scripted.requests) == 3
-    assert sleeps == [7.0, 1.0]  # the server's Retry-After, then backoff 0.5 doubled
+    assert time.monotonic() - start >= 1.5  # the server's Retry-After, then the client's own backoff
 
 
 def test_401_fails_at_once_naming_the_key_variable(scripted, monkeypatch):

@@ -31,8 +31,9 @@ class RephraserConfig:
     base_url: str | None = None  # openai only; None: api.openai.com
     api_key_env: str = "OPENAI_API_KEY"  # openai only: the NAME of the variable holding the key
     timeout: float = 60  # openai only: seconds per request
-    max_attempts: int = 6  # openai only: tries per request on rate limits, 5xx and connection errors
-    backoff: float = 1.0  # openai only: first wait in seconds, doubled each retry (or the server's Retry-After)
+    # openai only: tries per request on rate limits, 5xx and connection errors (the openai client's own retries:
+    # exponential backoff with jitter from 0.5 s to 8 s, or the server's Retry-After)
+    max_attempts: int = 6
     temperature: float = 0.8
     top_p: float = 0.95
     path: str | None = None  # the paraphrase file; None: <cache_dir>/paraphrases/<backend>-<model>.jsonl
@@ -58,7 +59,7 @@ def make_rephraser(cfg: RephraserConfig, cache_dir: str | None = None) -> Rephra
 
         return OpenAIRephraser(model=cfg.model, base_url=cfg.base_url, api_key_env=cfg.api_key_env,
                                temperature=cfg.temperature, top_p=cfg.top_p, timeout=cfg.timeout,
-                               max_attempts=cfg.max_attempts, backoff=cfg.backoff)
+                               max_attempts=cfg.max_attempts)
     if cfg.backend == "file":
         return None
     raise ConfigError(f"unknown rephraser.backend {cfg.backend!r}; choose one of {', '.join(BACKENDS)}")

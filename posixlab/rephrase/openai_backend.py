@@ -4,32 +4,30 @@ The paper wrote its paraphrases with GPT-3.5-Turbo through this API; pointing ``
 the same code path offline. One reply is one ``chat.completions`` call with its own seed: local servers ignore the
 API's ``n`` parameter, and separate calls make the seeds explicit.
 
-Transient failures (429, 5xx, connection errors, timeouts) are retried with exponential backoff, honouring the
-server's ``Retry-After``; the client's own retries are off so that every attempt is counted and logged here. Other
-4xx answers fail at once: asking again cannot fix a wrong key or model name. The API key is read from the
-environment variable named by ``api_key_env`` and is kept out of the identity, the name and the repr.
+Retrying is the ``openai`` client's own (``max_retries = max_attempts - 1``): it retries connection errors,
+timeouts, 408, 409, 429 and 5xx with exponential backoff and jitter (0.5 s doubling to 8 s), honouring the server's
+``Retry-After``. Other 4xx answers fail at once: asking again cannot fix a wrong key or model name. A request whose
+retries are all spent on a connection error raises ``EndpointUnreachableError``, which stops the whole run at once
+(``variants/paraphrase.py``): a dead server is reported once, not retried question by question. The API key is read
+from the environment variable named by ``api_key_env`` and is kept out of the identity, the name and the repr.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
-import time
-
 import openai
 
-from posixlab.errors import RephraserError
+from posixlab.errors import EndpointUnreachableError, RephraserError
 from posixlab.rephrase.base import Rephraser
 
 LOCAL_PLACEHOLDER_KEY = "EMPTY"  # vLLM, llama.cpp and Ollama accept any key
-MAX_BACKOFF = 30.0
 
 
 class OpenAIRephraser(Rephraser):
     def __init__(self, model: str, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
                  temperature: float = 0.8, top_p: float = 0.95, timeout: float = 60, max_attempts: int = 6,
-                 backoff: float = 1.0, name: str | None = None):
+                 name: str | None = None):
         if max_attempts < 1:
             raise RephraserError(f"rephraser.max_attempts must be at least 1, got {max_attempts}")
         key = os.environ.get(api_key_env, "")
@@ -47,12 +45,10 @@ class OpenAIRephraser(Rephraser):
         self.temperature = temperature
         self.top_p = top_p
         self.max_attempts = max_attempts
-        self.backoff = backoff
         self.name = name or f"openai:{model}"
         self.identity = {"backend": "openai", "model": model, "base_url": base_url,
                          "temperature": temperature, "top_p": top_p}
-        self.sleep = time.sleep  # replaced in tests
-        self._client = openai.OpenAI(base_url=base_url, api_key=key, max_retries=0, timeout=timeout)
+        self._client = openai.OpenAI(base_url=base_url, api_key=key, max_retries=max_attempts - 1, timeout=timeout)
 
     def __repr__(self) -> str:
         return (f"OpenAIRephraser(model={self.model!r}, base_url={self.base_url!r}, "
@@ -66,34 +62,24 @@ class OpenAIRephraser(Rephraser):
         return [self._complete(messages, seed=seed + i, max_tokens=max_tokens) for i in range(n)]
 
     def _complete(self, messages: list[dict], *, seed: int, max_tokens: int) -> str:
-        for attempt in range(1, self.max_attempts + 1):
-            try:
-                reply = self._client.chat.completions.create(
-                    model=self.model, messages=messages, seed=seed, temperature=self.temperature,
-                    top_p=self.top_p, max_tokens=max_tokens)
-                return reply.choices[0].message.content or ""
-            except openai.APIConnectionError as exc:  # includes APITimeoutError
-                failure, wait = exc, None
-            except openai.APIStatusError as exc:
-                if exc.status_code != 429 and exc.status_code < 500:
-                    raise RephraserError(self._fatal_status_message(exc)) from None
-                failure, wait = exc, _retry_after(exc)
-            if attempt == self.max_attempts:
-                break
-            delay = min(MAX_BACKOFF, wait if wait is not None else self.backoff * 2 ** (attempt - 1))
-            print(f"posixlab: rephraser {self.name}: {_describe(failure)}; retry {attempt}/{self.max_attempts - 1} "
-                  f"in {delay:.1f} s", file=sys.stderr)
-            self.sleep(delay)
-        if isinstance(failure, openai.APIConnectionError):
-            raise RephraserError(
-                f"cannot reach the rephraser endpoint {self.endpoint} ({_describe(failure)}, {self.max_attempts} "
-                f"attempts). Start the server or fix rephraser.base_url."
+        try:
+            reply = self._client.chat.completions.create(
+                model=self.model, messages=messages, seed=seed, temperature=self.temperature, top_p=self.top_p,
+                max_tokens=max_tokens)
+        except openai.APIConnectionError as exc:  # includes APITimeoutError; raised once the retries are spent
+            raise EndpointUnreachableError(
+                f"cannot reach the rephraser endpoint {self.endpoint} ({_describe(exc)}, {self.max_attempts} "
+                f"attempts). Start the server or fix rephraser.base_url; the paraphrases written so far are kept."
             ) from None
-        raise RephraserError(
-            f"the rephraser endpoint {self.endpoint} answered HTTP {failure.status_code} "
-            f"({_server_message(failure)}) to all {self.max_attempts} attempts. Wait and run again, or raise "
-            f"rephraser.max_attempts / rephraser.backoff."
-        ) from None
+        except openai.APIStatusError as exc:
+            if _retried(exc.status_code):  # the client tried it max_attempts times
+                raise RephraserError(
+                    f"the rephraser endpoint {self.endpoint} answered HTTP {exc.status_code} "
+                    f"({_server_message(exc)}) to all {self.max_attempts} attempts. Wait and run again, or raise "
+                    f"rephraser.max_attempts."
+                ) from None
+            raise RephraserError(self._fatal_status_message(exc)) from None
+        return reply.choices[0].message.content or ""
 
     def _fatal_status_message(self, exc: openai.APIStatusError) -> str:
         what = f"the rephraser endpoint {self.endpoint} answered HTTP {exc.status_code}: {_server_message(exc)}."
@@ -104,12 +90,8 @@ class OpenAIRephraser(Rephraser):
         return f"{what} The request was refused; check the rephraser settings (model {self.model!r})."
 
 
-def _retry_after(exc: openai.APIStatusError) -> float | None:
-    """Seconds from a ``Retry-After`` header (the HTTP-date form is rare for APIs and is ignored)."""
-    try:
-        return max(0.0, float(exc.response.headers.get("retry-after")))
-    except (TypeError, ValueError):
-        return None
+def _retried(status: int) -> bool:
+    return status in (408, 409, 429) or status >= 500
 
 
 def _server_message(exc: openai.APIStatusError) -> str:

@@ -13,7 +13,7 @@ import sys
 
 from tqdm.auto import tqdm
 
-from posixlab.errors import ConfigError, RephraserError
+from posixlab.errors import ConfigError, EndpointUnreachableError, RephraserError
 from posixlab.prompts import PromptItem
 from posixlab.rephrase.source import ParaphraseSource
 from posixlab.variants.base import Edit, VariantGenerator
@@ -44,7 +44,9 @@ class ParaphraseVariants(VariantGenerator):
             try:
                 self._ready[text] = self.source.paraphrases(text, num_variants)
             except RephraserError as error:
-                if self.source.rephraser is None:  # a user's file: nothing to wait for, say it at once
+                # a user's file (nothing to wait for) or a dead endpoint (every other question would fail the same
+                # way, each after its own retries): say it at once; the paraphrases written so far stay in the file
+                if self.source.rephraser is None or isinstance(error, EndpointUnreachableError):
                     raise
                 failed[text] = str(error)
                 print(f"posixlab: {error}", file=sys.stderr)
