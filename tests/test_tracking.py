@@ -44,6 +44,8 @@ def test_offline_run_holds_config_summary_table_figures_and_artifact(tmp_path):
     out = tmp_path / "job"
     proc = run_py(["num_sets=3", "num_variants=3", "progress=false", f"hydra.run.dir={out}", "score_cache=false"])
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # the figures are saved quietly: Hydra's INFO logging does not relay fontTools' font subsetting, line by line
+    assert "fontTools" not in proc.stdout + proc.stderr and "categorical units" not in proc.stdout + proc.stderr
     (run_dir,) = offline_run_dirs(out)
     kinds = records_by_kind(run_dir)
 

@@ -51,6 +51,10 @@ def apply_theme() -> None:
     })
     if not any(isinstance(f, _QuietFontTimestamps) for f in _FONT_LOG.filters):
         _FONT_LOG.addFilter(_QuietFontTimestamps())
+    # under Hydra the root logger is at INFO: fontTools would log every step of subsetting a PDF's fonts (60 lines a
+    # figure) and matplotlib every categorical axis whose labels look like numbers (prompt 0, 1, ...)
+    for name in ("fontTools.subset", "matplotlib.category"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def palette(n: int) -> list:
