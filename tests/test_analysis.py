@@ -50,6 +50,10 @@ def test_regeneration_writes_every_table_and_figure(small_results, tmp_path):
     table = (tmp_path / "table1.md").read_text()
     assert "| SmolLM2-135M-Instruct |" in table and "MMLU template" in table and "BBH template" in table
     assert "Alpaca template" in table  # data set names as the paper writes them
+    assert "MMLU format" not in table and "Not in the paper, so not in this table: format" in table
+    assert "| SmolLM2-135M-Instruct | mmlu | format | 0 |" in (tmp_path / "cells.md").read_text()
+    accuracy = (tmp_path / "accuracy.md").read_text()
+    assert "| SmolLM2-135M-Instruct | mmlu | format | 0 | 4 |" in accuracy and "| options |" in accuracy
     assert "Paired tests" in table and "Data: alpaca = path:alpaca_fixture.jsonl" in table
     few_shot = (tmp_path / "table2.md").read_text()
     assert "vs 0-shot p = " in few_shot
