@@ -318,18 +318,8 @@ def psi_spread_figure(records: list[dict], title: str):
         ax.set(xlabel="POSIX (mean ψ)", ylabel="accuracy range over prompts" if number == 0 else "")
         _title(ax, dataset)
     if datasets:
-        _move_legend(fig, axes[0], columns)
+        style.legend_below(fig, axes[0], ncols=columns)
     return fig
-
-
-def _move_legend(fig, ax, columns: int = 6) -> None:
-    """The legend seaborn drew on ``ax`` (hue and style entries), moved under the figure in ``columns``."""
-    legend = ax.get_legend()
-    if legend is None:
-        return
-    handles, texts = legend.legend_handles, [t.get_text() for t in legend.get_texts()]
-    legend.remove()
-    fig.legend(handles, texts, loc="outside lower center", ncols=min(columns, len(texts)), frameon=False)
 
 
 def _reading(record: dict, rows: list[dict]) -> str:
@@ -400,7 +390,7 @@ def run_accuracy_figure(rows: list[dict]):
                    linestyle="--")
     ax.xaxis.set_major_locator(MaxNLocator(nbins=8, integer=True))
     ax.set(xlabel="prompt j (0: the original)", ylabel="accuracy", ylim=(-0.03, 1.03))
-    _move_legend(fig, ax)
+    style.legend_below(fig, ax, ncols=6)
     return fig
 
 

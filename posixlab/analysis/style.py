@@ -91,3 +91,14 @@ def wrap(text: str, inches: float, size: float = FONT + 0.5, hyphens: bool = Fal
                 current += glue + piece
         out.append(current)
     return "\n".join(out)
+
+
+def legend_below(fig, ax, **kwargs) -> None:
+    """The legend seaborn drew on ``ax`` (hue and style entries), moved under the figure, where a figure made with
+    ``layout="constrained"`` makes room for it; ``kwargs`` go to ``fig.legend`` (``ncols``, ``markerscale``)."""
+    legend = ax.get_legend()
+    if legend is None:
+        return
+    handles, labels = legend.legend_handles, [t.get_text() for t in legend.get_texts()]
+    legend.remove()
+    fig.legend(handles, labels, loc="outside lower center", frameon=False, **kwargs)

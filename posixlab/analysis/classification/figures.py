@@ -95,7 +95,7 @@ def per_class_figure(by_strategy: dict[str, ClassificationRun], strategies: list
     if len(classes) > 4 or max(map(len, classes), default=0) > 8:
         ax.set_xticks(range(len(classes)), classes, rotation=30, ha="right", rotation_mode="anchor")
     ax.set(ylim=(-0.05, 1.05), xlabel="gold class", ylabel="mean sensitivity $S_\\tau$")
-    _legend_below(fig, ax, ncols=max(1, len(present)))
+    style.legend_below(fig, ax, ncols=max(1, len(present)))
     return fig
 
 
@@ -191,7 +191,7 @@ def scatter_figure(run: ClassificationRun, noise: float = NOISE, seed: int = SEE
                     legend=not points, ax=ax)
     ax.set(xlim=(-0.02, 1.02), ylim=(-0.05, 1.05), xlabel="mean consistency with the samples of its class",
            ylabel=SENSITIVITY)
-    _legend_below(fig, ax, ncols=1, markerscale=1.5)
+    style.legend_below(fig, ax, ncols=1, markerscale=1.5)
     return fig
 
 
@@ -202,16 +202,6 @@ def _figure(width: float, height: float, title: str, legend_rows: int = 0):
                            layout="constrained")
     fig.suptitle(title)  # over the whole figure: a colour bar beside the axes stays clear of it
     return fig, ax
-
-
-def _legend_below(fig, ax, **kwargs) -> None:
-    """The legend seaborn drew on ``ax``, moved under the figure (where the layout makes room for it)."""
-    legend = ax.get_legend()
-    if legend is None:
-        return
-    handles, labels = legend.legend_handles, [t.get_text() for t in legend.get_texts()]
-    legend.remove()
-    fig.legend(handles, labels, loc="outside lower center", frameon=False, **kwargs)
 
 
 def _strategy(strategy: str) -> str:
