@@ -1,23 +1,28 @@
-"""Benchmark: posixlab's scoring engine against the authors' library, on the same model and the same prompt sets.
+"""Benchmark: posixlab's scoring engine against the authors' library and a vLLM server, on the same model and sets.
 
-In one process, for each workload, it times
+Each contender runs in a fresh Python process of its own (the model loaded, the workload built, then the contender
+timed), so its time and peak memory do not depend on what ran before it:
   (a) prompt-sensitivity-index 0.0.1, batched (its default batch_size=4),
   (b) prompt-sensitivity-index 0.0.1, unbatched,
   (c) posixlab's engine, cold (no score cache),
-and reports wall times, the speed-ups of (c), the largest |Δψ| between (c) in ``reference_compat`` mode and (b),
-the largest |Δψ| between (c) in paper mode and a brute-force computation (one full forward pass per pair), the peak
-memory of each, and how close (c) comes to the machine's limit:
+  (d) posixlab's vLLM backend against a vLLM server on loopback (vLLM's CPU build here, float32, started by this
+      script from the venv ``python -m posixlab.serving.install`` builds; ``--no-vllm`` leaves it out),
+  and a brute-force computation (one full forward pass per pair).
+It reports wall times, the speed-ups of (c), the largest |Δψ| between (c) in ``reference_compat`` mode and (b), the
+largest |Δψ| and |Δ log P| between (c) in paper mode and the brute force and between (d) and (c), the peak memory of
+each process above its level once the model is loaded (for (d) also the server's resident memory, model included),
+and how close (c) comes to the machine's limit:
 
-    limit = irreducible token work / best forward throughput measured in this run
+    limit = irreducible token work / best forward throughput measured in (c)'s process
     irreducible work = every distinct prompt's tokens once + every generated token once
                        + every distinct response's tokens once per distinct prompt it is scored under (other than
                          the prompt that generated it)
 
 A scaling table (engine time per set against N and against response length) follows, to plan a full grid.
 
-    python -m experiments.benchmark_scoring                  # both workloads, 1 set each (~8 min on 2 CPU cores)
+    python -m experiments.benchmark_scoring                  # both workloads, 1 set each (~12 min on 2 CPU cores)
     python -m experiments.benchmark_scoring --sets 3 --out bench.json
-    python -m experiments.benchmark_scoring --no-authors     # the engine, brute force and scaling only
+    python -m experiments.benchmark_scoring --no-authors --no-vllm   # the engine, brute force and scaling only
 
 Workloads (N = 21 prompts a set: the original and 20 spelling variants):
   mmlu: the paper's MMLU prompt (header, question, options), 5 new tokens;
@@ -28,12 +33,15 @@ Both use the bundled MMLU sample, so the benchmark needs no download.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -41,10 +49,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from posixlab.backends import load
 from posixlab.data import DatasetSpec, load_items, select_items
 from posixlab.metrics import REFERENCE_COMPAT, psi
-from posixlab.models import ModelSpec, load_model
+from posixlab.models import ModelSpec
 from posixlab.scoring import ScoringEngine, bruteforce_matrix
+from posixlab.serving import ServerEngine
+from posixlab.serving.launch import LocalServer
 from posixlab.variants import get_variant_generator
 
 WORKLOADS = {"mmlu": {"max_new_tokens": 5, "open": False}, "open": {"max_new_tokens": 30, "open": True}}
@@ -154,44 +165,159 @@ def build_workload(lm, name: str, num_sets: int, seed: int):
     return texts, [[lm.encode(t) for t in s] for s in texts]
 
 
-def bench_workload(lm, name: str, num_sets: int, seed: int, throughput: float, authors: bool) -> dict:
-    max_new = WORKLOADS[name]["max_new_tokens"]
-    texts, ids = build_workload(lm, name, num_sets, seed)
-    row = {"workload": name, "sets": num_sets, "N": len(ids[0]), "max_new_tokens": max_new,
-           "mean_prompt_tokens": round(float(np.mean([len(p) for s in ids for p in s])), 1)}
-    print(f"[{name}] engine (c) ...", file=sys.stderr)
-    with PeakMemory(lm.device) as mem:
-        results, seconds = timed(lambda: dict(ScoringEngine(lm, max_new).score_sets(ids)))
-    ours = [results[k] for k in range(len(ids))]
-    row["c_engine"] = {"seconds": round(seconds, 2), "s_per_set": round(seconds / num_sets, 2), "peak_mib": mem.mib,
-                       "forward_tokens": sum(s.stats["forward_tokens"] for s in ours)}
-    work = sum(irreducible_tokens(p, s.responses) for p, s in zip(ids, ours))
-    limit = work / throughput
-    row["limit"] = {"irreducible_tokens": work, "seconds": round(limit, 2), "engine_over_limit": round(seconds / limit, 2)}
-    row["unique_responses_per_set"] = [s.stats["unique_responses"] for s in ours]
+CONTENDERS = ("c_engine", "bruteforce", "a_authors_batched", "b_authors_unbatched", "d_vllm")
 
-    print(f"[{name}] brute force ...", file=sys.stderr)
-    with PeakMemory(lm.device) as mem:
-        brute, seconds = timed(lambda: [bruteforce_matrix(lm, p, s.responses) for p, s in zip(ids, ours)])
-    row["bruteforce"] = {"seconds": round(seconds, 2), "peak_mib": mem.mib}
-    row["max_abs_dpsi_paper_vs_bruteforce"] = max(abs(psi(s.matrix, s.lengths) - psi(b, s.lengths))
-                                                  for s, b in zip(ours, brute))
-    row["max_abs_dlogprob_vs_bruteforce"] = float(max(np.max(np.abs(s.matrix - b)) for s, b in zip(ours, brute)))
-    if authors:
-        for key, batched in (("a_authors_batched", True), ("b_authors_unbatched", False)):
-            print(f"[{name}] authors' library, {'batched' if batched else 'unbatched'} ...", file=sys.stderr)
-            with PeakMemory(lm.device) as mem:
-                trace, seconds = timed(lambda: run_authors(lm, texts, max_new, batched))
-            row[key] = {"seconds": round(seconds, 2), "s_per_set": round(seconds / num_sets, 2), "peak_mib": mem.mib}
-            row[f"speedup_over_{key[0]}"] = round(seconds / row["c_engine"]["seconds"], 1)
-            if not batched:
-                row["max_abs_dpsi_compat_vs_b"] = max(
-                    abs(psi(s.matrix, s.lengths, mode=REFERENCE_COMPAT, max_new_tokens=max_new) - ref)
-                    for s, ref in zip(ours, trace.prompt_sensitivities))
-                decode = lambda r: lm.tokenizer.decode(r, skip_special_tokens=False)  # noqa: E731 - as the library
-                row["responses_equal_b"] = all([decode(r) for r in s.responses] == list(tr)
-                                               for s, tr in zip(ours, trace.responses))
+
+def run_contender(contender: str, model: str, workload: str, num_sets: int, seed: int,
+                  base_url: str | None, dtype: str = "auto") -> dict:
+    """In this (fresh) process: load the model, build the workload, time the contender. The sets' responses and
+    matrices (or the library's ψ values) go back to the parent, which compares the contenders."""
+    spec = ModelSpec(model, "packaged", model, dtype=dtype)
+    if contender == "d_vllm":
+        spec = dataclasses.replace(spec, backend="vllm", base_url=base_url, served_name=model)
+    lm = load(spec)
+    max_new = WORKLOADS[workload]["max_new_tokens"]
+    texts, ids = build_workload(lm, workload, num_sets, seed)
+    out = {"N": len(ids[0]), "mean_prompt_tokens": round(float(np.mean([len(p) for s in ids for p in s])), 1)}
+    if contender == "bruteforce":  # on the engine's responses, so the two matrices hold the same pairs
+        responses = [s.responses for _, s in sorted(ScoringEngine(lm, max_new).score_sets(ids))]
+    device = getattr(lm, "device", torch.device("cpu"))
+    with PeakMemory(device) as mem:
+        if contender in ("c_engine", "d_vllm"):
+            engine = ScoringEngine(lm, max_new) if contender == "c_engine" else ServerEngine(lm, max_new)
+            results, seconds = timed(lambda: dict(engine.score_sets(ids)))
+        elif contender == "bruteforce":
+            brute, seconds = timed(lambda: [bruteforce_matrix(lm, p, r) for p, r in zip(ids, responses)])
+        else:
+            trace, seconds = timed(lambda: run_authors(lm, texts, max_new, batched=contender == "a_authors_batched"))
+    out.update({"seconds": round(seconds, 2), "s_per_set": round(seconds / num_sets, 2), "peak_mib": mem.mib})
+    if contender in ("c_engine", "d_vllm"):
+        sets = [results[k] for k in range(len(ids))]
+        out["responses"] = [s.responses for s in sets]
+        out["matrices"] = [s.matrix.tolist() for s in sets]
+        out["unique_responses_per_set"] = [s.stats["unique_responses"] for s in sets]
+        out["forward_tokens"] = sum(s.stats["forward_tokens"] for s in sets)
+        if contender == "c_engine":
+            print(f"[{workload}] measuring forward throughput ...", file=sys.stderr)
+            out["throughput"] = best_throughput(lm)
+            out["irreducible_tokens"] = sum(irreducible_tokens(p, s.responses) for p, s in zip(ids, sets))
+            out["machine"] = (torch.cuda.get_device_name(lm.device) if lm.device.type == "cuda" else
+                              f"{platform.machine()}, {os.cpu_count()} CPU cores, torch {torch.__version__} "
+                              f"({torch.get_num_threads()} threads)")
+    elif contender == "bruteforce":
+        out["responses"] = responses
+        out["matrices"] = [b.tolist() for b in brute]
+    else:
+        out["psi_compat"] = [float(v) for v in trace.prompt_sensitivities]
+        out["responses_text"] = [list(r) for r in trace.responses]
+    lm.close()
+    return out
+
+
+def in_fresh_process(contender: str, args, workload: str, base_url: str | None = None,
+                     server: LocalServer | None = None) -> dict:
+    """``run_contender`` in a new Python process; with ``server``, its process group's resident memory is sampled."""
+    with tempfile.TemporaryDirectory() as folder:
+        result = Path(folder) / "result.json"
+        command = [sys.executable, "-m", "experiments.benchmark_scoring", "--child", contender, "--model", args.model,
+                   "--workloads", workload, "--sets", str(args.sets), "--seed", str(args.seed),
+                   "--dtype", args.dtype, "--child-out", str(result)] + (["--base-url", base_url] if base_url else [])
+        print(f"[{workload}] {contender} (fresh process) ...", file=sys.stderr)
+        sampler = GroupMemory(server.process.pid) if server is not None else None
+        with sampler or contextlib.nullcontext():
+            subprocess.run(command, check=True, cwd=Path(__file__).resolve().parent.parent)
+        row = json.loads(result.read_text())
+    if sampler is not None:
+        row["server_peak_rss_mib"] = sampler.peak_mib
     return row
+
+
+class GroupMemory:
+    """Peak resident memory of a process group (a vLLM server and its engine process), sampled every 50 ms."""
+
+    def __init__(self, pgid: int):
+        self.pgid, self.peak = pgid, 0
+
+    def _rss(self) -> int:
+        total = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == self.pgid:  # field 5 of /proc/PID/stat: the process group
+                total += int(fields[21]) * os.sysconf("SC_PAGE_SIZE")  # field 24: resident pages
+        return total
+
+    def __enter__(self):
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._stop.wait(0.05):
+            self.peak = max(self.peak, self._rss())
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak_mib = round(self.peak / 2**20, 1)
+
+
+def max_abs(a: list, b: list) -> float:
+    return float(max(np.max(np.abs(np.array(x) - np.array(y))) for x, y in zip(a, b)))
+
+
+def bench_workload(args, name: str, server: LocalServer | None) -> dict:
+    max_new = WORKLOADS[name]["max_new_tokens"]
+    c = in_fresh_process("c_engine", args, name)
+    row = {"workload": name, "sets": args.sets, "N": c["N"], "max_new_tokens": max_new,
+           "mean_prompt_tokens": c["mean_prompt_tokens"], "machine": c["machine"], "throughput": c["throughput"]}
+    row["c_engine"] = {k: c[k] for k in ("seconds", "s_per_set", "peak_mib", "forward_tokens")}
+    limit = c["irreducible_tokens"] / c["throughput"]["best_tokens_per_s"]
+    row["limit"] = {"irreducible_tokens": c["irreducible_tokens"], "seconds": round(limit, 2),
+                    "engine_over_limit": round(c["seconds"] / limit, 2)}
+    row["unique_responses_per_set"] = c["unique_responses_per_set"]
+    lengths = [[len(r) for r in responses] for responses in c["responses"]]
+    paper = [psi(np.array(m), n) for m, n in zip(c["matrices"], lengths)]
+
+    brute = in_fresh_process("bruteforce", args, name)
+    row["bruteforce"] = {k: brute[k] for k in ("seconds", "peak_mib")}
+    row["max_abs_dpsi_paper_vs_bruteforce"] = max(abs(p - psi(np.array(m), n))
+                                                  for p, m, n in zip(paper, brute["matrices"], lengths))
+    row["max_abs_dlogprob_vs_bruteforce"] = max_abs(c["matrices"], brute["matrices"])
+    if not args.no_authors:
+        for key in ("a_authors_batched", "b_authors_unbatched"):
+            result = in_fresh_process(key, args, name)
+            row[key] = {k: result[k] for k in ("seconds", "s_per_set", "peak_mib")}
+            row[f"speedup_over_{key[0]}"] = round(result["seconds"] / c["seconds"], 1)
+            if key == "b_authors_unbatched":
+                compat = [psi(np.array(m), n, mode=REFERENCE_COMPAT, max_new_tokens=max_new)
+                          for m, n in zip(c["matrices"], lengths)]
+                row["max_abs_dpsi_compat_vs_b"] = max(abs(x - y) for x, y in zip(compat, result["psi_compat"]))
+                tokenizer = load_tokenizer(args.model)
+                decode = lambda r: tokenizer.decode(r, skip_special_tokens=False)  # noqa: E731 - as the library
+                row["responses_equal_b"] = all([decode(r) for r in ours] == theirs
+                                               for ours, theirs in zip(c["responses"], result["responses_text"]))
+    if server is not None:
+        d = in_fresh_process("d_vllm", args, name, server.base_url, server)
+        row["d_vllm"] = {k: d[k] for k in ("seconds", "s_per_set", "peak_mib", "server_peak_rss_mib")}
+        row["speedup_over_d"] = round(d["seconds"] / c["seconds"], 1)
+        row["responses_equal_d"] = d["responses"] == c["responses"]
+        row["max_abs_dlogprob_d_vs_c"] = max_abs(d["matrices"], c["matrices"])
+        row["max_abs_dpsi_d_vs_c"] = max(abs(p - psi(np.array(m), n))
+                                         for p, m, n in zip(paper, d["matrices"], lengths))
+    return row
+
+
+def load_tokenizer(model: str):
+    from transformers import AutoTokenizer
+
+    from posixlab.models.assets import prepare_packaged_model
+    from posixlab.paths import default_cache_dir
+
+    return AutoTokenizer.from_pretrained(prepare_packaged_model(model, default_cache_dir()))
 
 
 def scaling(lm, seed: int) -> list[dict]:
@@ -214,27 +340,34 @@ def scaling(lm, seed: int) -> list[dict]:
 
 # --- reporting ---------------------------------------------------------------------------------------------------------
 def markdown(report: dict) -> str:
-    lines = [f"# Scoring benchmark: {report['model']} on {report['machine']}", "",
-             f"Best forward throughput measured: {report['throughput']['best_tokens_per_s']} tokens/s "
-             f"({report['throughput']['best_shape']}).", "",
-             "| workload | sets × N | (a) authors batched | (b) authors unbatched | (c) posixlab | (c) vs (a) | "
-             "(c) vs (b) | (c) / limit | max abs Δψ compat (c)-(b) | max abs Δψ paper (c)-brute | peak MiB a / b / c |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    first = report["workloads"][0]
+    lines = [f"# Scoring benchmark: {report['model']} on {first['machine']}", "",
+             f"Best forward throughput measured: {first['throughput']['best_tokens_per_s']} tokens/s "
+             f"({first['throughput']['best_shape']}). Every contender ran in a fresh process; peak memory is above "
+             f"the process's level once the model was loaded.", "",
+             "| workload | sets × N | (a) authors batched | (b) authors unbatched | (c) posixlab | (d) vLLM server | "
+             "(c) vs (a) | (c) vs (b) | (c) vs (d) | (c) / limit | max abs Δψ compat (c)-(b) | "
+             "max abs Δψ paper (c)-brute | max abs Δψ (d)-(c) | peak MiB a / b / c / d (server RSS) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in report["workloads"]:
-        a, b, c = r.get("a_authors_batched", {}), r.get("b_authors_unbatched", {}), r["c_engine"]
-        fmt = lambda d: f"{d['seconds']:.1f} s" if d else "n/a"  # noqa: E731
+        a, b, c, d = (r.get(k, {}) for k in ("a_authors_batched", "b_authors_unbatched", "c_engine", "d_vllm"))
+        fmt = lambda x: f"{x['seconds']:.1f} s" if x else "n/a"  # noqa: E731
+        ratio = lambda key: f"{r[key]}×" if key in r else "n/a"  # noqa: E731
+        sci = lambda key: f"{r[key]:.2e}" if key in r else "n/a"  # noqa: E731
+        server = f"{d['peak_mib']} ({d['server_peak_rss_mib']})" if d else "n/a"
         lines.append(
             f"| {r['workload']} ({r['max_new_tokens']} new tokens) | {r['sets']} × {r['N']} | {fmt(a)} | {fmt(b)} | "
-            f"{fmt(c)} | {r.get('speedup_over_a', 'n/a')}× | {r.get('speedup_over_b', 'n/a')}× | "
-            f"{r['limit']['engine_over_limit']}× | {r.get('max_abs_dpsi_compat_vs_b', float('nan')):.2e} | "
-            f"{r['max_abs_dpsi_paper_vs_bruteforce']:.2e} | {a.get('peak_mib', 'n/a')} / {b.get('peak_mib', 'n/a')} / "
-            f"{c['peak_mib']} |")
-    lines += ["", "Scaling (engine, cold, one set):", "",
-              "| workload | N | max new tokens | mean response tokens | unique responses | forward tokens | s per set |",
-              "|---|---|---|---|---|---|---|"]
-    for s in report["scaling"]:
-        lines.append(f"| {s['workload']} | {s['N']} | {s['max_new_tokens']} | {s['mean_response_tokens']} | "
-                     f"{s['unique_responses']} | {s['forward_tokens']:,} | {s['s_per_set']} |")
+            f"{fmt(c)} | {fmt(d)} | {ratio('speedup_over_a')} | {ratio('speedup_over_b')} | {ratio('speedup_over_d')} | "
+            f"{r['limit']['engine_over_limit']}× | {sci('max_abs_dpsi_compat_vs_b')} | "
+            f"{sci('max_abs_dpsi_paper_vs_bruteforce')} | {sci('max_abs_dpsi_d_vs_c')} | "
+            f"{a.get('peak_mib', 'n/a')} / {b.get('peak_mib', 'n/a')} / {c['peak_mib']} / {server} |")
+    if report["scaling"]:
+        lines += ["", "Scaling (engine, cold, one set):", "",
+                  "| workload | N | max new tokens | mean response tokens | unique responses | forward tokens | s per set |",
+                  "|---|---|---|---|---|---|---|"]
+        for s in report["scaling"]:
+            lines.append(f"| {s['workload']} | {s['N']} | {s['max_new_tokens']} | {s['mean_response_tokens']} | "
+                         f"{s['unique_responses']} | {s['forward_tokens']:,} | {s['s_per_set']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -245,26 +378,51 @@ def main(argv=None) -> dict:
     parser.add_argument("--sets", type=int, default=1, help="prompt sets per workload")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-authors", action="store_true", help="skip the authors' library (a) and (b)")
+    parser.add_argument("--no-vllm", action="store_true", help="skip the vLLM server (d)")
+    parser.add_argument("--vllm-python", default=None, help="a Python with vLLM (default: build or reuse the "
+                        "venv of python -m posixlab.serving.install)")
+    parser.add_argument("--dtype", default="auto", help="model.dtype of every contender (auto: bfloat16 on a GPU, "
+                        "float32 on CPU); the vLLM server computes in the same one")
     parser.add_argument("--no-scaling", action="store_true")
     parser.add_argument("--out", default=None, help="write the JSON report here, and the Markdown beside it")
+    parser.add_argument("--child", choices=CONTENDERS + ("scaling",), help=argparse.SUPPRESS)
+    parser.add_argument("--child-out", help=argparse.SUPPRESS)
+    parser.add_argument("--base-url", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
     torch.manual_seed(0)
-    lm = load_model(ModelSpec(args.model, "packaged", args.model))
-    machine = f"{platform.machine()}, {os.cpu_count()} CPU cores, torch {torch.__version__} ({torch.get_num_threads()} threads)"
-    if lm.device.type == "cuda":
-        machine = torch.cuda.get_device_name(lm.device)
-    print("measuring forward throughput ...", file=sys.stderr)
-    throughput = best_throughput(lm)
-    report = {"model": args.model, "machine": machine, "throughput": throughput, "workloads": [], "scaling": []}
-    for name in args.workloads:
-        report["workloads"].append(bench_workload(lm, name, args.sets, args.seed, throughput["best_tokens_per_s"],
-                                                  authors=not args.no_authors))
+    if args.child:  # one contender, in this fresh process
+        if args.child == "scaling":
+            result = scaling(load(ModelSpec(args.model, "packaged", args.model, dtype=args.dtype)), args.seed)
+        else:
+            result = run_contender(args.child, args.model, args.workloads[0], args.sets, args.seed, args.base_url,
+                                   args.dtype)
+        Path(args.child_out).write_text(json.dumps(result))
+        return result
+
+    report = {"model": args.model, "workloads": [], "scaling": []}
+    server = None
+    if not args.no_vllm:
+        from posixlab.models.assets import prepare_packaged_model
+        from posixlab.paths import default_cache_dir
+        from posixlab.serving.install import install
+
+        python = args.vllm_python or str(install())
+        folder = prepare_packaged_model(args.model, default_cache_dir())
+        dtype = args.dtype if args.dtype != "auto" else ("bfloat16" if torch.cuda.is_available() else "float32")
+        server = LocalServer(python, str(folder), args.model, dtype, None if torch.cuda.is_available() else 2048)
+        server.start()
+    try:
+        for name in args.workloads:
+            report["workloads"].append(bench_workload(args, name, server))
+    finally:
+        if server is not None:
+            server.stop()
     if not args.no_scaling:
-        report["scaling"] = scaling(lm, args.seed)
+        report["scaling"] = in_fresh_process("scaling", args, args.workloads[0])
     text = markdown(report)
     print(json.dumps(report, indent=2))
     print(text)

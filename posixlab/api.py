@@ -24,6 +24,7 @@ from posixlab.data.prompt_sets import UserPromptSet, prompt_sets_from_lists, rea
 from posixlab.embeddings import EmbeddingSpec
 from posixlab.errors import ConfigError
 from posixlab.models import PACKAGED_MODELS, CausalLM, ModelSpec, spec_from_dict
+from posixlab.models.causal_lm import TokenizedModel
 from posixlab.pipeline import USER_SETS, USER_VARIANT, RunConfig, check_max_new_tokens, run
 from posixlab.results import SETS_FILE, SUMMARY_FILE, SUMMARY_MD, read_sets
 from posixlab.scoring import EngineOptions
@@ -126,9 +127,10 @@ def evaluate(prompt_sets, model="smollm2-135m-instruct", *, tokenizer=None, max_
     original), or dicts as in a prompt-set file, or the path of a ``.jsonl``/``.json`` prompt-set file
     (``posixlab/data/prompt_sets.py``). Everything is validated before the model is loaded.
 
-    ``model``: a packaged model (``smollm2-135m-instruct``, ``gemma3-270m``, ``qwen2.5-coder-0.5b-instruct``), a
+    ``model``: a packaged model (``smollm2-135m-instruct``, ``gemma3-270m``, ``qwen2.5-coder-0.5b-instruct``, ...), a
     model configured in ``posixlab/conf/model/`` (``llama2-7b``, ...), a local model folder, a Hugging Face Hub id,
-    a ``ModelSpec``, a loaded ``CausalLM``, or a loaded ``transformers`` model together with ``tokenizer=``.
+    a ``ModelSpec`` (``backend="vllm", base_url=...`` for a vLLM server), a loaded ``CausalLM`` or connected
+    ``ServedModel`` (``posixlab.backends.load``), or a loaded ``transformers`` model together with ``tokenizer=``.
 
     ``score_cache``: reuse (and store) generations and scores in ``<cache_dir>/scores``. None (the default): on for
     models loaded by name, off for a model object you pass in, whose weights may differ from any saved copy.
@@ -179,12 +181,13 @@ def _prompt_sets(prompt_sets) -> list[UserPromptSet]:
 def configured_models() -> list[str]:
     """The model names of ``posixlab/conf/model/`` (what ``model=NAME`` takes on the command line)."""
     folder = resources.files("posixlab") / "conf" / "model"
-    return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
+    return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir()
+                  if p.name.endswith(".yaml") and not p.name.startswith("_"))  # _serving.yaml: shared keys
 
 
-def _model(model, tokenizer) -> tuple[ModelSpec, CausalLM | None]:
+def _model(model, tokenizer) -> tuple[ModelSpec, TokenizedModel | None]:
     """(spec, loaded model or None) for every form ``evaluate`` takes."""
-    if isinstance(model, CausalLM):
+    if isinstance(model, TokenizedModel):  # loaded here (CausalLM) or connected to a server (ServedModel)
         return ModelSpec(model.name, "loaded", model.name), model
     if isinstance(model, ModelSpec):
         return model, None
@@ -202,7 +205,9 @@ def _model(model, tokenizer) -> tuple[ModelSpec, CausalLM | None]:
         import yaml
 
         text = (resources.files("posixlab") / "conf" / "model" / f"{name}.yaml").read_text(encoding="utf-8")
-        return spec_from_dict(yaml.safe_load(text)), None
+        options = yaml.safe_load(text)
+        options.pop("defaults", None)  # _serving.yaml: the backend keys, whose defaults are ModelSpec's
+        return spec_from_dict(options), None
     if Path(name).expanduser().is_dir():
         folder = Path(name).expanduser().resolve()
         return ModelSpec(folder.name, "local", str(folder)), None

@@ -44,3 +44,15 @@ class EndpointUnreachableError(RephraserError):
 
 class PromptSetFileError(PosixlabError, ValueError):
     """A user's prompt sets (a file, or lists given in Python) are malformed; the message names the line or set."""
+
+
+class ServerUnreachableError(ModelUnavailableError):
+    """A model server does not answer after one request's retries: the run stops at once, keeping what it wrote."""
+
+
+class ServerResponseError(PosixlabError, RuntimeError):
+    """A model server answered, but not with what posixlab asked for (an error status, a missing field)."""
+
+
+class TokenizerMismatchError(ConfigError):
+    """The tokenizer loaded here tokenises differently from the server's: scores would silently drift."""

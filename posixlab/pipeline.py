@@ -13,6 +13,7 @@ from __future__ import annotations
 import platform
 import sys
 import time
+from contextlib import ExitStack, closing
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -26,12 +27,16 @@ from posixlab.errors import ConfigError
 from posixlab.embeddings import EmbeddingSpec, SentenceEmbedder
 from posixlab.metrics import REFERENCE_COMPAT, psi, psi_per_prompt
 from posixlab.metrics.factors import set_factors
-from posixlab.models import CausalLM, ModelSpec, load_model
+from posixlab.backends import engine_for, load
+from posixlab.models import ModelSpec
+from posixlab.models.loading import check_spec
+from posixlab.models.causal_lm import TokenizedModel
 from posixlab.paths import default_cache_dir
 from posixlab.prompts import PromptItem
 from posixlab.rephrase import RephraserConfig, make_paraphrase_source
 from posixlab.results import SetWriter, build_summary, read_sets, write_summary
-from posixlab.scoring import EngineOptions, ScoreCache, ScoringEngine
+from posixlab.scoring import EngineOptions, ScoreCache
+from posixlab.scoring.engine import SetScorer
 from posixlab.shards import config_fingerprint, parse_shard, shard_indices
 from posixlab.variants import VARIANT_TYPES, PromptSet, PromptVariant, VariantGenerator, get_variant_generator
 from posixlab.version import __version__
@@ -91,6 +96,7 @@ def check_max_new_tokens(value) -> None:
 
 def check_settings(cfg: RunConfig) -> None:
     """Settings that are wrong whatever the data: caught before anything is loaded."""
+    check_spec(cfg.model)
     parse_shard(cfg.shard)
     if cfg.shots < 0:
         raise ConfigError(f"shots must be 0 or more, got {cfg.shots}")
@@ -153,7 +159,7 @@ def build_prompt_sets(cfg: RunConfig, progress: bool = True,
     return sets, about
 
 
-def _set_record(prompt_set: PromptSet, model_texts, prompt_ids, scores, lm: CausalLM, max_new_tokens: int,
+def _set_record(prompt_set: PromptSet, model_texts, prompt_ids, scores, lm: TokenizedModel, max_new_tokens: int,
                 embedder: SentenceEmbedder | None, continuations: list[str], lead: str,
                 option_text: bool = False) -> dict:
     lengths = scores.lengths
@@ -191,7 +197,7 @@ def _set_record(prompt_set: PromptSet, model_texts, prompt_ids, scores, lm: Caus
     }
 
 
-def _score_in_order(engines: dict[int, ScoringEngine], lengths: list[int], sets: list, candidates: list):
+def _score_in_order(engines: dict[int, SetScorer], lengths: list[int], sets: list, candidates: list):
     """(set index, scores) from the engine of each set's response length, as each set finishes."""
     for length, engine in engines.items():
         indices = [i for i, n in enumerate(lengths) if n == length]
@@ -200,16 +206,25 @@ def _score_in_order(engines: dict[int, ScoringEngine], lengths: list[int], sets:
             yield indices[local], scores
 
 
-def run(cfg: RunConfig, lm: CausalLM | None = None, progress: bool = True,
+def run(cfg: RunConfig, lm: TokenizedModel | None = None, progress: bool = True,
         given: list[UserPromptSet] | None = None) -> dict:
-    """Run ``cfg`` and write its results to ``cfg.output_dir``; returns the summary. ``lm`` reuses a loaded model;
-    ``given`` scores the user's own prompt sets instead of the configured data set's."""
+    """Run ``cfg`` and write its results to ``cfg.output_dir``; returns the summary. ``lm`` reuses a loaded model
+    (the caller keeps it; a model loaded here is closed at the end, which stops a server it started); ``given``
+    scores the user's own prompt sets instead of the configured data set's."""
+    with ExitStack() as owned:
+        if lm is None and cfg.model.backend != "transformers":
+            # a server is asked first, before any prompt is built: a dead one is reported at once
+            lm = owned.enter_context(closing(load(cfg.model, cfg.cache_dir)))
+        return _run(cfg, lm, progress, given, owned)
+
+
+def _run(cfg: RunConfig, lm: TokenizedModel | None, progress: bool, given, owned: ExitStack) -> dict:
     prompt_sets, about = build_prompt_sets(cfg, progress, given)
     cell_size = len(prompt_sets)
     positions = shard_indices(cell_size, cfg.shard)  # every set, or one shard's slice; records keep cell indices
     prompt_sets = [prompt_sets[i] for i in positions]
     if lm is None:
-        lm = load_model(cfg.model, cfg.cache_dir)
+        lm = owned.enter_context(closing(load(cfg.model, cfg.cache_dir)))
     # a set may carry its own response length (user prompt sets); every other set takes the run's
     lengths = [prompt_set.item.meta.get("max_new_tokens") or cfg.max_new_tokens for prompt_set in prompt_sets]
     encoded = []
@@ -231,7 +246,7 @@ def run(cfg: RunConfig, lm: CausalLM | None = None, progress: bool = True,
                      if cfg.score_options and p.item.answer is not None else [] for p in prompt_sets]
     candidate_ids = [[lm.encode(c, add_special_tokens=False) for c in cs] for cs in continuations]
     # one engine per response length (a run's sets share one unless the user's sets set their own)
-    engines = {n: ScoringEngine(lm, n, cfg.engine, cache) for n in sorted(set(lengths))}
+    engines = {n: engine_for(lm, n, cfg.engine, cache) for n in sorted(set(lengths))}
     embedder = SentenceEmbedder(cfg.embedding) if cfg.embedding is not None else None
     tokens_before = lm.forward_tokens
 

@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 
 from posixlab.errors import ConfigError
+from posixlab.models.loading import TRANSPORT_KEYS
 from posixlab.results import SETS_FILE, SUMMARY_FILE, SetWriter, build_summary, read_sets, write_summary
 
 SHARD_FORM = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
@@ -61,10 +62,18 @@ def shard_indices(num_sets: int, shard: str | None) -> list[int]:
 def config_fingerprint(config: dict) -> str:
     """A hash of a run's configuration without what may differ between the shards of one cell.
 
+    How a model is reached (a server's URL, concurrency, timeouts: ``TRANSPORT_KEYS``) may differ too: the shards of
+    one cell may run against different servers of the same model.
+
     >>> config_fingerprint({"seed": 0, "shard": "1/2", "output_dir": "a"}) == config_fingerprint({"seed": 0})
+    True
+    >>> a = config_fingerprint({"model": {"name": "m", "base_url": "http://node-1:8000/v1"}})
+    >>> a == config_fingerprint({"model": {"name": "m", "base_url": "http://node-2:8000/v1"}})
     True
     """
     kept = {k: v for k, v in config.items() if k not in ("shard", "output_dir")}
+    if isinstance(kept.get("model"), dict):
+        kept["model"] = {k: v for k, v in kept["model"].items() if k not in TRANSPORT_KEYS}
     return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -19,7 +19,7 @@ from posixlab.results import read_sets
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "posixlab" / "conf"
-GROUPS = {g: sorted(p.stem for p in (CONF / g).glob("*.yaml")) for g in ("model", "dataset", "variant", "rephraser", "embedding",
+GROUPS = {g: sorted(p.stem for p in (CONF / g).glob("*.yaml") if not p.stem.startswith("_")) for g in ("model", "dataset", "variant", "rephraser", "embedding",
                                                                                  "logger")}
 
 

@@ -22,6 +22,7 @@ import json
 import math  # noqa: F401  (label_distribution's doctest)
 import platform
 import sys
+from contextlib import ExitStack, closing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -34,11 +35,14 @@ from posixlab.classify.parse import parse_answer
 from posixlab.classify.prompts import DEFINITIONS, STRATEGIES, TASKS, TaskFrame
 from posixlab.errors import ConfigError
 from posixlab.metrics.classification import NA, class_distribution, consistency, micro_f1, sensitivity
-from posixlab.models import CausalLM, ModelSpec, load_model
+from posixlab.backends import engine_for, load
+from posixlab.models import ModelSpec
+from posixlab.models.loading import check_spec
+from posixlab.models.causal_lm import TokenizedModel
 from posixlab.paths import default_cache_dir
 from posixlab.rephrase import RephraserConfig, make_paraphrase_source
 from posixlab.results import REPHRASINGS_FILE, SAMPLES_FILE, write_classification_summary
-from posixlab.scoring import EngineOptions, ScoreCache, ScoringEngine
+from posixlab.scoring import EngineOptions, ScoreCache
 
 PROBABILITY_MODES = ("greedy", "label_probs")
 
@@ -77,6 +81,7 @@ class ClassificationConfig:
 
 
 def check(cfg: ClassificationConfig) -> None:
+    check_spec(cfg.model)
     if cfg.strategy not in STRATEGIES:
         raise ConfigError(f"unknown strategy {cfg.strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if cfg.probability not in PROBABILITY_MODES:
@@ -113,7 +118,7 @@ def rephrase(cfg: ClassificationConfig, original: str) -> tuple[list[str], dict]
     return [original, *rephrasings], about
 
 
-def label_continuations(lm: CausalLM, prompt: str, classes: list[str], chat_template: bool) -> list[list[int]]:
+def label_continuations(lm: TokenizedModel, prompt: str, classes: list[str], chat_template: bool) -> list[list[int]]:
     """Token ids of " <label>" after ``prompt``: the tokens the label gets when the prompt and the answer are read
     as one text (so a tokenizer that merges across the join is respected), or the label on its own if the prompt's
     tokens are not a prefix of the joint text's."""
@@ -143,9 +148,18 @@ def label_distribution(logprobs: list[float]) -> list[float]:
     return (p / p.sum()).tolist()
 
 
-def run_classification(cfg: ClassificationConfig, lm: CausalLM | None = None, progress: bool = True) -> dict:
-    """Run ``cfg`` and write its results to ``cfg.output_dir``; returns the summary."""
+def run_classification(cfg: ClassificationConfig, lm: TokenizedModel | None = None, progress: bool = True) -> dict:
+    """Run ``cfg`` and write its results to ``cfg.output_dir``; returns the summary. A model loaded here is closed
+    at the end (which stops a server it started); a model passed in is the caller's."""
     check(cfg)
+    with ExitStack() as owned:
+        if lm is None and cfg.model.backend != "transformers":
+            # a server is asked first, before the rephraser runs: a dead one is reported at once
+            lm = owned.enter_context(closing(load(cfg.model, cfg.cache_dir)))
+        return _run(cfg, lm, progress, owned)
+
+
+def _run(cfg: ClassificationConfig, lm: TokenizedModel | None, progress: bool, owned: ExitStack) -> dict:
     classes = CLASSES[cfg.data.name]
     all_classes = [*classes, NA]
     samples, examples = load_data(cfg)
@@ -159,7 +173,7 @@ def run_classification(cfg: ClassificationConfig, lm: CausalLM | None = None, pr
         ensure_ascii=False) + "\n", encoding="utf-8")
 
     if lm is None:
-        lm = load_model(cfg.model, cfg.cache_dir)
+        lm = owned.enter_context(closing(load(cfg.model, cfg.cache_dir)))
     prompts, ids = [], []  # row k = sample k // Q, rephrasing k % Q
     for sample in samples:
         for q, sentence in enumerate(rephrasings):
@@ -174,7 +188,7 @@ def run_classification(cfg: ClassificationConfig, lm: CausalLM | None = None, pr
     cache = None
     if cfg.score_cache:
         cache = ScoreCache(cfg.score_cache_dir or Path(cfg.cache_dir or default_cache_dir()) / "scores", lm.identity)
-    engine = ScoringEngine(lm, cfg.max_new_tokens, cfg.engine, cache)
+    engine = engine_for(lm, cfg.max_new_tokens, cfg.engine, cache)
     tokens_before = lm.forward_tokens
     results = [None] * len(ids)
     bar = tqdm(total=len(ids), desc=f"{lm.name} · {cfg.data.name} · {cfg.strategy}", unit="prompt",

@@ -37,32 +37,30 @@ class Prefix:
     next_logprobs: torch.Tensor  # float32 log_softmax of next_logits
 
 
-class CausalLM:
-    def __init__(self, model, tokenizer, *, name: str, identity: dict):
-        self.model = model.eval()
+def eos_ids_of(generation_eos, tokenizer) -> frozenset[int]:
+    """The ids that end a response: the generation config's end-of-sequence id(s) and the tokenizer's."""
+    eos = [] if generation_eos is None else [generation_eos] if isinstance(generation_eos, int) else list(generation_eos)
+    if tokenizer.eos_token_id is not None:
+        eos.append(tokenizer.eos_token_id)
+    return frozenset(int(e) for e in eos)
+
+
+class TokenizedModel:
+    """What every backend shares: the model's tokenizer on this machine, its name, identity and context length.
+
+    Prompts are tokenised here, once, and only token ids travel to the model (in this process or on a server), so
+    every backend scores the very same ids."""
+
+    def __init__(self, tokenizer, *, name: str, identity: dict, eos_ids: frozenset[int], max_context: int | None):
         self.tokenizer = tokenizer
         self.name = name
         self.identity = identity  # what a result depends on: source, path, revision, sha256, dtype, versions
-        self.device = next(model.parameters()).device
-        eos = model.generation_config.eos_token_id
-        eos = [] if eos is None else ([eos] if isinstance(eos, int) else list(eos))
-        if tokenizer.eos_token_id is not None:
-            eos.append(tokenizer.eos_token_id)
-        self.eos_ids = frozenset(int(e) for e in eos)
-        self.max_context = getattr(model.config, "max_position_embeddings", None) or getattr(
-            getattr(model.config, "text_config", None), "max_position_embeddings", None)
+        self.eos_ids = eos_ids
+        self.max_context = max_context
         self.forward_tokens = 0  # tokens run through the model so far, for the run's accounting
-        self.padding_tokens = 0  # padded positions run through the model (work done, but not counted above)
-        text_config = model.config.get_text_config(decoder=True)
-        self.vocab_size = int(text_config.vocab_size)
-        layer_types = getattr(text_config, "layer_types", None)
-        self.layer_types = sorted(set(layer_types)) if layer_types else None
-        self.sliding_window = getattr(text_config, "sliding_window", None)
-        heads = text_config.num_attention_heads
-        head_dim = getattr(text_config, "head_dim", None) or text_config.hidden_size // heads
-        kv_heads = getattr(text_config, "num_key_value_heads", None) or heads
-        # bytes one token occupies in the key/value cache: sizes the engine's batches
-        self.kv_bytes_per_token = 2 * text_config.num_hidden_layers * kv_heads * head_dim * model.dtype.itemsize
+
+    def close(self) -> None:
+        """Release what the model holds outside this process (a server it started); nothing for in-process models."""
 
     # --- text <-> ids -------------------------------------------------------------------------------------------
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
@@ -92,6 +90,29 @@ class CausalLM:
                 f"{len(prompt_ids) + max_new_tokens}, more than the {self.max_context}-token context of {self.name}. "
                 f"Shorten the prompt (fewer shots, a shorter question) or use a model with a longer context."
             )
+
+
+class CausalLM(TokenizedModel):
+    """A ``transformers`` model in this process."""
+
+    def __init__(self, model, tokenizer, *, name: str, identity: dict):
+        max_context = getattr(model.config, "max_position_embeddings", None) or getattr(
+            getattr(model.config, "text_config", None), "max_position_embeddings", None)
+        super().__init__(tokenizer, name=name, identity=identity,
+                         eos_ids=eos_ids_of(model.generation_config.eos_token_id, tokenizer), max_context=max_context)
+        self.model = model.eval()
+        self.device = next(model.parameters()).device
+        self.padding_tokens = 0  # padded positions run through the model (work done, but not counted above)
+        text_config = model.config.get_text_config(decoder=True)
+        self.vocab_size = int(text_config.vocab_size)
+        layer_types = getattr(text_config, "layer_types", None)
+        self.layer_types = sorted(set(layer_types)) if layer_types else None
+        self.sliding_window = getattr(text_config, "sliding_window", None)
+        heads = text_config.num_attention_heads
+        head_dim = getattr(text_config, "head_dim", None) or text_config.hidden_size // heads
+        kv_heads = getattr(text_config, "num_key_value_heads", None) or heads
+        # bytes one token occupies in the key/value cache: sizes the engine's batches
+        self.kv_bytes_per_token = 2 * text_config.num_hidden_layers * kv_heads * head_dim * model.dtype.itemsize
 
     # --- the three operations -----------------------------------------------------------------------------------
     @torch.inference_mode()

@@ -17,6 +17,10 @@ from posixlab.paths import default_cache_dir
 from posixlab.models.causal_lm import CausalLM
 
 SOURCES = ("packaged", "hub", "local")
+BACKENDS = ("transformers", "vllm")
+# how a served model is reached, not what it computes: shards of one cell may differ in these (shards.py)
+TRANSPORT_KEYS = ("base_url", "launch", "launch_python", "launch_args", "max_concurrency", "request_batch",
+                  "api_key_env", "request_timeout", "max_attempts")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
@@ -31,6 +35,19 @@ class ModelSpec:
     dtype: str = "auto"  # auto: bfloat16 on a GPU that supports it, float32 otherwise
     device: str = "auto"  # auto: cuda when available, else cpu
     trust_remote_code: bool = False
+    # --- where the model runs: in this process (transformers) or on a vLLM server (posixlab/serving/) ---------------
+    backend: str = "transformers"  # transformers | vllm
+    base_url: str | None = None  # vllm: the server's OpenAI-compatible root, e.g. http://gpu-node:8000/v1
+    served_name: str | None = None  # vllm: the name the server serves the model under; None: its only model
+    launch: bool = False  # vllm: start a local server for the run (on a free loopback port) and stop it afterwards
+    launch_python: str | None = None  # vllm launch: a Python with vLLM; None: $POSIXLAB_VLLM_PYTHON or the cache's venv
+    launch_args: tuple[str, ...] = ()  # vllm launch: more server flags, e.g. ["--tensor-parallel-size", "4"]
+    max_model_len: int | None = None  # vllm launch: the server's context length; None: 2048 on CPU, the model's on GPU
+    max_concurrency: int = 8  # vllm: requests in flight at once
+    request_batch: int = 16  # vllm: sequences scored per request
+    api_key_env: str = "VLLM_API_KEY"  # vllm: the variable holding the server's key (unset: none is needed)
+    request_timeout: float = 600  # vllm: seconds one request may take
+    max_attempts: int = 3  # vllm: tries per request (the openai client's retries); then the server is reported dead
 
 
 def resolve_device(device: str) -> str:
@@ -75,17 +92,53 @@ def _hub_folder_or_error(spec: ModelSpec) -> str:
 
 
 def load_model(spec: ModelSpec, cache_dir: str | Path | None = None) -> CausalLM:
+    """The model ``spec`` names, loaded in this process with ``transformers``. (A model on a vLLM server,
+    ``backend=vllm``, is opened by ``posixlab.backends.load``, which the runs use.)"""
+    check_spec(spec)
+    if spec.source not in SOURCES:
+        raise ConfigError(f"model {spec.name}: a {spec.source!r} model cannot be loaded by name; choose a source of "
+                          f"{', '.join(SOURCES)}")
+    if spec.backend != "transformers":
+        raise ConfigError(f"model {spec.name} runs on a {spec.backend} server: open it with posixlab.backends.load")
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if spec.source not in SOURCES:
-        raise ConfigError(f"model {spec.name}: unknown source {spec.source!r}; choose one of {', '.join(SOURCES)}")
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype, device)
-    identity = {"name": spec.name, "source": spec.source, "path": spec.path, "revision": spec.revision,
-                "dtype": str(dtype).removeprefix("torch."), "device": device,
-                "transformers": transformers.__version__, "torch": torch.__version__}
+    folder, identity, kwargs = model_folder(spec, cache_dir)
+    identity.update({"dtype": str(dtype).removeprefix("torch."), "device": device,
+                     "transformers": transformers.__version__, "torch": torch.__version__})
+    print(f"posixlab: loading {spec.name} ({spec.path}) on {device} in {identity['dtype']}", file=sys.stderr)
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=spec.trust_remote_code, **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=spec.trust_remote_code,
+                                                 **kwargs).to(device)
+    return CausalLM(model, tokenizer, name=spec.name, identity=identity)
+
+
+def check_spec(spec: ModelSpec) -> None:
+    """Model settings that are wrong whatever the data: caught before anything is fetched or loaded."""
+    if spec.source not in (*SOURCES, "loaded"):  # loaded: a model object given in Python (posixlab.evaluate)
+        raise ConfigError(f"model {spec.name}: unknown source {spec.source!r}; choose one of {', '.join(SOURCES)}")
+    if spec.backend not in BACKENDS:
+        raise ConfigError(f"model {spec.name}: unknown backend {spec.backend!r}; choose one of {', '.join(BACKENDS)}")
+    if spec.dtype not in DTYPES:
+        raise ConfigError(f"unknown model.dtype {spec.dtype!r}; choose one of {', '.join(DTYPES)}")
+    if spec.backend == "vllm":
+        if spec.launch == bool(spec.base_url):
+            raise ConfigError(f"model.backend=vllm needs either model.base_url=http://HOST:PORT/v1 (a running vLLM "
+                              f"server) or model.launch=true (posixlab starts one), not "
+                              f"{'both' if spec.launch else 'neither'}")
+        for key in ("max_concurrency", "request_batch", "max_attempts"):
+            if getattr(spec, key) < 1:
+                raise ConfigError(f"model.{key} must be at least 1, got {getattr(spec, key)}")
+    elif spec.launch or spec.base_url:
+        raise ConfigError(f"model.launch and model.base_url belong to a server backend; add model.backend=vllm")
+
+
+def model_folder(spec: ModelSpec, cache_dir: str | Path | None = None) -> tuple[str, dict, dict]:
+    """(folder or hub id to load from, the identity of the weights, extra ``from_pretrained`` arguments)."""
+    identity = {"name": spec.name, "source": spec.source, "path": spec.path, "revision": spec.revision}
     if spec.source == "packaged":
         if spec.path not in PACKAGED_MODELS:
             raise ConfigError(f"no packaged model {spec.path!r}; packaged models: {', '.join(PACKAGED_MODELS)}")
@@ -96,18 +149,13 @@ def load_model(spec: ModelSpec, cache_dir: str | Path | None = None) -> CausalLM
         if not Path(spec.path).is_dir():
             raise ModelUnavailableError(f"model {spec.name}: local folder {spec.path} does not exist")
         folder = spec.path
+        identity["files"] = _folder_signature(folder)
     else:
         folder = _hub_folder_or_error(spec)
-    if spec.source == "local":
-        identity["files"] = _folder_signature(folder)
-    elif Path(folder).parent.name == "snapshots":  # a hub snapshot: its folder name is the resolved commit
-        identity["commit"] = Path(folder).name
-    print(f"posixlab: loading {spec.name} ({spec.path}) on {device} in {identity['dtype']}", file=sys.stderr)
+        if Path(folder).parent.name == "snapshots":  # a hub snapshot: its folder name is the resolved commit
+            identity["commit"] = Path(folder).name
     kwargs = {"revision": spec.revision} if spec.source == "hub" and folder == spec.path else {}
-    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=spec.trust_remote_code, **kwargs)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=spec.trust_remote_code,
-                                                 **kwargs).to(device)
-    return CausalLM(model, tokenizer, name=spec.name, identity=identity)
+    return folder, identity, kwargs
 
 
 def _folder_signature(folder: str) -> str:
@@ -124,7 +172,10 @@ def spec_from_dict(d: dict) -> ModelSpec:
     unknown = set(d) - known
     if unknown:
         raise ConfigError(f"unknown model option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
+    d = dict(d)
+    if d.get("launch_args") is not None:
+        d["launch_args"] = tuple(str(a) for a in d["launch_args"])
     return ModelSpec(**d)
 
 
-__all__ = ["ModelSpec", "load_model", "spec_from_dict"]
+__all__ = ["ModelSpec", "check_spec", "load_model", "model_folder", "spec_from_dict"]

@@ -86,15 +86,17 @@ class _Block:
     first_logits: torch.Tensor  # (rows, vocab): raw logits of the token after each prompt
 
 
-class ScoringEngine:
-    def __init__(self, lm: CausalLM, max_new_tokens: int, options: EngineOptions | None = None,
-                 cache: ScoreCache | None = None):
+class SetScorer:
+    """What every engine shares: the cache lookups, the assembly of a set's matrix, and the order of the work.
+
+    An engine plans waves of sets and runs each wave (``_plan_waves``, ``_run_wave``): ``ScoringEngine`` here in
+    this process, ``posixlab.serving.ServerEngine`` on a vLLM server. Both read the same score cache and build the
+    same ``SetScores``, so a set's numbers do not depend on which of them computed it."""
+
+    def __init__(self, lm, max_new_tokens: int, cache: ScoreCache | None = None):
         self.lm = lm
         self.max_new_tokens = max_new_tokens
-        self.options = options or EngineOptions()
-        self.batch_tokens, self.memory = self.options.resolve(lm.device)
         self.cache = cache
-        self.pad_id = 0  # any id: padded positions are never seen by a real token
         self.processed_tokens = 0  # every position run through the model, padding included
 
     # --- public ------------------------------------------------------------------------------------------------------
@@ -122,6 +124,86 @@ class ScoringEngine:
                 yield index, cached
         for wave in self._plan_waves(sets, pending, in_order):
             yield from self._run_wave([(i, [tuple(p) for p in sets[i]], extra[i]) for i in wave])
+
+    # --- what an engine does -----------------------------------------------------------------------------------------
+    def _plan_waves(self, sets, indices: list[int], in_order: bool = False) -> list[list[int]]:
+        """The pending sets (``indices``) cut into waves: groups whose work runs, and is cached, together."""
+        raise NotImplementedError
+
+    def _run_wave(self, items: list[tuple[int, list[Ids], list[Ids]]]) -> Iterator[tuple[int, SetScores]]:
+        """Generate and score the wave's ``(index, prompts, extra continuations)``; yield ``(index, SetScores)``."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _responses_needed(slots: list[list[int]], extras: list[list[Ids]], generated: dict) -> dict[int, dict]:
+        """For each unique prompt ``u``, the responses it must be scored on: every other distinct response of each
+        set it belongs to, and the set's extra continuations (its own response is the generation's diagonal)."""
+        needs: dict[int, dict[Ids, None]] = {u: {} for slot in slots for u in slot}
+        for slot, extra in zip(slots, extras):
+            responses = list(dict.fromkeys([tuple(generated[u][0]) for u in slot] + extra))
+            for u in dict.fromkeys(slot):
+                own = tuple(generated[u][0])
+                needs[u].update((r, None) for r in responses if r != own)
+        return needs
+
+    # --- cache and assembly ------------------------------------------------------------------------------------------
+    def _from_cache(self, prompts, extra: list[Ids]) -> SetScores | None:
+        if self.cache is None:
+            return None
+        prompts = [tuple(p) for p in prompts]
+        gens = {}
+        for p in dict.fromkeys(prompts):
+            gens[p] = self.cache.generation(p, self.max_new_tokens)
+            if gens[p] is None:
+                return None
+        responses = list(dict.fromkeys([tuple(gens[p][0]) for p in prompts] + extra))
+        values = {}
+        for p in gens:
+            for r in responses:
+                if r != tuple(gens[p][0]):
+                    values[(p, r)] = self.cache.score(p, r)
+                    if values[(p, r)] is None:
+                        return None
+        return self._assemble(prompts, gens, values, extra, cached=True)
+
+    def _assemble(self, prompts: list[Ids], gens: dict, values: dict, extra: list[Ids], *,
+                  cached: bool) -> SetScores:
+        n = len(prompts)
+        responses = [list(gens[p][0]) for p in prompts]
+        generation_logprobs = [list(gens[p][1]) for p in prompts]
+        diagonal = {p: sum(g[1]) for p, g in gens.items()}
+        matrix = np.empty((n, n), dtype=np.float64)
+        for i, p in enumerate(prompts):
+            own = tuple(gens[p][0])
+            for j, r in enumerate(responses):
+                matrix[i, j] = diagonal[p] if tuple(r) == own else values[(p, tuple(r))]
+        candidate_matrix = None
+        if extra:
+            candidate_matrix = np.array([[diagonal[p] if c == tuple(gens[p][0]) else values[(p, c)] for c in extra]
+                                         for p in prompts], dtype=np.float64)
+        unique_responses = {tuple(r) for r in responses}
+        scored = unique_responses | set(extra)
+        # what the engine runs for this set alone: its prompts' radix tree, each prompt's generated tokens but the
+        # last, and each prompt's response trie
+        segments, _ = radix_segments(list(gens), min_saving=SHARING_MIN_SAVING)
+        work = sum(len(s.tokens) for s in segments) + sum(len(g[0]) - 1 for g in gens.values()) + sum(
+            len(ResponseTrie([r for r in scored if r != tuple(gens[p][0])])) for p in gens)
+        stats = {"prompts": n, "unique_prompts": len(gens), "unique_responses": len(unique_responses),
+                 # forward tokens: the set's own work (prompts shared with other sets of its wave run once)
+                 "cached": cached, "forward_tokens": 0 if cached else work, "engine_tokens": work,
+                 # one full pass per (prompt, response) pair plus one generation pass per prompt, as the
+                 # authors' library runs
+                 "forward_tokens_naive": sum(len(p) for p in prompts) * (n + 1) + sum(map(len, responses)) * (n + 1)}
+        return SetScores(responses, generation_logprobs, matrix, stats, candidate_matrix)
+
+
+class ScoringEngine(SetScorer):
+    def __init__(self, lm: CausalLM, max_new_tokens: int, options: EngineOptions | None = None,
+                 cache: ScoreCache | None = None):
+        super().__init__(lm, max_new_tokens, cache)
+        self.options = options or EngineOptions()
+        self.batch_tokens, self.memory = self.options.resolve(lm.device)
+        self.pad_id = 0  # any id: padded positions are never seen by a real token
 
     # --- planning ----------------------------------------------------------------------------------------------------
     def _plan_waves(self, sets, indices: list[int], in_order: bool = False) -> list[list[int]]:
@@ -170,12 +252,7 @@ class ScoringEngine:
             blocks.append(block)
         del segment_kv
 
-        needs: dict[int, dict[Ids, None]] = {u: {} for u in range(len(prompts))}
-        for slot, (_, _, extra) in zip(slots, items):
-            responses = list(dict.fromkeys([tuple(generated[u][0]) for u in slot] + extra))
-            for u in dict.fromkeys(slot):
-                own = tuple(generated[u][0])
-                needs[u].update((r, None) for r in responses if r != own)
+        needs = self._responses_needed(slots, [extra for _, _, extra in items], generated)
         tries = {u: ResponseTrie(list(need)) for u, need in needs.items()}
         scores: dict[tuple[int, Ids], float] = {}
         for block in blocks:
@@ -361,57 +438,6 @@ class ScoringEngine:
     def _count(self, processed: int, real: int) -> None:
         self.processed_tokens += processed
         self.lm.forward_tokens += real
-
-    # --- cache and assembly ------------------------------------------------------------------------------------------
-    def _from_cache(self, prompts, extra: list[Ids]) -> SetScores | None:
-        if self.cache is None:
-            return None
-        prompts = [tuple(p) for p in prompts]
-        gens = {}
-        for p in dict.fromkeys(prompts):
-            gens[p] = self.cache.generation(p, self.max_new_tokens)
-            if gens[p] is None:
-                return None
-        responses = list(dict.fromkeys([tuple(gens[p][0]) for p in prompts] + extra))
-        values = {}
-        for p in gens:
-            for r in responses:
-                if r != tuple(gens[p][0]):
-                    values[(p, r)] = self.cache.score(p, r)
-                    if values[(p, r)] is None:
-                        return None
-        return self._assemble(prompts, gens, values, extra, cached=True)
-
-    def _assemble(self, prompts: list[Ids], gens: dict, values: dict, extra: list[Ids], *,
-                  cached: bool) -> SetScores:
-        n = len(prompts)
-        responses = [list(gens[p][0]) for p in prompts]
-        generation_logprobs = [list(gens[p][1]) for p in prompts]
-        diagonal = {p: sum(g[1]) for p, g in gens.items()}
-        matrix = np.empty((n, n), dtype=np.float64)
-        for i, p in enumerate(prompts):
-            own = tuple(gens[p][0])
-            for j, r in enumerate(responses):
-                matrix[i, j] = diagonal[p] if tuple(r) == own else values[(p, tuple(r))]
-        candidate_matrix = None
-        if extra:
-            candidate_matrix = np.array([[diagonal[p] if c == tuple(gens[p][0]) else values[(p, c)] for c in extra]
-                                         for p in prompts], dtype=np.float64)
-        unique_responses = {tuple(r) for r in responses}
-        scored = unique_responses | set(extra)
-        # what the engine runs for this set alone: its prompts' radix tree, each prompt's generated tokens but the
-        # last, and each prompt's response trie
-        segments, _ = radix_segments(list(gens), min_saving=SHARING_MIN_SAVING)
-        work = sum(len(s.tokens) for s in segments) + sum(len(g[0]) - 1 for g in gens.values()) + sum(
-            len(ResponseTrie([r for r in scored if r != tuple(gens[p][0])])) for p in gens)
-        stats = {"prompts": n, "unique_prompts": len(gens), "unique_responses": len(unique_responses),
-                 # forward tokens: the set's own work (prompts shared with other sets of its wave run once)
-                 "cached": cached, "forward_tokens": 0 if cached else work, "engine_tokens": work,
-                 # one full pass per (prompt, response) pair plus one generation pass per prompt, as the
-                 # authors' library runs
-                 "forward_tokens_naive": sum(len(p) for p in prompts) * (n + 1) + sum(map(len, responses)) * (n + 1)}
-        return SetScores(responses, generation_logprobs, matrix, stats, candidate_matrix)
-
 
 def score_prompt_set(lm: CausalLM, prompt_ids: list[list[int]], max_new_tokens: int,
                      options: EngineOptions | None = None) -> SetScores:
