@@ -96,7 +96,8 @@ def check_max_new_tokens(value) -> None:
 
 def check_settings(cfg: RunConfig) -> None:
     """Settings that are wrong whatever the data: caught before anything is loaded."""
-    check_spec(cfg.model)
+    if cfg.model is not None:  # None: prompt sets built without a model (build_prompt_sets alone)
+        check_spec(cfg.model)
     parse_shard(cfg.shard)
     if cfg.shots < 0:
         raise ConfigError(f"shots must be 0 or more, got {cfg.shots}")
