@@ -3,8 +3,12 @@
 The test suite does this on SmolLM2; run this for any other model before trusting its numbers (architectures differ
 in their caches: Gemma 3 mixes sliding-window and global attention layers, for example).
 
-    python -m experiments.verify_models                      # the three packaged models
+    python -m experiments.verify_models                      # every packaged model
     python -m experiments.verify_models --models gemma3-270m
+
+Measured for qwen2.5-coder-1.5b-instruct (2026-11-25, 2 CPU cores, float32; 1.1 GB fetched and converted once):
+greedy equals ``generate`` on all 5 prompts of a template set, engine against brute force max |Δ log P| 2.4e-5,
+ψ 0.788106 (engine) and 0.788106 (brute force).
 """
 
 from __future__ import annotations
