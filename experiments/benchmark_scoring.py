@@ -65,6 +65,8 @@ WORKLOADS = {"mmlu": {"max_new_tokens": 5, "open": False}, "open": {"max_new_tok
 class PeakMemory:
     """Peak resident memory (CPU) or peak allocated memory (CUDA) above the level at entry, in MiB."""
 
+    interval = 0.005  # seconds between samples of resident memory
+
     def __init__(self, device: torch.device):
         self.cuda = device.type == "cuda"
 
@@ -86,7 +88,7 @@ class PeakMemory:
         return self
 
     def _sample(self):
-        while not self._stop.wait(0.005):
+        while not self._stop.wait(self.interval):
             self.peak = max(self.peak, self._rss())
 
     def __exit__(self, *exc):
@@ -228,15 +230,18 @@ def in_fresh_process(contender: str, args, workload: str, base_url: str | None =
             subprocess.run(command, check=True, cwd=Path(__file__).resolve().parent.parent)
         row = json.loads(result.read_text())
     if sampler is not None:
-        row["server_peak_rss_mib"] = sampler.peak_mib
+        row["server_peak_rss_mib"] = round(sampler.peak / 2**20, 1)
     return row
 
 
-class GroupMemory:
-    """Peak resident memory of a process group (a vLLM server and its engine process), sampled every 50 ms."""
+class GroupMemory(PeakMemory):
+    """Peak resident memory of a process group (a vLLM server and its engine process), sampled like ``PeakMemory``;
+    ``peak`` is absolute (the server's model included), not above the level at entry."""
+
+    interval = 0.05  # a sample reads every /proc/PID/stat: rarer, so the sampler does not compete with the server
 
     def __init__(self, pgid: int):
-        self.pgid, self.peak = pgid, 0
+        self.cuda, self.pgid = False, pgid
 
     def _rss(self) -> int:
         total = 0
@@ -248,21 +253,6 @@ class GroupMemory:
             if int(fields[2]) == self.pgid:  # field 5 of /proc/PID/stat: the process group
                 total += int(fields[21]) * os.sysconf("SC_PAGE_SIZE")  # field 24: resident pages
         return total
-
-    def __enter__(self):
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-        return self
-
-    def _sample(self):
-        while not self._stop.wait(0.05):
-            self.peak = max(self.peak, self._rss())
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.peak_mib = round(self.peak / 2**20, 1)
 
 
 def max_abs(a: list, b: list) -> float:

@@ -146,6 +146,18 @@ class SetScorer:
                 needs[u].update((r, None) for r in responses if r != own)
         return needs
 
+    def _finish_wave(self, items, slots: list[list[int]], prompts: list[Ids], generated: dict, needs: dict,
+                     scores: dict) -> Iterator[tuple[int, SetScores]]:
+        """Store a finished wave in the score cache (one transaction), then yield each of its sets' ``SetScores``.
+        ``generated[u]`` and ``scores[(u, response)]`` are indexed by the wave's unique prompt ``u``."""
+        if self.cache is not None:
+            self.cache.store({prompts[u]: gen for u, gen in generated.items()},
+                             {(prompts[u], r): v for (u, r), v in scores.items()}, self.max_new_tokens)
+        for (index, set_prompts, extra), slot in zip(items, slots):
+            gens = {prompts[u]: generated[u] for u in slot}
+            values = {(prompts[u], r): scores[(u, r)] for u in slot for r in needs[u]}
+            yield index, self._assemble(set_prompts, gens, values, extra, cached=False)
+
     # --- cache and assembly ------------------------------------------------------------------------------------------
     def _from_cache(self, prompts, extra: list[Ids]) -> SetScores | None:
         if self.cache is None:
@@ -259,13 +271,7 @@ class ScoringEngine(SetScorer):
             self._score(block, prompts, tries, scores)
         del blocks
 
-        if self.cache is not None:
-            self.cache.store({prompts[u]: gen for u, gen in generated.items()},
-                             {(prompts[u], r): v for (u, r), v in scores.items()}, self.max_new_tokens)
-        for (index, set_prompts, extra), slot in zip(items, slots):
-            gens = {prompts[u]: generated[u] for u in slot}
-            values = {(prompts[u], r): scores[(u, r)] for u in slot for r in needs[u]}
-            yield index, self._assemble(set_prompts, gens, values, extra, cached=False)
+        yield from self._finish_wave(items, slots, prompts, generated, needs, scores)
 
     @torch.inference_mode()
     def _prefill(self, prompts: list[Ids]):

@@ -7,8 +7,8 @@ A wave of sets runs in two steps, each a pool of concurrent requests (at most ``
 2. one score per distinct (prompt, other response) pair the wave needs, ``request_batch`` sequences per request
    (pairs shared by two sets of the wave are sent once).
 
-The wave is then written to the score cache in one transaction, like the in-process engine's waves, and its sets
-are assembled by the shared ``SetScorer``. The server decides its own batching; the numbers do not depend on it
+The wave is then written to the score cache in one transaction and its sets assembled, by the same ``SetScorer``
+code as the in-process engine's waves. The server decides its own batching; the numbers do not depend on it
 beyond float rounding (the tests hold them within 1e-4 of the in-process engine).
 
 vLLM does not use its prefix cache for requests that ask for prompt log-probabilities (vLLM PR #17251), so every
@@ -68,13 +68,7 @@ class ServerEngine(SetScorer):
         self.processed_tokens += work
         self.lm.forward_tokens += work
 
-        if self.cache is not None:
-            self.cache.store({prompts[u]: gen for u, gen in generated.items()},
-                             {(prompts[u], r): v for (u, r), v in scores.items()}, self.max_new_tokens)
-        for (index, set_prompts, extra), slot in zip(items, slots):
-            gens = {prompts[u]: generated[u] for u in slot}
-            set_values = {(prompts[u], r): scores[(u, r)] for u in slot for r in needs[u]}
-            yield index, self._assemble(set_prompts, gens, set_values, extra, cached=False)
+        yield from self._finish_wave(items, slots, prompts, generated, needs, scores)
 
     def _parallel(self, request: Callable, jobs: list) -> list:
         """``[request(job) for job in jobs]`` with at most ``concurrency`` requests in flight. The first failure
