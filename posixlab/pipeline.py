@@ -20,6 +20,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from posixlab.answers import candidate_strings, set_answers
+from posixlab.backends import engine_for, load
 from posixlab.data import DatasetSpec, load_items, select_items
 from posixlab.data.exemplars import exemplar_pool
 from posixlab.data.prompt_sets import UserPromptSet, read_prompt_set_file
@@ -27,10 +28,9 @@ from posixlab.errors import ConfigError
 from posixlab.embeddings import EmbeddingSpec, SentenceEmbedder
 from posixlab.metrics import REFERENCE_COMPAT, psi, psi_per_prompt
 from posixlab.metrics.factors import set_factors
-from posixlab.backends import engine_for, load
 from posixlab.models import ModelSpec
-from posixlab.models.loading import check_spec
 from posixlab.models.causal_lm import TokenizedModel
+from posixlab.models.loading import check_spec
 from posixlab.paths import default_cache_dir
 from posixlab.prompts import PromptItem
 from posixlab.rephrase import RephraserConfig, make_paraphrase_source

@@ -30,15 +30,15 @@ import numpy as np
 from tqdm.auto import tqdm
 
 import posixlab
+from posixlab.backends import engine_for, load
 from posixlab.classify.data import ALIASES, CLASSES, Sample, exemplars, load_samples, select_samples
 from posixlab.classify.parse import parse_answer
 from posixlab.classify.prompts import DEFINITIONS, STRATEGIES, TASKS, TaskFrame
 from posixlab.errors import ConfigError
 from posixlab.metrics.classification import NA, class_distribution, consistency, micro_f1, sensitivity
-from posixlab.backends import engine_for, load
 from posixlab.models import ModelSpec
-from posixlab.models.loading import check_spec
 from posixlab.models.causal_lm import TokenizedModel
+from posixlab.models.loading import check_spec
 from posixlab.paths import default_cache_dir
 from posixlab.rephrase import RephraserConfig, make_paraphrase_source
 from posixlab.results import REPHRASINGS_FILE, SAMPLES_FILE, write_classification_summary
