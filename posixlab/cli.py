@@ -38,6 +38,7 @@ from posixlab.errors import ConfigError, PosixlabError
 from posixlab.models import spec_from_dict
 from posixlab.pipeline import RunConfig, run
 from posixlab.rephrase import RephraserConfig
+from posixlab.rephrase.quality import describe_summary
 from posixlab.results import read_sets
 from posixlab.scoring import EngineOptions
 from posixlab.tracking import Tracker
@@ -130,7 +131,9 @@ def run_posix_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str |
     print(f"POSIX = {p['posix']:.4f} (95% CI {p['ci95'][0]:.4f} to {p['ci95'][1]:.4f}, sd {sd}, median "
           f"{p['median']:.4f}, {p['num_sets']} sets of N = {summary['num_prompts_per_set'] or 'varies'}) · {cfg.model.name} · "
           f"{cfg.dataset.name} · {cfg.variant.name} · {cfg.shots}-shot")
-    for line in accuracy_lines(summary.get("accuracy")) + choice_lines(summary.get("prompt_choice")):
+    quality = describe_summary(summary.get("variant_details", {}).get("paraphrase_quality"))
+    for line in accuracy_lines(summary.get("accuracy")) + choice_lines(summary.get("prompt_choice")) + (
+            [quality] if quality else []):
         print(line)
     print(f"results: {output_dir}")
     return p["posix"]

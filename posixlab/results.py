@@ -19,6 +19,7 @@ import math
 from pathlib import Path
 
 from posixlab.answers import accuracy_summary
+from posixlab.rephrase.quality import describe_summary
 from posixlab.metrics import psi_per_prompt, summarize
 from posixlab.metrics.classification import NA
 from posixlab.metrics.factors import FACTOR_NAMES
@@ -207,12 +208,19 @@ def write_summary(folder: str | Path, summary: dict) -> None:
         "",
         *accuracy_lines(summary.get("accuracy"), fmt),
         *prompt_choice_lines(summary.get("prompt_choice"), fmt),
+        *paraphrase_quality_lines(summary.get("variant_details", {}).get("paraphrase_quality")),
         f"Forward tokens computed: {summary['compute']['forward_tokens']:,}; one pass per pair would need "
         f"{summary['compute']['forward_tokens_naive']:,}. Saved by reuse: {summary['compute']['saved_by_reuse']:,}; "
         f"by the score cache: {summary['compute']['saved_by_cache']:,} "
         f"({summary['compute']['sets_from_cache']} sets).",
     ]
     (folder / SUMMARY_MD).write_text("\n".join(lines) + "\n")
+
+
+def paraphrase_quality_lines(quality: dict | None) -> list[str]:
+    line = describe_summary(quality)
+    return [f"{line[0].upper()}{line[1:]} ({', '.join(f'{k} {v}' for k, v in quality['rules'].items())}).", ""] \
+        if line else []
 
 
 def write_classification_summary(folder: str | Path, summary: dict) -> None:

@@ -228,7 +228,7 @@ def test_end_to_end_on_the_packaged_model(lm, tmp_path, rephrasings_file, probab
     cfg = ClassificationConfig(model=ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct"),
                                data=ClassificationData(num_samples=4), strategy="simple", num_rephrasings=3,
                                probability=probability, output_dir=str(tmp_path / "run"), score_cache=False,
-                               rephraser=RephraserConfig(backend="file", path=str(rephrasings_file)))
+                               rephraser=RephraserConfig(backend="file", path=str(rephrasings_file), min_similarity=0.0))
     summary = run_classification(cfg, lm=lm, progress=False)
     out = tmp_path / "run"
     assert json.loads((out / "rephrasings.json").read_text())["rephrasings"][0] == TASKS["mmlu_letters"]
@@ -282,7 +282,7 @@ def test_a_run_is_deterministic(lm, tmp_path, rephrasings_file):
         cfg = ClassificationConfig(model=ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct"),
                                    data=ClassificationData(num_samples=3), strategy="detail", num_rephrasings=2,
                                    output_dir=str(tmp_path / name), score_cache=False,
-                                   rephraser=RephraserConfig(backend="file", path=str(rephrasings_file)))
+                                   rephraser=RephraserConfig(backend="file", path=str(rephrasings_file), min_similarity=0.0))
         run_classification(cfg, lm=lm, progress=False)
         return (tmp_path / name / "samples.jsonl").read_bytes()
 

@@ -195,7 +195,8 @@ def paraphrase_source(tmp_path, items):
     path.write_text("".join(json.dumps({"original": it.question, "paraphrases": [f"{it.question} (rephrased {i})"
                                                                                  for i in range(20)]}) + "\n"
                             for it in items))
-    return make_paraphrase_source(RephraserConfig(backend="file", path=str(path)), tmp_path)
+    # synthetic paraphrases ("... (rephrased 3)") add a number: the quality checks would rightly refuse them
+    return make_paraphrase_source(RephraserConfig(backend="file", path=str(path), validate=False), tmp_path)
 
 
 def digest(texts):
@@ -237,7 +238,10 @@ def test_default_mixture_is_unchanged(tmp_path):
     explicit = MixtureVariants(paraphrase_source(tmp_path, items), kinds=["spelling", "template", "paraphrase"])
     explicit.prepare(items, 20, progress=False)
     assert explicit.build_set(items[0], 20, 0).texts() == first.texts()
-    assert set(mixture.describe()) == {"include_original", "per_kind", "rephraser", "paraphrase_file"}
+    # the description as it was, plus the quality of the paraphrases (added with the quality checks)
+    assert set(mixture.describe()) == {"include_original", "per_kind", "rephraser", "paraphrase_file",
+                                       "paraphrase_quality"}
+    assert mixture.describe()["paraphrase_quality"] == {"checked": False}
 
 
 def test_mixture_can_include_format_variants(tmp_path):

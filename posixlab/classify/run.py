@@ -77,7 +77,8 @@ class ClassificationConfig:
     score_cache: bool = True
     score_cache_dir: str | None = None
     engine: EngineOptions = field(default_factory=EngineOptions)
-    rephraser: RephraserConfig = field(default_factory=RephraserConfig)
+    # no similarity threshold for task sentences: conf/task/classification.yaml says why
+    rephraser: RephraserConfig = field(default_factory=lambda: RephraserConfig(min_similarity=0.0))
 
 
 def check(cfg: ClassificationConfig) -> None:
@@ -114,7 +115,8 @@ def rephrase(cfg: ClassificationConfig, original: str) -> tuple[list[str], dict]
         return [original], {"rephraser": None}
     source = make_paraphrase_source(cfg.rephraser, cfg.cache_dir or default_cache_dir())
     rephrasings, record = source.paraphrases(original, cfg.num_rephrasings - 1)
-    about = {**source.describe(), "record_key": record.get("key")}
+    about = {**source.describe(), "record_key": record.get("key"),
+             "rephrasing_quality": source.quality_summary([(len(rephrasings), record)])}
     return [original, *rephrasings], about
 
 

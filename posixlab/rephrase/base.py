@@ -6,8 +6,11 @@ and an ``identity`` dict that says exactly who writes the paraphrases. ``collect
 1. the chat is the instruction's system message, its worked examples as user/assistant turns, then the request;
 2. each reply is split into candidate lines (numbering, bullets and quotes removed);
 3. a candidate is rejected when it is empty, a copy of the original, a duplicate of one already accepted, the
-   original with an answer appended (a fill-in-the-blank question completed), or far from the original's length (a sign the model answered, or wrote a preamble, instead of rewriting);
-4. it asks again, with a new seed, until it has ``n`` distinct valid paraphrases or its request budget runs out, and
+   original with an answer appended (a fill-in-the-blank question completed), or far from the original's length (a
+   sign the model answered, or wrote a preamble, instead of rewriting);
+4. the candidates left are measured (``posixlab.rephrase.quality``: embedding similarity, numbers and names kept,
+   words borrowed from the worked examples) and the quality rules reject the clear failures;
+5. it asks again, with a new seed, until it has ``n`` distinct valid paraphrases or its request budget runs out, and
    then fails with a message that says how many it got and what was rejected.
 
 The paper does not publish its GPT-3.5 instruction; ours is config (``conf/rephraser/instruction/``) and goes into
@@ -23,6 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from posixlab.errors import ConfigError, RephraserError
+from posixlab.rephrase.quality import split_statement_list
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,8 @@ class Collected:
     paraphrases: list[str]
     requests: int = 0
     rejected: Counter = field(default_factory=Counter)
+    candidates: int = 0  # candidate lines parsed from the replies (accepted, rejected, or valid beyond the n needed)
+    quality: list[dict] = field(default_factory=list)  # the measures of each accepted paraphrase (with a scorer)
 
 
 def request_seed(seed: int, text: str, attempt: int) -> int:
@@ -154,14 +160,24 @@ def request_seed(seed: int, text: str, attempt: int) -> int:
 
 def collect_paraphrases(rephraser: Rephraser, instruction: Instruction, original: str, n: int, *, seed: int = 0,
                         per_request: int = 5, samples: int = 4, max_requests: int = 6,
-                        length_ratio: tuple[float, float] = (0.5, 2.0), existing: list[str] = ()) -> Collected:
+                        length_ratio: tuple[float, float] = (0.5, 2.0), existing: list[str] = (),
+                        existing_quality: list[dict] = (), first_request: int = 0, scorer=None,
+                        rules=None) -> Collected:
     """``n`` distinct valid paraphrases of ``original`` (``existing`` ones first), or a ``RephraserError``.
 
     Each request asks for ``per_request`` rewrites in ``samples`` independent replies. Line breaks in the original
-    are sent as spaces (the reply is parsed line by line), so paraphrases are single lines.
+    are sent as spaces (the reply is parsed line by line), so paraphrases are single lines; a list of numbered
+    statements after the question ("I. GATT\\nII. IMF", which options such as "I and II only" refer to) is not sent:
+    each paraphrase of the question gets it back as written. With a ``scorer``
+    (``QualityScorer``), every candidate that passes the basic checks is measured and ``rules`` (``QualityRules``)
+    reject the clear failures; ``existing_quality`` holds the measures of ``existing``. Request seeds count on from
+    ``first_request`` (the requests an earlier call made), so a top-up never asks the same question twice.
     """
-    text = re.sub(r"\s*\n\s*", " ", original).strip()
-    found = Collected(paraphrases=list(existing)[:n])
+    stem, statements = split_statement_list(original)  # a numbered statement list is kept as written
+    text = re.sub(r"\s*\n\s*", " ", stem).strip()
+    found = Collected(paraphrases=list(existing)[:n], quality=list(existing_quality)[:n])
+    rewrites = [p[: -len(statements)].rstrip() if statements and p.endswith(statements) else p
+                for p in found.paraphrases]  # the rewritten questions, without the list: what duplicates are of
     # room for k rewrites of about the original's length (~3.5 characters a token), numbering and slack; a long
     # original (an MMLU passage) gets fewer rewrites per reply, so that one reply stays within REPLY_TOKENS
     per_rewrite = len(text) / 3.5 + 8
@@ -171,15 +187,27 @@ def collect_paraphrases(rephraser: Rephraser, instruction: Instruction, original
     budget = max_requests * max(1, per_request // k)
     while len(found.paraphrases) < n and found.requests < budget:
         replies = rephraser.chat(instruction.messages(text, k), n=samples, max_tokens=max_tokens,
-                                 seed=request_seed(seed, text, found.requests))
+                                 seed=request_seed(seed, text, first_request + found.requests))
         found.requests += 1
         for reply in replies:
+            survivors: list[str] = []
             for candidate in parse_reply(reply):
-                reason = rejection(candidate, text, found.paraphrases, length_ratio)
+                found.candidates += 1
+                reason = rejection(candidate, text, rewrites + survivors, length_ratio)
+                if reason:
+                    found.rejected[reason] += 1
+                else:
+                    survivors.append(candidate)
+            measures = scorer.score(text, survivors) if scorer is not None else [None] * len(survivors)
+            for candidate, scores in zip(survivors, measures):
+                reason = rules.verdict(scores) if scores is not None and rules is not None else None
                 if reason:
                     found.rejected[reason] += 1
                 elif len(found.paraphrases) < n:
-                    found.paraphrases.append(candidate)
+                    rewrites.append(candidate)
+                    found.paraphrases.append(f"{candidate}\n{statements}" if statements else candidate)
+                    if scores is not None:
+                        found.quality.append(scores)
     if len(found.paraphrases) < n:
         rejected = ", ".join(f"{count} {reason}" for reason, count in found.rejected.most_common()) or "none"
         error = RephraserError(

@@ -2,7 +2,7 @@
 
 Backends (``RephraserConfig.backend``):
 
-- ``hf``: a local transformers chat model; offline default the packaged Qwen2.5-Coder-0.5B-Instruct;
+- ``hf``: a local transformers chat model; offline default the packaged Qwen2.5-Coder-1.5B-Instruct;
 - ``openai``: any OpenAI-compatible chat endpoint (OpenAI, as the paper's GPT-3.5-Turbo, or a local vLLM,
   llama.cpp or Ollama server), the key read from an environment variable, never from config;
 - ``file``: no model; a user's own paraphrase file supplies every paraphrase.
@@ -23,7 +23,7 @@ BACKENDS = ("hf", "openai", "file")
 @dataclass
 class RephraserConfig:
     backend: str = "hf"  # hf | openai | file
-    model: str = "qwen2.5-coder-0.5b-instruct"  # hf: packaged name, hub id or folder; openai: the served model name
+    model: str = "qwen2.5-coder-1.5b-instruct"  # hf: packaged name, hub id or folder; openai: the served model name
     source: str = "packaged"  # hf only: packaged | hub | local
     revision: str | None = None  # hf only
     dtype: str = "auto"  # hf only
@@ -43,6 +43,13 @@ class RephraserConfig:
     max_requests: int = 12  # requests per original before giving up
     min_length_ratio: float = 0.5  # a paraphrase's length (characters) relative to the original's
     max_length_ratio: float = 2.0
+    # quality checks (posixlab.rephrase.quality): measured on every candidate, recorded with every paraphrase
+    validate: bool = True  # False: no measures, no quality rules (the length limits above still apply)
+    quality_embedding: str = "all-MiniLM-L6-v2"  # a packaged sentence-embedding model (posixlab.embeddings)
+    min_similarity: float = 0.70  # embedding cosine similarity to the original; docs/choices.md says how it was chosen
+    keep_numbers: bool = True  # reject a paraphrase whose numbers differ from the original's
+    keep_entities: bool = True  # reject a paraphrase that drops a name of the original
+    reject_borrowed: bool = True  # reject a paraphrase that uses the worked examples' words the original lacks
     instruction: dict = field(default_factory=dict)  # {system, request, examples}: conf/rephraser/instruction/
 
 

@@ -1,7 +1,8 @@
 """The ``hf`` rephraser: a local transformers chat model writes the paraphrases.
 
-The offline default is the packaged Qwen2.5-Coder-0.5B-Instruct: of the packaged models, the one that rewrites a
-question instead of answering it, given a system message and worked examples. Replies are sampled (temperature,
+The offline default is the packaged Qwen2.5-Coder-1.5B-Instruct (its 0.5B sibling is the faster, weaker choice): of
+the packaged models, the family that rewrites a question instead of answering it, given a system message and worked
+examples. Replies are sampled (temperature,
 top-p) so that repeated requests add new paraphrases; each request reseeds torch's generator, so the same seed gives
 the same paraphrases on the same machine. The model loads only when a paraphrase is missing from the paraphrase
 file: a rerun that finds them all never loads it.

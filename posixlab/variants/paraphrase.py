@@ -70,7 +70,8 @@ class ParaphraseVariants(VariantGenerator):
             "paraphrase_key": record.get("key")})
 
     def describe(self) -> dict:
-        return self.source.describe()
+        used = [(len(paraphrases), record) for paraphrases, record in self._ready.values()]
+        return {**self.source.describe(), "paraphrase_quality": self.source.quality_summary(used)}
 
 
 # ParaphraseSource is re-exported: it lived here before it moved to posixlab.rephrase.source

@@ -1,0 +1,105 @@
+"""Compare rephrasers on the paraphrases they wrote of the same questions: one Markdown table, and a seeded sample of
+paraphrases per rephraser to read by hand.
+
+    python -m experiments.compare_rephrasers figures/paraphrases/qwen2.5-coder-0.5b-instruct.jsonl \\
+        figures/paraphrases/qwen2.5-coder-1.5b-instruct.jsonl --sample 20 --out figures/rephrasers.md
+
+Only the originals every file has are compared, so the rows describe the same questions. Per rephraser: how many
+candidate lines its replies held and the share that passed every check (the basic ones and the quality rules the
+file was written with), requests per accepted paraphrase (each request is ``samples`` sampled replies), the quality
+measures of the accepted paraphrases (``posixlab.rephrase.quality``), and the rejections by reason. The hand-read
+sample draws ``--sample`` (original, paraphrase) pairs per rephraser with a fixed seed; the verdict column is filled
+in by the reader.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from posixlab.rephrase.quality import summarize
+from posixlab.rephrase.store import ParaphraseFile
+
+
+def latest_records(path: str) -> dict[str, dict]:
+    """The last record of each original in a paraphrase file (a top-up or a re-check appends a newer one)."""
+    return {original: record for original, record in ParaphraseFile(path).by_original.items()}
+
+
+def describe(records: list[dict], n: int) -> dict:
+    candidates = sum(r.get("candidates", 0) for r in records)
+    rejected = Counter()
+    for r in records:  # a paraphrase accepted once and dropped by a later, stricter rule counts as rejected
+        rejected.update(r.get("rejected") or {})
+        rejected.update(r.get("dropped") or {})
+    scores = [s for r in records for s in (r.get("quality") or {}).get("scores", [])[:n]]
+    return {"questions": len(records), "candidates": candidates, "short": sum(len(r["paraphrases"]) < n for r in records),
+            "accepted_share": (candidates - sum(rejected.values())) / candidates if candidates else float("nan"),
+            "requests_per_paraphrase": sum(r.get("requests", 0) for r in records) / (n * len(records)),
+            "rejected": rejected, **summarize(scores)}
+
+
+def table(rows: dict[str, dict]) -> str:
+    lines = ["| rephraser | questions | candidates | passed every check | requests per accepted paraphrase | "
+             "similarity 5/50/95% | length ratio 5/50/95% | numbers kept | names kept | example words borrowed |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, d in rows.items():
+        sim, ratio = d["similarity_q05_q50_q95"], d["length_ratio_q05_q50_q95"]
+        lines.append(f"| {name} | {d['questions']} | {d['candidates']} | {d['accepted_share']:.0%} | "
+                     f"{d['requests_per_paraphrase']:.2f} | {sim[0]:.2f} / {sim[1]:.2f} / {sim[2]:.2f} | "
+                     f"{ratio[0]:.2f} / {ratio[1]:.2f} / {ratio[2]:.2f} | {d['numbers_kept']:.0%} | "
+                     f"{d['entities_kept']:.0%} | {d['borrowing']:.0%} |")
+    lines += ["", "Rejections by reason (candidates):", ""]
+    for name, d in rows.items():
+        lines.append(f"- {name}: " + ", ".join(f"{reason} {count}" for reason, count in d["rejected"].most_common()))
+    return "\n".join(lines)
+
+
+def sample(records: list[dict], n: int, k: int, seed: int) -> list[tuple[str, str, float]]:
+    pairs = [(r["original"], p, s["similarity"]) for r in records
+             for p, s in zip(r["paraphrases"][:n], (r.get("quality") or {}).get("scores", [])[:n])]
+    return random.Random(seed).sample(pairs, min(k, len(pairs)))
+
+
+def cell(text: str) -> str:
+    """A text as one Markdown table cell: line breaks as " / ", pipes escaped (MMLU writes "Statement 1 | ...")."""
+    return text.replace("|", "\\|").replace("\n", " / ")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments.compare_rephrasers", description=__doc__.split("\n")[0])
+    parser.add_argument("files", nargs="+", help="paraphrase files, one per rephraser")
+    parser.add_argument("--n", type=int, default=20, help="paraphrases per question a run uses (default 20)")
+    parser.add_argument("--sample", type=int, default=20, help="pairs per rephraser to read by hand (default 20)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", help="write the Markdown here too")
+    args = parser.parse_args(argv)
+    files = {Path(f).stem: latest_records(f) for f in args.files}
+    shared = sorted(set.intersection(*(set(r) for r in files.values())))
+    if not shared:
+        print("the files have no original in common", file=sys.stderr)
+        return 2
+    rows = {name: describe([records[o] for o in shared], args.n) for name, records in files.items()}
+    short = ", ".join(f"{name} {d['short']}" for name, d in rows.items() if d["short"])
+    parts = [f"{len(shared)} questions that every file paraphrased ({args.n} paraphrases a question; questions the "
+             f"rephraser could not finish: {short or 'none'}).", "", table(rows)]
+    for name, records in files.items():
+        parts += ["", f"Hand-read sample, {name} (seed {args.seed}):", "",
+                  "| # | original | paraphrase | similarity | meaning kept? |", "|---|---|---|---|---|"]
+        for i, (original, paraphrase, similarity) in enumerate(
+                sample([records[o] for o in shared], args.n, args.sample, args.seed), 1):
+            parts.append(f"| {i} | {cell(original)} | {cell(paraphrase)} | {similarity:.2f} | |")
+    text = "\n".join(parts) + "\n"
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
