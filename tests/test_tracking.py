@@ -118,7 +118,9 @@ class Rephraser:
                 request = body["messages"][-1]["content"]
                 k = int(re.search(r"in (\d+) different ways", request).group(1))
                 text = request.split("Text: ", 1)[1].strip()
-                reply = "\n".join(f"{i}. Put another way ({len(state.auth)}.{i}): {text}" for i in range(1, k + 1))
+                # distinct rewrites without digits: a rewrite that adds a number fails the quality checks
+                tag = "".join(chr(ord("a") + int(d)) for d in str(len(state.auth)))
+                reply = "\n".join(f"{i}. Put another way ({tag}{chr(ord('a') + i)}): {text}" for i in range(1, k + 1))
                 data = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [
                     {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}]}).encode()
                 self.send_response(200)
