@@ -14,9 +14,10 @@ from posixlab.data import DatasetSpec, load_items, select_items
 from posixlab.data.exemplars import ExemplarPool, exemplar_pool
 from posixlab.errors import CacheError, ConfigError, RephraserError
 from posixlab.prompts import PromptItem
-from posixlab.rephrase import Instruction, ParaphraseFile, Rephraser, RephraserConfig, make_paraphrase_source
+from posixlab.rephrase import Instruction, ParaphraseFile, RephraserConfig, make_paraphrase_source
 from posixlab.variants import MixtureVariants, ParaphraseSource, ParaphraseVariants, get_variant_generator
 from posixlab.variants.base import PromptVariant
+from scripted import ScriptedRephraser
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTRUCTION = yaml.safe_load((ROOT / "conf/rephraser/instruction/default.yaml").read_text())
@@ -25,20 +26,6 @@ ITEM = PromptItem("mmlu/test/0", "Which planet is known as the Red Planet?", ("V
 N_QWEN = 3  # paraphrases per question in the Qwen tests: enough to show distinct real rewrites, quick on 2 cores
 QWEN = "qwen2.5-coder-0.5b-instruct"
 SUBJECT = "sociology"  # short questions (51-77 characters): quick to paraphrase on 2 cores
-
-
-class ScriptedRephraser(Rephraser):
-    """A rephraser whose replies are given: for the file and retry logic, where the model's text does not matter."""
-
-    name = "scripted"
-    identity = {"backend": "scripted"}
-
-    def __init__(self, replies):
-        self.replies, self.calls = list(replies), 0
-
-    def chat(self, messages, *, seed, n, max_tokens):
-        self.calls += 1
-        return [self.replies.pop(0) for _ in range(n)]
 
 
 def source_with(path, replies, **options):

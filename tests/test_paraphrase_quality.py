@@ -9,9 +9,10 @@ import yaml
 
 from posixlab.embeddings import EmbeddingSpec, SentenceEmbedder
 from posixlab.errors import RephraserError
-from posixlab.rephrase import Instruction, ParaphraseFile, Rephraser, RephraserConfig, make_paraphrase_source
+from posixlab.rephrase import Instruction, ParaphraseFile, RephraserConfig, make_paraphrase_source
 from posixlab.rephrase.quality import QualityRules, QualityScorer, entities, numbers
 from posixlab.rephrase.source import ParaphraseSource
+from scripted import ScriptedRephraser
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTRUCTION = Instruction.from_dict(yaml.safe_load((ROOT / "conf/rephraser/instruction/default.yaml").read_text()))
@@ -63,19 +64,6 @@ def test_the_measures_themselves(scorer):
                                              / len("How does dark energy affect the expansion of the universe?"), 4)
     # the same text is similarity 1 (the embedder's rows are normalised before the dot product)
     assert scorer.score("Name the Red Planet.", ["Name the Red Planet."])[0]["similarity"] == pytest.approx(1, abs=1e-5)
-
-
-class ScriptedRephraser(Rephraser):
-    name = "scripted"
-    identity = {"backend": "scripted"}
-
-    def __init__(self, replies):
-        self.replies, self.calls = list(replies), 0
-
-    def chat(self, messages, *, seed, n, max_tokens):
-        self.calls += 1
-        self.sent = messages[-1]["content"]
-        return [self.replies.pop(0) for _ in range(n)]
 
 
 QUESTION = "Which planet did Galileo observe in 1610?"
