@@ -1,0 +1,110 @@
+"""What changed between two versions of the same cells: POSIX and accuracy set by set, with paired tests.
+
+    python -m experiments.compare_cells BEFORE.csv AFTER.csv [--variants paraphrase,mixture] [--out FILE.md]
+
+BEFORE and AFTER are per_set.csv files (``python -m posixlab.analysis`` writes them) or run/sweep folders. Each cell
+(model, data set, variant type, shots) found in both is compared on the prompt sets both have: mean ± sd of ψ before
+and after, the median of the per-set difference (after − before), the paired Wilcoxon signed-rank p over those sets
+(Holm-adjusted over the cells compared), and the options accuracy before and after where both runs scored options.
+Written for redoing the paraphrase cells with a new rephraser (figures/rephraser_effect.md), so a reader sees what
+the rephraser did to each number; any two versions of a grid compare the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from posixlab.analysis.collect import GridWarning, cells, decode_correct, load_rows
+from posixlab.analysis.paper import dataset_label, label
+from posixlab.errors import PosixlabError
+from posixlab.metrics.stats import holm_adjust, paired_wilcoxon
+
+
+def options_accuracy(rows: list[dict]) -> float | None:
+    """Mean options accuracy over every (set, prompt) of the rows that were scored; None if none was.
+
+    >>> options_accuracy([{"correct_options": "10"}, {"correct_options": "1-"}])
+    0.6666666666666666
+    >>> options_accuracy([{"correct_options": None}]) is None
+    True
+    """
+    values = [v for r in rows for v in (decode_correct(r.get("correct_options")) or []) if v is not None]
+    return float(np.mean(values)) if values else None
+
+
+def compare(before: list[dict], after: list[dict], variants: set[str] | None = None) -> list[dict]:
+    """One record per cell present in both, compared on the sets both have (see the module docstring)."""
+    old, new = cells(before), cells(after)
+    out = []
+    for cell in sorted(set(old) & set(new), key=lambda c: (c.dataset, c.model, c.variant, c.shots)):
+        if variants and cell.variant not in variants:
+            continue
+        psi_old = {r["item_id"]: float(r["psi"]) for r in old[cell]}
+        psi_new = {r["item_id"]: float(r["psi"]) for r in new[cell]}
+        shared = sorted(set(psi_old) & set(psi_new))
+        if len(shared) < 2:
+            continue
+        a = np.array([psi_old[i] for i in shared])
+        b = np.array([psi_new[i] for i in shared])
+        test = paired_wilcoxon(b, a)
+        keep = set(shared)
+        out.append({"model": cell.model, "dataset": cell.dataset, "variant": cell.variant, "shots": cell.shots,
+                    "sets": len(shared), "before": float(a.mean()), "before_sd": float(a.std(ddof=1)),
+                    "after": float(b.mean()), "after_sd": float(b.std(ddof=1)),
+                    "median_difference": test["median_difference"], "p_value": test["pvalue"],
+                    "accuracy_before": options_accuracy([r for r in old[cell] if r["item_id"] in keep]),
+                    "accuracy_after": options_accuracy([r for r in new[cell] if r["item_id"] in keep])})
+    for record, p in zip(out, holm_adjust([r["p_value"] for r in out])):
+        record["p_holm"] = p
+    return out
+
+
+def markdown(records: list[dict]) -> str:
+    def acc(value):
+        return "" if value is None else f"{value:.3f}"
+
+    def p(value):
+        return "" if value is None else f"{value:.2g}"
+
+    lines = ["| data | model | variant | shots | sets | POSIX before | POSIX after | median Δψ | p | p (Holm) | "
+             "accuracy before | accuracy after |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        lines.append(f"| {dataset_label(r['dataset'])} | {label(r['model'])} | {r['variant']} | {r['shots']} | "
+                     f"{r['sets']} | {r['before']:.3f} ± {r['before_sd']:.3f} | {r['after']:.3f} ± "
+                     f"{r['after_sd']:.3f} | {r['median_difference']:+.3f} | {p(r['p_value'])} | {p(r['p_holm'])} | "
+                     f"{acc(r['accuracy_before'])} | {acc(r['accuracy_after'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments.compare_cells", description=__doc__.splitlines()[0])
+    parser.add_argument("before", help="per_set.csv or results folder: the cells as they were")
+    parser.add_argument("after", help="per_set.csv or results folder: the same cells redone")
+    parser.add_argument("--variants", default="", help="comma-separated variant types to compare (default: all)")
+    parser.add_argument("--out", help="also write the table to this Markdown file")
+    args = parser.parse_args(argv)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", GridWarning)
+            records = compare(load_rows(args.before), load_rows(args.after),
+                              {v for v in args.variants.split(",") if v} or None)
+    except PosixlabError as exc:
+        print(f"posixlab error: {exc}", file=sys.stderr)
+        return 2
+    if not records:
+        print("posixlab error: no cell is in both with at least two shared prompt sets", file=sys.stderr)
+        return 2
+    text = markdown(records)
+    print(text, end="")
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""The comparison scripts behind figures/rephrasers.md and figures/rephraser_effect.md, on hand-made inputs with
+hand-computed results (no model is loaded)."""
+
+import doctest
+
+import pytest
+
+from experiments import compare_cells, compare_rephrasers
+from posixlab.analysis.collect import load_rows, write_rows
+from posixlab.rephrase.store import ParaphraseFile
+
+
+def _row(model, variant, item, psi, correct=None, shots=0):
+    return {"model": model, "dataset": "mmlu", "variant": variant, "shots": shots, "item_id": item, "psi": psi,
+            "correct_options": correct, "source": "hand"}
+
+
+@pytest.fixture
+def before_after(tmp_path):
+    before = [_row("m", "paraphrase", f"i{k}", psi, c) for k, (psi, c) in
+              enumerate(zip([0.1, 0.2, 0.3, 0.4], ["10", "00", "11", "01"]))]
+    before += [_row("m", "spelling", f"i{k}", 0.5) for k in range(3)]          # a cell redone under no rephraser
+    before += [_row("gone", "paraphrase", "i0", 0.1), _row("gone", "paraphrase", "i1", 0.2)]  # not redone
+    after = [_row("m", "paraphrase", f"i{k}", psi, c) for k, (psi, c) in
+             enumerate(zip([0.2, 0.4, 0.6, 0.9, 5.0], ["11", "11", "11", "10", "00"]))]  # i4: only after
+    after += [_row("m", "spelling", f"i{k}", 0.5) for k in range(3)]
+    return write_rows(before, tmp_path / "before.csv"), write_rows(after, tmp_path / "after.csv")
+
+
+def test_compare_cells_by_hand(before_after):
+    before, after = before_after
+    records = compare_cells.compare(load_rows(before), load_rows(after), {"paraphrase"})
+    assert len(records) == 1  # "gone" has no redone cell, spelling is filtered out
+    r = records[0]
+    assert (r["model"], r["variant"], r["sets"]) == ("m", "paraphrase", 4)  # i4 is not in both
+    assert r["before"] == pytest.approx(0.25) and r["after"] == pytest.approx(0.525)
+    assert r["median_difference"] == pytest.approx(0.25)        # differences 0.1, 0.2, 0.3, 0.5
+    assert r["p_value"] == pytest.approx(0.125)                 # exact: all 4 positive, 2 · (1/2)^4
+    assert r["p_holm"] == pytest.approx(0.125)                  # one test in the family
+    assert r["accuracy_before"] == pytest.approx(4 / 8) and r["accuracy_after"] == pytest.approx(7 / 8)
+
+
+def test_compare_cells_command(before_after, tmp_path, capsys):
+    before, after = before_after
+    out = tmp_path / "effect.md"
+    assert compare_cells.main([str(before), str(after), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "| MMLU | m | paraphrase | 0 | 4 | 0.250 ± 0.129 | 0.525 ± 0.299 | +0.250 | 0.12 | 0.12 | 0.500 | 0.875 |" \
+        in text  # Holm: the spelling cell has no p, so the family is one test
+    # the unchanged spelling cell is compared too (no variant filter): every set equal, no test possible
+    assert "| spelling | 0 | 3 | 0.500 ± 0.000 | 0.500 ± 0.000 | +0.000 |  |  |" in text
+    assert compare_cells.main([str(before), str(after), "--variants", "mixture"]) == 2
+    assert "no cell is in both" in capsys.readouterr().err
+
+
+def _record(original, paraphrases, candidates, requests, rejected=None, dropped=None, similarity=0.9):
+    score = {"similarity": similarity, "length_ratio": 1.0, "numbers_missing": [], "numbers_added": [],
+             "entities_missing": [], "borrowed": []}
+    return {"key": original, "original": original, "paraphrases": paraphrases, "candidates": candidates,
+            "requests": requests, "rejected": rejected or {}, "dropped": dropped or {},
+            "quality": {"scores": [dict(score) for _ in paraphrases]}}
+
+
+def test_compare_rephrasers_by_hand(tmp_path, capsys):
+    a = [_record("Q1?", ["a", "b"], 10, 3, {"similarity": 3}, {"number changed": 1}),
+         _record("Q2?", ["c"], 6, 1, {"borrowed": 2}, similarity=0.7)]
+    d = compare_rephrasers.describe(a, n=2)
+    assert d["candidates"] == 16 and d["short"] == 1               # Q2 has 1 of 2 paraphrases
+    assert d["accepted_share"] == pytest.approx(10 / 16)           # 6 of 16 rejected or dropped
+    assert d["requests_per_paraphrase"] == pytest.approx(4 / 4)     # 4 requests for 2 questions × 2 paraphrases
+    assert d["paraphrases"] == 3 and d["similarity_q05_q50_q95"][1] == pytest.approx(0.9)
+    files = []
+    for name, records in {"small": a, "large": [_record("Q1?", ["x", "y"], 2, 1)]}.items():
+        store = ParaphraseFile(tmp_path / f"{name}.jsonl")
+        for record in records:
+            store.put(record)
+        files.append(str(store.path))
+    assert compare_rephrasers.main([*files, "--n", "2", "--sample", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("1 questions that every file paraphrased")   # only Q1 is in both files
+    assert "| large | 1 | 2 | 100% | 0.50 |" in out
+
+
+def test_script_doctests():
+    for module in (compare_cells, compare_rephrasers):
+        assert doctest.testmod(module).failed == 0
