@@ -3,7 +3,7 @@
     python -m experiments.compare_cells BEFORE.csv AFTER.csv [--variants paraphrase,mixture] [--out FILE.md]
 
 BEFORE and AFTER are per_set.csv files (``python -m posixlab.analysis`` writes them) or run/sweep folders. Each cell
-(model, data set, variant type, shots) found in both is compared on the prompt sets both have: mean ± sd of ψ before
+(model, data set, variant type, shots) found in both, with some ψ changed, is compared on the prompt sets both have: mean ± sd of ψ before
 and after, the median of the per-set difference (after − before), the paired Wilcoxon signed-rank p over those sets
 (Holm-adjusted over the cells compared), and the options accuracy before and after where both runs scored options.
 Written for redoing the paraphrase cells with a new rephraser (figures/rephraser_effect.md), so a reader sees what
@@ -51,6 +51,8 @@ def compare(before: list[dict], after: list[dict], variants: set[str] | None = N
             continue
         a = np.array([psi_old[i] for i in shared])
         b = np.array([psi_new[i] for i in shared])
+        if np.array_equal(a, b):  # the same run on both sides (a cell not redone): nothing to compare
+            continue
         test = paired_wilcoxon(b, a)
         keep = set(shared)
         out.append({"model": cell.model, "dataset": cell.dataset, "variant": cell.variant, "shots": cell.shots,
@@ -97,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"posixlab error: {exc}", file=sys.stderr)
         return 2
     if not records:
-        print("posixlab error: no cell is in both with at least two shared prompt sets", file=sys.stderr)
+        print("posixlab error: no cell is in both, with at least two shared prompt sets and some ψ changed",
+              file=sys.stderr)
         return 2
     text = markdown(records)
     print(text, end="")

@@ -24,6 +24,7 @@ MODELS = {
     "smollm2-135m-instruct": ("SmolLM2-135M-Instruct", 0.135, True),
     "gemma3-270m": ("Gemma-3-270M", 0.27, False),
     "qwen2.5-coder-0.5b-instruct": ("Qwen2.5-Coder-0.5B-Instruct", 0.49, True),
+    "qwen2.5-coder-1.5b-instruct": ("Qwen2.5-Coder-1.5B-Instruct", 1.54, True),
     "gpt2": ("GPT-2", 0.124, False),
 }
 
