@@ -22,19 +22,24 @@ import numpy as np
 from posixlab.analysis.collect import GridWarning, cells, decode_correct, load_rows
 from posixlab.analysis.paper import dataset_label, label
 from posixlab.errors import PosixlabError
+from posixlab.metrics import accuracy as acc
 from posixlab.metrics.stats import holm_adjust, paired_wilcoxon
 
 
 def options_accuracy(rows: list[dict]) -> float | None:
-    """Mean options accuracy over every (set, prompt) of the rows that were scored; None if none was.
+    """Options accuracy as accuracy.md reports it (AvgP: the mean over prompts of each prompt's accuracy over the
+    sets that scored it); None if no set was scored.
 
-    >>> options_accuracy([{"correct_options": "10"}, {"correct_options": "1-"}])
-    0.6666666666666666
+    >>> options_accuracy([{"correct_options": "10"}, {"correct_options": "1-"}])  # prompt 0: 1.0, prompt 1: 0.0
+    0.5
     >>> options_accuracy([{"correct_options": None}]) is None
     True
     """
-    values = [v for r in rows for v in (decode_correct(r.get("correct_options")) or []) if v is not None]
-    return float(np.mean(values)) if values else None
+    matrix = [c for c in (decode_correct(r.get("correct_options")) for r in rows) if c]
+    if not matrix:
+        return None
+    width = max(len(c) for c in matrix)
+    return float(acc.accuracy_spread([c + [None] * (width - len(c)) for c in matrix])["mean"])
 
 
 def compare(before: list[dict], after: list[dict], variants: set[str] | None = None) -> list[dict]:
