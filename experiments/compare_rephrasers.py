@@ -8,14 +8,17 @@ Only the originals every file has are compared, so the rows describe the same qu
 candidate lines its replies held and the share that passed every check (the basic ones and the quality rules the
 file was written with), requests per accepted paraphrase (each request is ``samples`` sampled replies), the quality
 measures of the accepted paraphrases (``posixlab.rephrase.quality``), and the rejections by reason. The hand-read
-sample draws ``--sample`` (original, paraphrase) pairs per rephraser with a fixed seed; the verdict column is filled
-in by the reader.
+sample draws ``--sample`` (original, paraphrase) pairs per rephraser with a fixed seed (from the first
+``--sample-questions`` questions of the first file, so a file that grows keeps its sample); the verdict column is
+filled in by the reader, and a rerun that writes to the same ``--out`` carries the verdicts of unchanged rows over
+and counts them, so adding questions never throws a reading away.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -66,6 +69,29 @@ def sample(records: list[dict], n: int, k: int, seed: int) -> list[tuple[str, st
     return random.Random(seed).sample(pairs, min(k, len(pairs)))
 
 
+def read_verdicts(path: Path) -> dict[tuple[str, str, str], str]:
+    r"""The filled-in verdicts of an earlier output: (rephraser, original cell, paraphrase cell) -> verdict.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     out = Path(d) / "r.md"
+    ...     _ = out.write_text("Hand-read sample, big (seed 0):\n\n| 1 | A \\| B? | A or B? | 0.90 | yes |\n")
+    ...     read_verdicts(out)
+    {('big', 'A \\| B?', 'A or B?'): 'yes'}
+    """
+    verdicts, name = {}, None
+    if not path.exists():
+        return verdicts
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if heading := re.match(r"Hand-read sample, (.+) \(seed \d+[^)]*\):$", line):
+            name = heading.group(1).lower()  # a reader may have capitalised the file's name in the heading
+        elif name and line.startswith("| ") and not line.startswith("| #"):
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]  # a pipe escaped as \| stays in its cell
+            if len(cells) == 5 and cells[4]:
+                verdicts[(name, cells[1], cells[2])] = cells[4]
+    return verdicts
+
+
 def cell(text: str) -> str:
     """A text as one Markdown table cell: line breaks as " / ", pipes escaped (MMLU writes "Statement 1 | ...")."""
     return text.replace("|", "\\|").replace("\n", " / ")
@@ -77,6 +103,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--n", type=int, default=20, help="paraphrases per question a run uses (default 20)")
     parser.add_argument("--sample", type=int, default=20, help="pairs per rephraser to read by hand (default 20)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sample-questions", type=int, help="draw the sample from the first K questions of the "
+                        "first file that every file has (default: all of them)")
     parser.add_argument("--out", help="write the Markdown here too")
     args = parser.parse_args(argv)
     files = {Path(f).stem: latest_records(f) for f in args.files}
@@ -86,14 +114,23 @@ def main(argv: list[str]) -> int:
         return 2
     rows = {name: describe([records[o] for o in shared], args.n) for name, records in files.items()}
     short = ", ".join(f"{name} {d['short']}" for name, d in rows.items() if d["short"])
+    in_order = [o for o in files[next(iter(files))] if o in set(shared)]  # the first file's order: its writing order
+    sampled = sorted(in_order[:args.sample_questions] if args.sample_questions else shared)
+    verdicts = read_verdicts(Path(args.out)) if args.out else {}
     parts = [f"{len(shared)} questions that every file paraphrased ({args.n} paraphrases a question; questions the "
              f"rephraser could not finish: {short or 'none'}).", "", table(rows)]
+    counts = []
     for name, records in files.items():
-        parts += ["", f"Hand-read sample, {name} (seed {args.seed}):", "",
+        parts += ["", f"Hand-read sample, {name} (seed {args.seed}; from {len(sampled)} questions):", "",
                   "| # | original | paraphrase | similarity | meaning kept? |", "|---|---|---|---|---|"]
-        for i, (original, paraphrase, similarity) in enumerate(
-                sample([records[o] for o in shared], args.n, args.sample, args.seed), 1):
-            parts.append(f"| {i} | {cell(original)} | {cell(paraphrase)} | {similarity:.2f} | |")
+        rows = sample([records[o] for o in sampled], args.n, args.sample, args.seed)
+        read = [verdicts.get((name.lower(), cell(o), cell(p)), "") for o, p, _ in rows]
+        for i, ((original, paraphrase, similarity), verdict) in enumerate(zip(rows, read), 1):
+            parts.append(f"| {i} | {cell(original)} | {cell(paraphrase)} | {similarity:.2f} | {verdict} |")
+        if any(read):
+            counts.append(f"{name} {sum(v.startswith('yes') for v in read)} of {sum(map(bool, read))} read")
+    if counts:  # the reading, counted: a verdict that begins with "yes" keeps the meaning
+        parts += ["", "Hand-read, meaning kept: " + "; ".join(counts) + "."]
     text = "\n".join(parts) + "\n"
     print(text)
     if args.out:

@@ -80,6 +80,32 @@ def test_compare_rephrasers_by_hand(tmp_path, capsys):
     assert "| large | 1 | 2 | 100% | 0.50 |" in out
 
 
+def test_compare_rephrasers_keeps_the_reading(tmp_path, capsys):
+    """A file that grows keeps its hand-read sample (--sample-questions) and a rerun keeps the verdicts written into
+    --out: a reader's work is never thrown away by adding questions."""
+    files = []
+    for name in ("small", "large"):
+        store = ParaphraseFile(tmp_path / f"{name}.jsonl")
+        store.put(_record("Q2?", [f"{name} two"], 1, 1))
+        store.put(_record("Q1?", [f"{name} one"], 1, 1))
+        files.append(str(store.path))
+    out = tmp_path / "compared.md"
+    assert compare_rephrasers.main([*files, "--n", "1", "--sample", "5", "--sample-questions", "1",
+                                    "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "| 1 | Q2? | large two | 0.90 |  |" in text and "Q1?" not in text.split("Hand-read")[1]  # the first written
+    out.write_text(text.replace("| large two | 0.90 |  |", "| large two | 0.90 | yes |")
+                   .replace("| small two | 0.90 |  |", "| small two | 0.90 | no: answers it |"))
+    for name in ("small", "large"):  # a third question arrives in both files
+        ParaphraseFile(tmp_path / f"{name}.jsonl").put(_record("Q0?", [f"{name} zero"], 1, 1))
+    assert compare_rephrasers.main([*files, "--n", "1", "--sample", "5", "--sample-questions", "1",
+                                    "--out", str(out)]) == 0
+    text = out.read_text()
+    assert text.startswith("3 questions that every file paraphrased")
+    assert "| 1 | Q2? | large two | 0.90 | yes |" in text and "| 1 | Q2? | small two | 0.90 | no: answers it |" in text
+    assert "Hand-read, meaning kept: small 0 of 1 read; large 1 of 1 read." in text
+
+
 def test_script_doctests():
     for module in (compare_cells, compare_rephrasers):
         assert doctest.testmod(module).failed == 0

@@ -150,9 +150,17 @@ def test_too_few_valid_paraphrases_fail_with_the_count(tmp_path):
     # what was obtained is kept, and a rerun asks only for the rest
     assert ParaphraseFile(tmp_path / "p.jsonl").get(source.key(ITEM.question))["paraphrases"] == [
         "What planet is called the Red Planet?"]
-    rerun = source_with(tmp_path / "p.jsonl", ["1. Name the planet called the Red Planet.\n2. The Red Planet is which planet?"])
+    # with the same budget, a rerun does not ask again: max_requests counts every run's requests of a question
+    same = source_with(tmp_path / "p.jsonl", ["1. Name the planet called the Red Planet."], max_requests=3)
+    with pytest.raises(RephraserError, match=r"gave 1 of the 3 .* after 3 requests \(0 in this run\)"):
+        same.paraphrases(ITEM.question, 3)
+    assert same.rephraser.calls == 0
+    rerun = source_with(tmp_path / "p.jsonl", ["1. Name the planet called the Red Planet.\n2. The Red Planet is which planet?"],
+                        max_requests=4)
     assert rerun.paraphrases(ITEM.question, 3)[0][1:] == ["Name the planet called the Red Planet.",
                                                           "The Red Planet is which planet?"]
+    assert rerun.rephraser.calls == 1 and ParaphraseFile(tmp_path / "p.jsonl").get(
+        source.key(ITEM.question))["requests"] == 4
 
 
 def test_prepare_tries_every_question_and_names_the_ones_that_failed(tmp_path):

@@ -171,7 +171,9 @@ def collect_paraphrases(rephraser: Rephraser, instruction: Instruction, original
     each paraphrase of the question gets it back as written. With a ``scorer``
     (``QualityScorer``), every candidate that passes the basic checks is measured and ``rules`` (``QualityRules``)
     reject the clear failures; ``existing_quality`` holds the measures of ``existing``. Request seeds count on from
-    ``first_request`` (the requests an earlier call made), so a top-up never asks the same question twice.
+    ``first_request`` (the requests an earlier call made), so a top-up never asks the same question twice, and
+    ``max_requests`` bounds the requests of every call together: a question given up on is not asked again (each
+    resumed run would otherwise spend a whole budget on it) until ``max_requests`` is raised.
     """
     stem, statements = split_statement_list(original)  # a numbered statement list is kept as written
     text = re.sub(r"\s*\n\s*", " ", stem).strip()
@@ -185,7 +187,7 @@ def collect_paraphrases(rephraser: Rephraser, instruction: Instruction, original
     max_tokens = 32 + int(k * per_rewrite * 1.5)
     # the budget counts requests of per_request rewrites: a long original asked for fewer per reply gets more requests
     budget = max_requests * max(1, per_request // k)
-    while len(found.paraphrases) < n and found.requests < budget:
+    while len(found.paraphrases) < n and first_request + found.requests < budget:
         replies = rephraser.chat(instruction.messages(text, k), n=samples, max_tokens=max_tokens,
                                  seed=request_seed(seed, text, first_request + found.requests))
         found.requests += 1
@@ -212,8 +214,10 @@ def collect_paraphrases(rephraser: Rephraser, instruction: Instruction, original
         rejected = ", ".join(f"{count} {reason}" for reason, count in found.rejected.most_common()) or "none"
         error = RephraserError(
             f"rephraser {rephraser.name} gave {len(found.paraphrases)} of the {n} valid paraphrases needed for "
-            f"{original[:80]!r} after {found.requests} requests (rejected: {rejected}). Raise "
-            f"rephraser.max_requests, use a stronger rephraser, or supply your own paraphrase file "
+            f"{original[:80]!r} after {first_request + found.requests} requests"
+            f"{f' ({found.requests} in this run)' if first_request else ''} (rejected: {rejected}). Raise "
+            f"rephraser.max_requests (it counts every run's requests of a question), use a stronger rephraser, or "
+            f"supply your own paraphrase file "
             f"(rephraser=file rephraser.path=FILE)."
         )
         error.collected = found  # the caller keeps what was obtained; asking again starts from it

@@ -40,7 +40,7 @@ class RephraserConfig:
     seed: int = 0  # paraphrases depend on this seed, not the run's: every run of a sweep sees the same ones
     per_request: int = 5  # rewrites asked for in one reply
     samples: int = 4  # replies sampled per request
-    max_requests: int = 12  # requests per original before giving up
+    max_requests: int = 12  # requests per original before giving up, over every run (resumes do not retry)
     min_length_ratio: float = 0.5  # a paraphrase's length (characters) relative to the original's
     max_length_ratio: float = 2.0
     # quality checks (posixlab.rephrase.quality): measured on every candidate, recorded with every paraphrase
