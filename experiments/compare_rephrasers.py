@@ -117,7 +117,10 @@ def main(argv: list[str]) -> int:
     in_order = [o for o in files[next(iter(files))] if o in set(shared)]  # the first file's order: its writing order
     sampled = sorted(in_order[:args.sample_questions] if args.sample_questions else shared)
     verdicts = read_verdicts(Path(args.out)) if args.out else {}
-    parts = [f"{len(shared)} questions that every file paraphrased ({args.n} paraphrases a question; questions the "
+    parts = ["# Rephrasers compared", "",
+             "Written by `python -m experiments.compare_rephrasers " + " ".join(argv) + "`; the last column of the "
+             "hand-read samples is a person's reading: would the paraphrase have the same answer as the original?",
+             "", f"{len(shared)} questions that every file paraphrased ({args.n} paraphrases a question; questions the "
              f"rephraser could not finish: {short or 'none'}).", "", table(rows)]
     counts = []
     for name, records in files.items():

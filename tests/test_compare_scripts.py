@@ -76,7 +76,7 @@ def test_compare_rephrasers_by_hand(tmp_path, capsys):
         files.append(str(store.path))
     assert compare_rephrasers.main([*files, "--n", "2", "--sample", "1"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("1 questions that every file paraphrased")   # only Q1 is in both files
+    assert "\n1 questions that every file paraphrased" in out   # only Q1 is in both files
     assert "| large | 1 | 2 | 100% | 0.50 |" in out
 
 
@@ -101,7 +101,7 @@ def test_compare_rephrasers_keeps_the_reading(tmp_path, capsys):
     assert compare_rephrasers.main([*files, "--n", "1", "--sample", "5", "--sample-questions", "1",
                                     "--out", str(out)]) == 0
     text = out.read_text()
-    assert text.startswith("3 questions that every file paraphrased")
+    assert "\n3 questions that every file paraphrased" in text
     assert "| 1 | Q2? | large two | 0.90 | yes |" in text and "| 1 | Q2? | small two | 0.90 | no: answers it |" in text
     assert "Hand-read, meaning kept: small 0 of 1 read; large 1 of 1 read." in text
 
