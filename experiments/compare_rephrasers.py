@@ -114,7 +114,8 @@ def main(argv: list[str]) -> int:
         return 2
     rows = {name: describe([records[o] for o in shared], args.n) for name, records in files.items()}
     short = ", ".join(f"{name} {d['short']}" for name, d in rows.items() if d["short"])
-    in_order = [o for o in files[next(iter(files))] if o in set(shared)]  # the first file's order: its writing order
+    common = set(shared)
+    in_order = [o for o in files[next(iter(files))] if o in common]  # the first file's order: its writing order
     sampled = sorted(in_order[:args.sample_questions] if args.sample_questions else shared)
     verdicts = read_verdicts(Path(args.out)) if args.out else {}
     parts = ["# Rephrasers compared", "",
