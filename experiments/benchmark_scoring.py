@@ -52,7 +52,7 @@ import torch
 from posixlab.backends import load
 from posixlab.data import DatasetSpec, load_items, select_items
 from posixlab.metrics import REFERENCE_COMPAT, psi
-from posixlab.models import ModelSpec
+from posixlab.models import ModelSpec, ServerSettings
 from posixlab.scoring import ScoringEngine, bruteforce_matrix
 from posixlab.serving import ServerEngine
 from posixlab.serving.launch import LocalServer
@@ -176,7 +176,7 @@ def run_contender(contender: str, model: str, workload: str, num_sets: int, seed
     matrices (or the library's ψ values) go back to the parent, which compares the contenders."""
     spec = ModelSpec(model, "packaged", model, dtype=dtype)
     if contender == "d_vllm":
-        spec = dataclasses.replace(spec, backend="vllm", base_url=base_url, served_name=model)
+        spec = dataclasses.replace(spec, backend="vllm", server=ServerSettings(base_url=base_url, served_name=model))
     lm = load(spec)
     max_new = WORKLOADS[workload]["max_new_tokens"]
     texts, ids = build_workload(lm, workload, num_sets, seed)

@@ -23,7 +23,7 @@ import torch
 from posixlab.data import DatasetSpec
 from posixlab.metrics import psi
 from posixlab.models import PACKAGED_MODELS, ModelSpec, load_model
-from posixlab.pipeline import RunConfig, build_prompt_sets
+from posixlab.tasks.posix import PosixConfig, build_prompt_sets
 from posixlab.scoring import bruteforce_matrix, score_prompt_set
 
 
@@ -31,7 +31,7 @@ def verify(name: str, num_variants: int, max_new_tokens: int) -> dict:
     t0 = time.perf_counter()
     lm = load_model(ModelSpec(name, "packaged", name))
     load_s = time.perf_counter() - t0
-    prompt_set = build_prompt_sets(RunConfig(model=None, dataset=DatasetSpec("mmlu"), variant="template",
+    prompt_set = build_prompt_sets(PosixConfig(model=None, dataset=DatasetSpec("mmlu"), variant="template",
                                              num_sets=1, num_variants=num_variants), progress=False)[0][0]
     ids = [lm.encode(t) for t in prompt_set.texts()]
     scores = score_prompt_set(lm, ids, max_new_tokens)

@@ -15,7 +15,7 @@ from hydra import compose, initialize_config_dir
 
 from posixlab.cli import CONF_DIR, to_run_config
 from posixlab.errors import PosixlabError
-from posixlab.pipeline import build_prompt_sets
+from posixlab.tasks.posix import build_prompt_sets
 
 
 def main(overrides: list[str]) -> int:

@@ -5,6 +5,8 @@ The public API::
     import posixlab
     result = posixlab.evaluate([["What is 2+2?", "what's 2 + 2?"]], model="smollm2-135m-instruct")
     result.posix, result.psi
+    result = posixlab.classify("mmlu_letters", model="smollm2-135m-instruct", num_samples=20)   # Errica et al.
+    result.sensitivity, result.consistency, result.micro_f1
 
 The library is plain Python: it never imports Hydra or Weights & Biases (``posixlab.cli`` and ``posixlab.tracking``,
 the command-line application, wire those in). ``evaluate`` is loaded on first use, so ``import posixlab`` stays
@@ -14,6 +16,7 @@ cheap (no torch until a model is needed).
 from posixlab.version import __version__
 
 _API = ("evaluate", "EvaluationResult", "load_result", "configured_models")
+_CLASSIFY_API = ("classify", "ClassificationResult", "load_classification")
 
 
 def __getattr__(name: str):
@@ -21,11 +24,15 @@ def __getattr__(name: str):
         from posixlab import api
 
         return getattr(api, name)
+    if name in _CLASSIFY_API:
+        from posixlab import classify_api
+
+        return getattr(classify_api, name)
     raise AttributeError(f"module 'posixlab' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_API])
+    return sorted([*globals(), *_API, *_CLASSIFY_API])
 
 
-__all__ = ["__version__", *_API]
+__all__ = ["__version__", *_API, *_CLASSIFY_API]

@@ -25,9 +25,10 @@ from posixlab.embeddings import EmbeddingSpec
 from posixlab.errors import ConfigError
 from posixlab.models import PACKAGED_MODELS, CausalLM, ModelSpec, spec_from_dict
 from posixlab.models.causal_lm import TokenizedModel
-from posixlab.pipeline import USER_SETS, USER_VARIANT, RunConfig, check_max_new_tokens, run
+from posixlab.runner import run
 from posixlab.results import SETS_FILE, SUMMARY_FILE, SUMMARY_MD, read_sets
 from posixlab.scoring import EngineOptions
+from posixlab.tasks.posix import USER_SETS, USER_VARIANT, PosixConfig, check_max_new_tokens
 
 CONFIG_FILE = "config.yaml"
 
@@ -111,7 +112,7 @@ class EvaluationResult:
             for record in self.records:
                 writer.write(record)
         write_summary(folder, self.summary)
-        (folder / CONFIG_FILE).write_text(_yaml(self.config))
+        (folder / CONFIG_FILE).write_text(_yaml(self.config), encoding="utf-8")
         return folder
 
 
@@ -129,7 +130,7 @@ def evaluate(prompt_sets, model="smollm2-135m-instruct", *, tokenizer=None, max_
 
     ``model``: a packaged model (``smollm2-135m-instruct``, ``gemma3-270m``, ``qwen2.5-coder-0.5b-instruct``, ...), a
     model configured in ``posixlab/conf/model/`` (``llama2-7b``, ...), a local model folder, a Hugging Face Hub id,
-    a ``ModelSpec`` (``backend="vllm", base_url=...`` for a vLLM server), a loaded ``CausalLM`` or connected
+    a ``ModelSpec`` (``backend="vllm", server=ServerSettings(base_url=...)`` for a vLLM server), a loaded ``CausalLM`` or connected
     ``ServedModel`` (``posixlab.backends.load``), or a loaded ``transformers`` model together with ``tokenizer=``.
 
     ``score_cache``: reuse (and store) generations and scores in ``<cache_dir>/scores``. None (the default): on for
@@ -144,7 +145,7 @@ def evaluate(prompt_sets, model="smollm2-135m-instruct", *, tokenizer=None, max_
         score_cache = lm is None
     path = str(prompt_sets) if isinstance(prompt_sets, (str, Path)) else None
     with tempfile.TemporaryDirectory(prefix="posixlab-") as scratch:
-        cfg = RunConfig(model=spec, dataset=DatasetSpec(USER_SETS, source="path", path=path, variants=[USER_VARIANT]),
+        cfg = PosixConfig(model=spec, dataset=DatasetSpec(USER_SETS, source="path", path=path, variants=[USER_VARIANT]),
                         variant=USER_VARIANT, num_sets=None, max_new_tokens=max_new_tokens, seed=seed,
                         chat_template=chat_template, output_dir=str(output_dir or scratch), cache_dir=cache_dir,
                         score_cache=score_cache, score_cache_dir=score_cache_dir, engine=engine or EngineOptions(),
@@ -152,7 +153,7 @@ def evaluate(prompt_sets, model="smollm2-135m-instruct", *, tokenizer=None, max_
         summary = run(cfg, lm=lm, progress=progress, given=given)
         result = EvaluationResult(summary=summary, records=read_sets(cfg.output_dir), config=asdict(cfg))
         if output_dir is not None:
-            (Path(output_dir) / CONFIG_FILE).write_text(_yaml(result.config))
+            (Path(output_dir) / CONFIG_FILE).write_text(_yaml(result.config), encoding="utf-8")
     return result
 
 
@@ -182,7 +183,7 @@ def configured_models() -> list[str]:
     """The model names of ``posixlab/conf/model/`` (what ``model=NAME`` takes on the command line)."""
     folder = resources.files("posixlab") / "conf" / "model"
     return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir()
-                  if p.name.endswith(".yaml") and not p.name.startswith("_"))  # _serving.yaml: shared keys
+                  if p.name.endswith(".yaml") and not p.name.startswith("_"))  # none today; a leading _ marks a shared node
 
 
 def _model(model, tokenizer) -> tuple[ModelSpec, TokenizedModel | None]:
@@ -206,7 +207,7 @@ def _model(model, tokenizer) -> tuple[ModelSpec, TokenizedModel | None]:
 
         text = (resources.files("posixlab") / "conf" / "model" / f"{name}.yaml").read_text(encoding="utf-8")
         options = yaml.safe_load(text)
-        options.pop("defaults", None)  # _serving.yaml: the backend keys, whose defaults are ModelSpec's
+        options.pop("defaults", None)  # _defaults: ModelSpec's own defaults (posixlab/cli.py)
         return spec_from_dict(options), None
     if Path(name).expanduser().is_dir():
         folder = Path(name).expanduser().resolve()

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 import hydra
+from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
@@ -31,25 +32,92 @@ from omegaconf import DictConfig, OmegaConf
 from posixlab.analysis.classification import run_classification_figures
 from posixlab.analysis.collect import load_rows
 from posixlab.analysis.figures import run_figures
-from posixlab.classify.run import ClassificationConfig, ClassificationData, run_classification
 from posixlab.data import DatasetSpec
 from posixlab.embeddings import EmbeddingSpec
 from posixlab.errors import ConfigError, PosixlabError
-from posixlab.models import spec_from_dict
-from posixlab.pipeline import RunConfig, run
+from posixlab.models import ModelSpec, spec_from_dict
 from posixlab.rephrase import RephraserConfig
 from posixlab.rephrase.quality import describe_summary
 from posixlab.results import read_sets
+from posixlab.runner import run
 from posixlab.scoring import EngineOptions
+from posixlab.tasks.classification import ClassificationConfig, ClassificationData
+from posixlab.tasks.posix import PosixConfig
 from posixlab.tracking import Tracker
+
+def _defaults_of(cls, skip: tuple[str, ...] = ()) -> dict:
+    """The defaulted fields of a dataclass, as plain config values (nested dataclasses as dicts)."""
+    import dataclasses
+
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.name in skip or (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING):
+            continue
+        value = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        out[f.name] = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else \
+            list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def register_defaults() -> None:
+    """One source for every default: the library's dataclasses. Config nodes whose content is nothing but defaults
+    are registered from them here (``model/_defaults``, which every model config lists first, and ``engine/default``)
+    instead of being restated in YAML; the YAML files hold choices (a model, a data set, a rephraser), and
+    tests/test_config_defaults.py fails when a value a YAML file restates disagrees with its dataclass."""
+    store = ConfigStore.instance()
+    store.store(group="model", name="_defaults", node=_defaults_of(ModelSpec))
+    store.store(group="engine", name="default", node=_defaults_of(EngineOptions))
+
+
+register_defaults()  # at import, so that compose() in tests and notebooks finds them too
+
+# top-level keys (and config groups) that only one task reads: setting one for the other task is an error (exit 2)
+# rather than silently ignored. Keys of a group the other task does not load (strategy, task.num_rephrasings, ...)
+# are refused by Hydra itself.
+TASK_ONLY_KEYS = {
+    "posix": {"num_sets": "its samples: dataset.num_samples", "num_variants": "its prompts: task.num_rephrasings",
+              "shots": "strategy=1shot", "perturb_shots": None, "score_options": "task.probability=label_probs",
+              "option_text": None, "variant": "the task sentence's rephrasings (task.num_rephrasings)",
+              "embedding": None},
+}
+
+
+def check_task_keys(task: str, overrides: list[str]) -> None:
+    """A ``ConfigError`` naming the first override that sets a key ``task`` does not use.
+
+    >>> check_task_keys("posix", ["num_sets=3"])
+    >>> check_task_keys("classification", ["task=classification", "num_sets=3"])
+    Traceback (most recent call last):
+    ...
+    posixlab.errors.ConfigError: num_sets is a setting of the posix task; task=classification does not use it (for its samples: dataset.num_samples)
+    """
+    for override in overrides:
+        key = override.split("=", 1)[0].lstrip("+~").split(".", 1)[0].split("@", 1)[0]
+        for owner, keys in TASK_ONLY_KEYS.items():
+            if owner != task and key in keys:
+                hint = f" (for {keys[key]})" if keys[key] else ""
+                raise ConfigError(f"{key} is a setting of the {owner} task; task={task} does not use it{hint}")
+
+
+def _build(cls, values: dict, where: str):
+    """``cls(**values)``, or a ``ConfigError`` naming the keys ``cls`` does not have (each task's data sets have one
+    schema: ``DatasetSpec`` for POSIX, ``ClassificationData`` for classifiers)."""
+    import dataclasses
+
+    unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
+    if unknown:
+        raise ConfigError(f"{where} has no setting(s) {', '.join(sorted(unknown))} (the schema is {cls.__name__}: "
+                          f"{', '.join(f.name for f in dataclasses.fields(cls))})")
+    return cls(**values)
 
 
 def _shared_settings(c: dict, output_dir: str) -> dict:
     """The settings a POSIX run and a classification run take alike."""
     return {"max_new_tokens": c["max_new_tokens"], "seed": c["seed"], "chat_template": c["chat_template"],
             "output_dir": output_dir, "cache_dir": c["cache_dir"], "score_cache": c["score_cache"],
-            "score_cache_dir": c["score_cache_dir"], "engine": EngineOptions(**c["engine"]),
-            "rephraser": RephraserConfig(**c["rephraser"])}
+            "score_cache_dir": c["score_cache_dir"], "engine": _build(EngineOptions, c["engine"], "engine"),
+            "rephraser": _build(RephraserConfig, c["rephraser"], "rephraser"),
+            "shard": None if c.get("shard") is None else str(c["shard"])}
 
 
 def to_classification_config(cfg: DictConfig, output_dir: str) -> ClassificationConfig:
@@ -62,7 +130,7 @@ def to_classification_config(cfg: DictConfig, output_dir: str) -> Classification
     task = c["task"]
     return ClassificationConfig(
         model=spec_from_dict(c["model"]),
-        data=ClassificationData(**dataset),
+        data=_build(ClassificationData, dataset, f"dataset {dataset['name']}"),
         strategy=c["strategy"]["name"],
         num_rephrasings=task["num_rephrasings"],
         task_sentence=task["task_sentence"],
@@ -71,16 +139,16 @@ def to_classification_config(cfg: DictConfig, output_dir: str) -> Classification
     )
 
 
-def to_run_config(cfg: DictConfig, output_dir: str) -> RunConfig:
+def to_run_config(cfg: DictConfig, output_dir: str) -> PosixConfig:
     c = OmegaConf.to_container(cfg, resolve=True)
     dataset = dict(c["dataset"])
     if dataset.pop("task", "posix") != "posix":
         raise ConfigError(f"dataset {dataset['name']} is a classification data set: add task=classification")
     for key in ("max_new_tokens", "experiment_sets", "num_sets"):  # defaults of top-level settings, not of the loader
         dataset.pop(key, None)
-    return RunConfig(
+    return PosixConfig(
         model=spec_from_dict(c["model"]),
-        dataset=DatasetSpec(**dataset),
+        dataset=_build(DatasetSpec, dataset, f"dataset {dataset['name']}"),
         variant=c["variant"]["name"],
         variant_options=c["variant"].get("options") or {},
         num_sets=c["num_sets"],
@@ -88,10 +156,9 @@ def to_run_config(cfg: DictConfig, output_dir: str) -> RunConfig:
         shots=c["shots"],
         perturb_shots=c["perturb_shots"],
         **_shared_settings(c, output_dir),
-        embedding=EmbeddingSpec(**c["embedding"]) if c["embedding"].get("name") else None,
+        embedding=_build(EmbeddingSpec, c["embedding"], "embedding") if c["embedding"].get("name") else None,
         score_options=c["score_options"],
         option_text=bool(c.get("option_text", False)),
-        shard=None if c.get("shard") is None else str(c["shard"]),
     )
 
 
@@ -108,10 +175,11 @@ def main(cfg: DictConfig) -> float | None:
     output_dir = hydra_cfg.runtime.output_dir
     Path(output_dir).mkdir(parents=True, exist_ok=True)
     resolved = OmegaConf.to_container(cfg, resolve=True)  # holds no secret: keys are read from the environment
-    (Path(output_dir) / "config.yaml").write_text(OmegaConf.to_yaml(resolved))
+    (Path(output_dir) / "config.yaml").write_text(OmegaConf.to_yaml(resolved), encoding="utf-8")
     # one W&B run per job; the jobs of a sweep share its folder's name as their group
     group = Path(hydra_cfg.sweep.dir).name if hydra_cfg.mode == RunMode.MULTIRUN else None
     try:
+        check_task_keys(cfg.task.name, list(hydra_cfg.overrides.task))
         if cfg.task.name == "classification":
             return run_classification_job(cfg, resolved, output_dir, group)
         return run_posix_job(cfg, resolved, output_dir, group)
@@ -171,7 +239,7 @@ def run_classification_job(cfg: DictConfig, resolved: dict, output_dir: str, gro
     run_cfg = to_classification_config(cfg, output_dir)
     with Tracker(resolved["logger"], resolved, output_dir, name=Path(output_dir).name, group=group,
                  job_type="classification") as tracker:
-        summary = run_classification(run_cfg, progress=cfg.progress)
+        summary = run(run_cfg, progress=cfg.progress)
         figures = run_classification_figures(output_dir, Path(output_dir) / "figures")
         tracker.log_classification(summary, output_dir, figures)
     s, c, f1 = summary["sensitivity"], summary["consistency"], summary["micro_f1"]
@@ -187,7 +255,7 @@ def run_classification_job(cfg: DictConfig, resolved: dict, output_dir: str, gro
 
 def merge_command(args: list[str]) -> int:
     """``posixlab merge OUT SHARD_FOLDER...``: join the folders of a ``shard=K/N`` sweep into OUT."""
-    from posixlab.shards import merge_shards
+    from posixlab.merge import merge_shards
 
     if len(args) < 2 or args[0] in ("-h", "--help"):
         print("usage: posixlab merge OUT SHARD_FOLDER [SHARD_FOLDER ...]\n\nJoins the result folders of the shards "
@@ -198,6 +266,10 @@ def merge_command(args: list[str]) -> int:
     except PosixlabError as exc:
         print(f"posixlab error: {exc}", file=sys.stderr)
         return 2
+    if summary.get("task") == "classification":
+        print(f"sensitivity S = {summary['sensitivity']['mean']:.4f} ({summary['num_samples']} samples from "
+              f"{len(args) - 1} shards) · results: {args[0]}")
+        return 0
     p = summary["psi"]
     print(f"POSIX = {p['posix']:.4f} ({p['num_sets']} sets from {len(args) - 1} shards) · results: {args[0]}")
     return 0

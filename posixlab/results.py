@@ -8,7 +8,7 @@ A run folder holds:
 - ``summary.json`` and ``summary.md``: POSIX with mean, standard deviation, median, number of sets and a bootstrap
   95% interval, the mean of each factor, the model's identity and the run's compute accounting.
 
-A classification run folder (``posixlab/classify/run.py``) holds ``rephrasings.json``, ``samples.jsonl`` and its own
+A classification run folder (``posixlab/tasks/classification.py``) holds ``rephrasings.json``, ``samples.jsonl`` and its own
 ``summary.json`` and ``summary.md`` (``"task": "classification"``; written by ``write_classification_summary``).
 """
 
@@ -28,7 +28,7 @@ from posixlab.metrics.stats import bootstrap_ci
 
 SETS_FILE = "sets.jsonl"
 SUMMARY_FILE = "summary.json"
-# classification runs (posixlab/classify/run.py) write these beside summary.json
+# classification runs (posixlab/tasks/classification.py) write these beside summary.json
 SAMPLES_FILE = "samples.jsonl"
 REPHRASINGS_FILE = "rephrasings.json"
 SUMMARY_MD = "summary.md"
@@ -36,10 +36,11 @@ SCHEMA_VERSION = 1
 
 
 class SetWriter:
-    """Appends one record per prompt set to ``sets.jsonl`` and flushes it to disk at once."""
+    """Appends one record per unit (a prompt set to ``sets.jsonl``, a sample to ``samples.jsonl``) and flushes it
+    to disk at once, so an interrupted run keeps every unit it finished."""
 
-    def __init__(self, folder: str | Path):
-        self.path = Path(folder) / SETS_FILE
+    def __init__(self, folder: str | Path, name: str = SETS_FILE):
+        self.path = Path(folder) / name
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(self.path, "w", encoding="utf-8")
 
@@ -57,11 +58,16 @@ class SetWriter:
         self.close()
 
 
-def read_sets(folder: str | Path) -> list[dict]:
-    path = Path(folder) / SETS_FILE
+def read_records(folder: str | Path, name: str, index_key: str) -> list[dict]:
+    """The records of a run folder's ``name`` file, in the order of their units in the cell (``index_key``)."""
+    path = Path(folder) / name
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
     # the engine finishes sets in order of prompt length; the file keeps that order, readers get the data set's
-    return sorted(records, key=lambda r: r.get("set_index", 0))
+    return sorted(records, key=lambda r: r.get(index_key, 0))
+
+
+def read_sets(folder: str | Path) -> list[dict]:
+    return read_records(folder, SETS_FILE, "set_index")
 
 
 def build_summary(records: list[dict], meta: dict) -> dict:
@@ -77,14 +83,23 @@ def build_summary(records: list[dict], meta: dict) -> dict:
     }
     stats = [r["stats"] for r in records]
     naive = sum(s["forward_tokens_naive"] for s in stats)
-    engine = sum(s["engine_tokens"] for s in stats)
+    engine = meta.get("engine", {})
+    # what the run's engine really ran (in process: tokens through the model; on a server: the tokens of the requests
+    # sent, each of which the server runs whole); older runs recorded only the per-set cost model
+    ran = engine.get("forward_tokens")
+    if ran is None:
+        ran = sum(s["forward_tokens"] for s in stats)
     summary["compute"] = {
-        "forward_tokens": sum(s["forward_tokens"] for s in stats),  # run through the model by this run
+        "forward_tokens": ran,
+        "engine": engine.get("kind", "in-process"),
         "forward_tokens_naive": naive,  # one full pass per (prompt, response) pair, as the authors' library
-        "saved_by_reuse": naive - engine,  # prefix caches, generation-pass diagonal, deduplication, response tries
-        "saved_by_cache": sum(s["engine_tokens"] for s in stats if s["cached"]),  # served from the score cache
+        # prefix caches, generation-pass diagonal, deduplication, response tries (what one pass per pair would have
+        # run for the sets computed here, less what ran)
+        "saved_by_reuse": sum(s["forward_tokens_naive"] for s in stats if not s["cached"]) - ran,
+        # served from the score cache (what the in-process engine would have run for those sets)
+        "saved_by_cache": sum(s["engine_tokens"] for s in stats if s["cached"]),
         "sets_from_cache": sum(bool(s["cached"]) for s in stats),
-        **{k: v for k, v in meta.get("engine", {}).items() if k == "processed_tokens"},  # padding included
+        **{k: v for k, v in engine.items() if k == "processed_tokens"},  # padding included
     }
     return summary
 
@@ -188,7 +203,7 @@ def prompt_choice_lines(choice: dict | None, fmt) -> list[str]:
 
 def write_summary(folder: str | Path, summary: dict) -> None:
     folder = Path(folder)
-    (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     p, c = summary["psi"], summary["psi_reference_compat"]
     fmt = lambda v: "n/a" if v is None else f"{v:.4f}"  # noqa: E731
     lines = [
@@ -209,12 +224,13 @@ def write_summary(folder: str | Path, summary: dict) -> None:
         *accuracy_lines(summary.get("accuracy"), fmt),
         *prompt_choice_lines(summary.get("prompt_choice"), fmt),
         *paraphrase_quality_lines(summary.get("variant_details", {}).get("paraphrase_quality")),
-        f"Forward tokens computed: {summary['compute']['forward_tokens']:,}; one pass per pair would need "
+        f"Forward tokens computed ({summary['compute'].get('engine', 'in-process')}): "
+        f"{summary['compute']['forward_tokens']:,}; one pass per pair would need "
         f"{summary['compute']['forward_tokens_naive']:,}. Saved by reuse: {summary['compute']['saved_by_reuse']:,}; "
         f"by the score cache: {summary['compute']['saved_by_cache']:,} "
         f"({summary['compute']['sets_from_cache']} sets).",
     ]
-    (folder / SUMMARY_MD).write_text("\n".join(lines) + "\n")
+    (folder / SUMMARY_MD).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def paraphrase_quality_lines(quality: dict | None) -> list[str]:
@@ -224,7 +240,7 @@ def paraphrase_quality_lines(quality: dict | None) -> list[str]:
 
 
 def write_classification_summary(folder: str | Path, summary: dict) -> None:
-    """A classification run's ``summary.json`` and ``summary.md`` (``classify.run.build_classification_summary``)."""
+    """A classification run's ``summary.json`` and ``summary.md`` (``tasks.classification.build_classification_summary``)."""
     folder = Path(folder)
     (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     (folder / SUMMARY_MD).write_text(classification_summary_markdown(summary), encoding="utf-8")

@@ -1,5 +1,6 @@
-"""One large cell over many machines: ``shard=K/N`` runs a deterministic slice of the cell's prompt sets, and
-``merge_shards`` joins the N shard folders into one results folder like a single run's.
+"""One large cell over many machines: ``shard=K/N`` runs a deterministic slice of the cell's units (prompt sets,
+classification samples), and ``posixlab.merge.merge_shards`` joins the N shard folders into one results folder like a
+single run's.
 
 A shard keeps every K-th set of the whole cell, round-robin over the cell's set order (``i % N == K - 1``), so
 shards get sets of every length and finish at about the same time; each record keeps its index in the whole cell.
@@ -18,11 +19,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from pathlib import Path
 
 from posixlab.errors import ConfigError
 from posixlab.models.loading import TRANSPORT_KEYS
-from posixlab.results import SETS_FILE, SUMMARY_FILE, SetWriter, build_summary, read_sets, write_summary
 
 SHARD_FORM = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
@@ -67,77 +66,12 @@ def config_fingerprint(config: dict) -> str:
 
     >>> config_fingerprint({"seed": 0, "shard": "1/2", "output_dir": "a"}) == config_fingerprint({"seed": 0})
     True
-    >>> a = config_fingerprint({"model": {"name": "m", "base_url": "http://node-1:8000/v1"}})
-    >>> a == config_fingerprint({"model": {"name": "m", "base_url": "http://node-2:8000/v1"}})
+    >>> a = config_fingerprint({"model": {"name": "m", "server": {"base_url": "http://node-1:8000/v1"}}})
+    >>> a == config_fingerprint({"model": {"name": "m", "server": {"base_url": "http://node-2:8000/v1"}}})
     True
     """
     kept = {k: v for k, v in config.items() if k not in ("shard", "output_dir")}
-    if isinstance(kept.get("model"), dict):
-        kept["model"] = {k: v for k, v in kept["model"].items() if k not in TRANSPORT_KEYS}
+    if isinstance(kept.get("model"), dict) and isinstance(kept["model"].get("server"), dict):
+        server = {k: v for k, v in kept["model"]["server"].items() if k not in TRANSPORT_KEYS}
+        kept["model"] = {**kept["model"], "server": server}
     return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def merge_shards(folders: list[str | Path], out: str | Path) -> dict:
-    """Join shard folders into ``out`` (``sets.jsonl``, ``summary.json``/``.md``, ``config.yaml``); returns the
-    merged summary. Refuses shards of different cells, missing shards and duplicates, naming them."""
-    if not folders:
-        raise ConfigError("give the shard folders to merge")
-    shards = []
-    for folder in map(Path, folders):
-        path = folder / SUMMARY_FILE
-        if not path.is_file() or not (folder / SETS_FILE).is_file():
-            raise ConfigError(f"{folder} is not a finished run folder (no {SUMMARY_FILE} or {SETS_FILE})")
-        summary = json.loads(path.read_text(encoding="utf-8"))
-        if not summary.get("shard"):
-            raise ConfigError(f"{folder} is not a shard (it was run without shard=K/N)")
-        shards.append((folder, summary))
-    fingerprints = {s["config_fingerprint"] for _, s in shards}
-    if len(fingerprints) > 1:
-        by = {}
-        for folder, s in shards:
-            by.setdefault(s["config_fingerprint"], []).append(str(folder))
-        raise ConfigError("these shards come from different configurations and cannot be merged: " +
-                          "; ".join(f"{fp}: {', '.join(names)}" for fp, names in by.items()))
-    counts = {s["shard"]["count"] for _, s in shards}
-    if len(counts) > 1:
-        raise ConfigError(f"the shards were cut in different numbers of pieces ({sorted(counts)}); merge the shards "
-                          f"of one shard=K/N sweep")
-    count = counts.pop()
-    seen: dict[int, Path] = {}
-    for folder, s in shards:
-        k = s["shard"]["index"]
-        if k in seen:
-            raise ConfigError(f"shard {k}/{count} is given twice: {seen[k]} and {folder}")
-        seen[k] = folder
-    missing = sorted(set(range(1, count + 1)) - set(seen))
-    if missing:
-        raise ConfigError(f"missing shard(s) {', '.join(f'{k}/{count}' for k in missing)}; run them (shard=K/{count}) "
-                          f"or give their folders")
-    records = [r for folder, _ in sorted(shards, key=lambda fs: fs[1]["shard"]["index"]) for r in read_sets(folder)]
-    records.sort(key=lambda r: r["set_index"])
-    total = shards[0][1]["shard"]["num_sets_total"]
-    if [r["set_index"] for r in records] != list(range(total)):
-        raise ConfigError(f"the shards hold {len(records)} sets, not the cell's {total} (a shard run stopped early?)")
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    with SetWriter(out) as writer:
-        for record in records:
-            writer.write(record)
-    first = shards[0][1]
-    computed = ("schema_version", "psi", "factors", "psi_reference_compat", "compute", "accuracy", "prompt_choice",
-                "shard", "engine")
-    meta = {k: v for k, v in first.items() if k not in computed}
-    meta["config"] = {**first.get("config", {}), "shard": None}
-    engines = [s.get("engine", {}) for _, s in shards]
-    meta["engine"] = {key: sum(e.get(key) or 0 for e in engines) for key in ("forward_tokens", "processed_tokens")}
-    meta["merged_from"] = [str(folder) for folder, _ in sorted(shards, key=lambda fs: fs[1]["shard"]["index"])]
-    summary = build_summary(records, meta)
-    write_summary(out, summary)
-    config = shards[0][0] / "config.yaml"
-    if config.is_file():  # the first shard's resolved config, as one run of the whole cell would have it
-        import yaml
-
-        resolved = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
-        resolved["shard"] = None
-        (out / "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True))
-    return summary

@@ -24,10 +24,16 @@ def root() -> Path:
     return ROOT
 
 
+MODEL_FIXTURES = {"lm", "small_results"}  # a test using one of these (directly or through a fixture) loads a model
+
+
 def pytest_collection_modifyitems(config, items):
     # Guard: the project's tests never read the ../shared folder that sits beside the developers' checkout.
     for item in items:
         assert "shared" not in Path(str(item.fspath)).relative_to(ROOT).parts[:1]
+        # a test that loads the packaged model is slow, marked or not: it never runs in the fast lane (-m "not slow")
+        if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
@@ -39,7 +45,8 @@ def small_results(lm, tmp_path_factory) -> Path:
     import json
 
     from posixlab.data import DatasetSpec, load_items, select_items
-    from posixlab.pipeline import RunConfig, run
+    from posixlab.runner import run
+    from posixlab.tasks.posix import PosixConfig
     from posixlab.rephrase import RephraserConfig
 
     root = tmp_path_factory.mktemp("results")
@@ -60,7 +67,7 @@ def small_results(lm, tmp_path_factory) -> Path:
             [(alpaca, v, 0) for v in ("template", "mixture")] + [(bbh, "template", 0)]
     for number, (spec, variant, shots) in enumerate(cells):
         out = root / "sweep" / f"{number}_{spec.name}_{variant}_{shots}shot"
-        run(RunConfig(model=lm_spec(), dataset=spec, variant=variant, num_sets=4, shots=shots,
+        run(PosixConfig(model=lm_spec(), dataset=spec, variant=variant, num_sets=4, shots=shots,
                       num_variants=5 if variant == "mixture" else 3,
                       max_new_tokens=5, output_dir=str(out), score_cache=False, rephraser=rephraser), lm=lm,
             progress=False)

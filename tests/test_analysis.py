@@ -24,6 +24,7 @@ TABLES = ["per_set.csv", "cells.md", "cells.csv", "table1.md", "table1.csv", "ta
           "factors.csv"]
 
 
+@pytest.mark.slow
 def test_rows_carry_psi_and_factors_of_every_set(small_results):
     rows = load_rows(small_results)
     assert len(rows) == 9 * 4
@@ -38,6 +39,7 @@ def test_rows_carry_psi_and_factors_of_every_set(small_results):
     assert {r["data"] for r in rows if r["dataset"] == "alpaca"} == {"path:alpaca_fixture.jsonl"}
 
 
+@pytest.mark.slow
 def test_regeneration_writes_every_table_and_figure(small_results, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", GridWarning)
@@ -67,6 +69,7 @@ def test_regeneration_writes_every_table_and_figure(small_results, tmp_path):
     assert (again / "cells.csv").read_text() == (tmp_path / "cells.csv").read_text()
 
 
+@pytest.mark.slow
 def test_the_command_line_and_its_errors(small_results, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "posixlab.analysis", str(small_results), "--out", str(tmp_path)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -77,6 +80,7 @@ def test_the_command_line_and_its_errors(small_results, tmp_path):
     assert proc.returncode == 2 and "no results at" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_missing_cell_leaves_a_gap_and_a_warning(small_results, tmp_path):
     partial = tmp_path / "partial"
     shutil.copytree(small_results, partial)
@@ -95,6 +99,7 @@ def test_a_missing_cell_leaves_a_gap_and_a_warning(small_results, tmp_path):
     assert "| Gemma-3-270M |" in (tmp_path / "out" / "table1.md").read_text()
 
 
+@pytest.mark.slow
 def test_duplicate_runs_of_a_cell_keep_the_latter_with_a_warning(small_results, tmp_path):
     first = next(small_results.glob("0_*"))
     shutil.copytree(first, tmp_path / "a_copy")
@@ -108,6 +113,59 @@ def test_box_panels_share_one_psi_axis():
     fig = box_figure([("small", ["a"], {"a": [0.1, 0.2, 0.3]}), ("large", ["a", "b"], {"a": [1.0, 2.0]})], "t")
     low, high = fig.axes[0].get_ylim()
     assert fig.axes[1].get_ylim() == (low, high) and low < 0.1 and high > 2.0  # the small panel is not stretched
+
+
+BACKEND_CHECK = r"""
+import importlib.util, sys
+from pathlib import Path
+
+import matplotlib
+
+if importlib.util.find_spec("matplotlib_inline") is None:  # else MPLBACKEND names its inline backend
+    matplotlib.use("svg")
+before = matplotlib.get_backend()
+import posixlab.analysis
+import posixlab.analysis.classification
+import posixlab.analysis.figures
+import posixlab.analysis.style
+assert matplotlib.get_backend() == before, f"importing posixlab.analysis switched {before} to {matplotlib.get_backend()}"
+
+import matplotlib.pyplot as plt
+from posixlab.analysis.classification import ClassificationRun, histogram_figure
+from posixlab.analysis.figures import box_figure, save
+
+out = Path(sys.argv[1])
+box = box_figure([("panel", ["a", "b"], {"a": [0.1, 0.2, 0.3], "b": [0.5, 0.7, 0.9]})], "t")
+run = ClassificationRun(Path("."), {"model": {"name": "m"}, "dataset": "d", "strategy": "simple",
+                                    "classes": ["x", "y", "N/A"]},
+                        [{"gold": g, "distribution": d, "sensitivity": 0.5} for g, d in
+                         [("x", [1, 0, 0]), ("x", [0.5, 0.5, 0]), ("y", [0, 1, 0]), ("y", [0, 0.5, 0.5])]], [])
+histogram = histogram_figure(run)
+assert plt.get_fignums() == [], "a figure was made through pyplot, under the process's backend"
+for fig, name in ((box, "box"), (histogram, "histogram")):
+    png, pdf = save(fig, out, name)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and pdf.read_bytes()[:5] == b"%PDF-", name
+assert matplotlib.get_backend() == before, f"drawing switched {before} to {matplotlib.get_backend()}"
+print(before)
+"""
+
+
+@pytest.mark.slow  # a Python subprocess
+def test_the_analysis_leaves_matplotlib_s_backend_alone(tmp_path):
+    """A notebook that imports posixlab.analysis keeps its (inline) backend, and the figures still draw and save:
+    they are made outside pyplot, on their own Agg canvas, so they need no GUI whatever the backend."""
+    import importlib.util
+    import os
+
+    env = dict(os.environ)
+    env.pop("MPLBACKEND", None)
+    if importlib.util.find_spec("matplotlib_inline") is not None:
+        env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+    proc = subprocess.run([sys.executable, "-c", BACKEND_CHECK, str(tmp_path)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() in (env.get("MPLBACKEND"), "svg")
+    assert (tmp_path / "box.png").stat().st_size > 1000 and (tmp_path / "histogram.png").stat().st_size > 1000
 
 
 def test_paired_tests_use_shared_sets_only():
@@ -171,6 +229,7 @@ def test_bad_results_input_is_explained(tmp_path):
         load_rows(bad)
 
 
+@pytest.mark.slow
 def test_the_notebook_runs_top_to_bottom(small_results, tmp_path):
     import nbformat
     from nbclient import NotebookClient

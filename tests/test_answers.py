@@ -6,11 +6,12 @@ import json
 import numpy as np
 import pytest
 
-from posixlab.answers import (accuracy_summary, candidate_strings, matches_gold, parse_choice, prompt_choices,
-                              set_answers)
+from posixlab.answers import (ChoiceRead, accuracy_summary, candidate_strings, matches_gold, parse_choice,
+                              prompt_choices, read_choice, set_answers)
 from posixlab.data import DatasetSpec, load_items
 from posixlab.models import ModelSpec
-from posixlab.pipeline import RunConfig, run
+from posixlab.runner import run
+from posixlab.tasks.posix import PosixConfig
 
 OPTIONS = ("Paris", "Rome", "Oslo", "Bern")
 SHUFFLED = {"option_order": [2, 0, 3, 1], "option_labels": ["1", "2", "3", "4"], "option_marks": ["1.", "2.", "3.", "4."]}
@@ -29,12 +30,56 @@ def test_choices_follow_the_order_and_the_gold_moves_with_its_option():
 
 
 @pytest.mark.parametrize("response, expected", [
-    (" (B)Rome", 1), ("B", 1), (" B.", 1), ("b)", None), ("Answer: (D)", 3), ("the answer is C", 2),
+    (" (B)Rome", 1), ("B", 1), (" B.", 1), ("b)", 1), ("Answer: (D)", 3), ("the answer is C", 2),
     ("Rome", 1), (" rome, of course", 1), ("A cat sat", None), ("(E)", None), ("", None), ("   ", None),
     ("I don't know", None), (" B\n\nQuestion:", 1), ("B \nmore", 1),
+    ("b", 1), ("(b)", 1), ("**B**", 1), ("B. Rome", 1), ("B Rome", 1), ("B, because", 1), ("answer: c", 2),
+    ("the answer is (C)", 2), ("I think the answer is B.", 1), ("The answer is A because", 0),
+    ("a good question", None),
+    ("A, B, C, D.", None), ("(A) or (B)", None), ("B.Rome", None), ("Romeo", None), ("Parisian", None),
 ])
 def test_greedy_responses_parse_into_positions(response, expected):
     assert parse_choice(response, prompt_choices(OPTIONS, {})) == expected
+
+
+def test_the_rule_and_the_span_are_recorded():
+    options = prompt_choices(OPTIONS, {}).options
+    assert options[1] == ("B", "(B)", "Rome")
+    assert read_choice(" (B)Rome", options) == ChoiceRead(1, "leading label", (2, 3))
+    assert read_choice("B\nThe answer is B", options) == ChoiceRead(1, "label alone", (0, 1))
+    assert read_choice("So the answer is: **C**", options) == ChoiceRead(2, "answer phrase", (20, 21))
+    assert read_choice("  oslo, I think", options) == ChoiceRead(2, "option text", (2, 6))
+    assert read_choice("A cat", options) == ChoiceRead(None, "none")
+    assert read_choice(" ", options) == ChoiceRead(None, "empty") and read_choice(None, options).index is None
+    # a mark that is not a label form is read as written
+    odd = [("A", "#1", "Paris"), ("B", "#2", "Rome")]
+    assert read_choice("#2 Rome", odd) == ChoiceRead(1, "mark", (0, 2)) and read_choice("#23", odd).index is None
+    # two options with the same text: the text names no one option
+    assert read_choice("Rome", [("A", None, "Rome"), ("B", None, "rome")]).index is None
+    # the longest text that starts the response wins
+    assert read_choice("True and False", [("A", None, "True"), ("B", None, "True and False")]).index == 1
+
+
+AGREEMENT = [
+    "b", "B", "(b)", "**B**", "__B__", "`B`", "'B'", "B.", "B)", "B:", " (B)Rome", "(B) Rome", "B. Rome", "B Rome",
+    "b) rome", "B, because", "B: Rome", "the answer is (C)", "The answer is C.", "answer: c", "Answer: (D)",
+    "**Answer:** D", "Option B is correct", "I think the answer is B", "The answer is A because", "B\nThe answer is B",
+    "A\nA. Clockwise", " B\n\nQuestion:", " Oslo is", "Oslo", "oslo.", " rome, of course", "a)", "(a)", "A cat",
+    "a good question", "I think", "I don't know", "A, B, C, D.\nA", "A good one\nB", "(A) or (B)", "B or C",
+    "the answer is a bit long", "Parisian", "(E)", "E", "", "   ",
+]
+
+
+@pytest.mark.parametrize("response", AGREEMENT)
+def test_posix_and_classification_read_a_response_alike(response):
+    from posixlab.answers import parse_answer
+    from posixlab.metrics.classification import NA
+
+    position = parse_choice(response, prompt_choices(OPTIONS, {}))  # marks (A)-(D)
+    record = parse_answer(response, ["A", "B", "C", "D"], options=dict(zip("ABCD", OPTIONS)))
+    assert ("ABCD"[position] if position is not None else NA) == record["label"]
+    read = read_choice(response, prompt_choices(OPTIONS, {}).options)
+    assert record["span"] == (list(read.span) if read.span else None)
 
 
 def test_the_parse_uses_the_prompts_own_marks():
@@ -45,6 +90,12 @@ def test_the_parse_uses_the_prompts_own_marks():
     roman = prompt_choices(OPTIONS, {"option_labels": ["i", "ii", "iii", "iv"],
                                      "option_marks": ["i)", "ii)", "iii)", "iv)"]})
     assert [parse_choice(r, roman) for r in ("iii) Oslo", "ii", "iv.", "i")] == [2, 1, 3, 0]
+    assert [parse_choice(r, roman) for r in ("I think", "I", "(iv)", "The answer is iii", "ii, as")] == \
+        [None, 0, 3, 2, 1]
+    lower = prompt_choices(OPTIONS, {"option_labels": list("abcd"), "option_marks": ["a)", "b)", "c)", "d)"]})
+    assert [parse_choice(r, lower) for r in ("a)", "(a)", "a) Paris", "a cat", "a good question", "d")] == \
+        [0, 0, 0, None, None, 3]
+    assert [parse_choice(r, moved) for r in ("1.5 kg", "2 apples", "(3)")] == [None, None, 2]
 
 
 def test_open_ended_answers_match_the_gold_prefix():
@@ -102,9 +153,10 @@ def test_the_accuracy_block_by_hand():
     assert accuracy_summary([{"answers": None}]) is None
 
 
+@pytest.mark.slow
 def test_a_run_scores_the_options_as_a_full_forward_pass_would(lm, tmp_path):
     spec = ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct")
-    cfg = RunConfig(model=spec, dataset=DatasetSpec("mmlu"), variant="template", num_sets=3, num_variants=3,
+    cfg = PosixConfig(model=spec, dataset=DatasetSpec("mmlu"), variant="template", num_sets=3, num_variants=3,
                     max_new_tokens=5, output_dir=str(tmp_path / "run"), score_cache=False, embedding=None)
     summary = run(cfg, lm=lm, progress=False)
     records = [json.loads(line) for line in (tmp_path / "run" / "sets.jsonl").read_text().splitlines()]
@@ -131,11 +183,12 @@ def test_a_run_scores_the_options_as_a_full_forward_pass_would(lm, tmp_path):
                                                                         abs=1e-4)
 
 
+@pytest.mark.slow
 def test_option_text_scores_mark_and_text_as_a_full_forward_pass_would(lm, tmp_path):
     """option_text=True: each option is scored as its mark followed by its text, under the format variant's own
     order and marks, and the prediction follows the option (not the position) when the order changes."""
     spec = ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct")
-    cfg = RunConfig(model=spec, dataset=DatasetSpec("mmlu"), variant="format", num_sets=2, num_variants=2,
+    cfg = PosixConfig(model=spec, dataset=DatasetSpec("mmlu"), variant="format", num_sets=2, num_variants=2,
                     max_new_tokens=3, output_dir=str(tmp_path / "run"), score_cache=False, embedding=None,
                     option_text=True)
     run(cfg, lm=lm, progress=False)
@@ -152,12 +205,13 @@ def test_option_text_scores_mark_and_text_as_a_full_forward_pass_would(lm, tmp_p
             assert answer["by_options"]["pred"] == "ABCD"[choices.order[int(np.argmax(full))]]
 
 
+@pytest.mark.slow
 def test_prompt_choice_and_a_rebuilt_summary(lm, tmp_path):
     from posixlab.results import prompt_choice, rebuild_summary
 
     spec = ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct")
     out = tmp_path / "tmpl"
-    cfg = RunConfig(model=spec, dataset=DatasetSpec("mmlu"), variant="template", num_sets=4, num_variants=2,
+    cfg = PosixConfig(model=spec, dataset=DatasetSpec("mmlu"), variant="template", num_sets=4, num_variants=2,
                     max_new_tokens=3, output_dir=str(out), score_cache=False, embedding=None)
     summary = run(cfg, lm=lm, progress=False)
     choice = summary["prompt_choice"]
@@ -184,6 +238,7 @@ def test_prompt_choice_and_a_rebuilt_summary(lm, tmp_path):
     assert after["psi"] == before["psi"] and after["compute"] == before["compute"]
 
 
+@pytest.mark.slow
 def test_the_accuracy_table_from_saved_rows_equals_the_run_summary(lm, tmp_path):
     """The analysis path (per_set.csv strings -> accuracy table) and the run's own summary agree."""
     from posixlab.analysis.accuracy import accuracy_table
@@ -191,7 +246,7 @@ def test_the_accuracy_table_from_saved_rows_equals_the_run_summary(lm, tmp_path)
 
     spec = ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct")
     out = tmp_path / "spell"
-    summary = run(RunConfig(model=spec, dataset=DatasetSpec("mmlu"), variant="spelling", num_sets=4, num_variants=3,
+    summary = run(PosixConfig(model=spec, dataset=DatasetSpec("mmlu"), variant="spelling", num_sets=4, num_variants=3,
                             max_new_tokens=3, output_dir=str(out), score_cache=False, embedding=None),
                   lm=lm, progress=False)
     csv_path = write_rows(load_rows(out), tmp_path / "per_set.csv")
@@ -209,7 +264,7 @@ def test_the_accuracy_table_from_saved_rows_equals_the_run_summary(lm, tmp_path)
 
 
 def test_classification_runs_get_the_same_accuracy_block():
-    from posixlab.classify.run import classification_accuracy
+    from posixlab.tasks.classification import classification_accuracy
 
     def sample(gold, labels):
         return {"gold": gold, "predictions": [{"label": label} for label in labels]}

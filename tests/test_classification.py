@@ -8,10 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from posixlab.classify.data import (CLASSES, balanced_sample, exemplars, load_samples, read_dbpedia,
+from posixlab.data.classification import (CLASSES, balanced_sample, exemplars, load_samples, read_dbpedia,
                                     read_superglue, read_trec, read_wos)
-from posixlab.classify.parse import parse_answer
-from posixlab.classify.prompts import TASKS, TaskFrame
+from posixlab.answers import parse_answer
+from posixlab.classification_prompts import TASKS, TaskFrame
 from posixlab.errors import ConfigError, DatasetUnavailableError
 from posixlab.metrics.classification import NA, class_distribution, consistency, consistency_matrix, micro_f1, \
     sensitivity
@@ -61,7 +61,7 @@ def test_micro_f1_counts_na_as_wrong():
 
 
 def test_label_distribution_is_a_softmax():
-    from posixlab.classify.run import label_distribution
+    from posixlab.tasks.classification import label_distribution
 
     p = label_distribution([math.log(0.2), math.log(0.2), math.log(0.1)])
     assert p == pytest.approx([0.4, 0.4, 0.2])
@@ -105,9 +105,19 @@ CB = CLASSES["cb"]
     ("B\nThe answer is: B", LETTERS, "B"),
     ("A, B, C, D.\nA", LETTERS, NA),  # the class list repeated names no one class
     ("A good one\nB", LETTERS, NA),
+    # letter classes are read by posixlab.answers.read_choice, the rules POSIX's greedy parse uses
+    ("b", LETTERS, "B"),
+    ("**B**", LETTERS, "B"),
+    ("B.", LETTERS, "B"),
+    (" (B)Rome", LETTERS, "B"),
+    ("B, because", LETTERS, "B"),
+    ("answer: c", LETTERS, "C"),
+    ("the answer is (C)", LETTERS, "C"),
+    ("A cat", LETTERS, NA),
+    ("I think", LETTERS, NA),
 ])
 def test_parsing_table(answer, classes, expected):
-    from posixlab.classify.data import ALIASES
+    from posixlab.data.classification import ALIASES
 
     aliases = {"rte": ALIASES["rte"], "trec": ALIASES["trec"]}
     alias = aliases["rte"] if classes is RTE else aliases["trec"] if classes is TREC else None
@@ -119,6 +129,13 @@ def test_parse_record_is_auditable():
     assert record["label"] == "not entailment" and record["span"] == [9, 23]
     assert "I think: not entailment"[slice(*record["span"])] == "not entailment"
     assert parse_answer("Paris", LETTERS, options={"A": "London", "B": "Paris"})["label"] == "B"
+    # the option text starts the answer (one rule with POSIX's greedy parse), followed by a non-letter
+    assert parse_answer("Paris, of course", LETTERS, options={"A": "London", "B": "Paris"}) == \
+        {"label": "B", "rule": "option text", "span": [0, 5], "candidates": ["B"]}
+    assert parse_answer("Parisian", LETTERS, options={"A": "London", "B": "Paris"})["label"] == NA
+    record = parse_answer("B\nThe answer is B", LETTERS)
+    assert record == {"label": "B", "rule": "label alone", "span": [0, 1], "candidates": ["B"]}
+    assert parse_answer("  ", LETTERS)["rule"] == "empty" and parse_answer("A cat", LETTERS)["rule"] == "no class named"
 
 
 # ----------------------------------------------------------------------------------------------------------- loaders
@@ -219,9 +236,11 @@ def rephrasings_file(tmp_path_factory):
 
 
 @pytest.mark.parametrize("probability", ["greedy", "label_probs"])
+@pytest.mark.slow
 def test_end_to_end_on_the_packaged_model(lm, tmp_path, rephrasings_file, probability):
     from posixlab.analysis.classification import load_run, run_classification_figures
-    from posixlab.classify.run import ClassificationConfig, ClassificationData, run_classification
+    from posixlab.runner import run as run_classification
+    from posixlab.tasks.classification import ClassificationConfig, ClassificationData
     from posixlab.models import ModelSpec
     from posixlab.rephrase import RephraserConfig
 
@@ -251,8 +270,8 @@ def test_end_to_end_on_the_packaged_model(lm, tmp_path, rephrasings_file, probab
             first = r["predictions"][0]
             assert first["label"] == LETTERS[int(np.argmax(r["label_logprobs"][0]))]
     if probability == "label_probs":
-        from posixlab.classify.prompts import DEFINITIONS
-        from posixlab.classify.run import label_continuations
+        from posixlab.classification_prompts import DEFINITIONS
+        from posixlab.tasks.classification import label_continuations
 
         frame = TaskFrame("mmlu_letters", TASKS["mmlu_letters"], LETTERS, DEFINITIONS["mmlu_letters"])
         prompt = frame.prompt(TASKS["mmlu_letters"], records[0]["text"], "simple")
@@ -273,8 +292,10 @@ def test_end_to_end_on_the_packaged_model(lm, tmp_path, rephrasings_file, probab
     assert figures["most_sensitive"].read_text().startswith("# Most sensitive samples")
 
 
+@pytest.mark.slow
 def test_a_run_is_deterministic(lm, tmp_path, rephrasings_file):
-    from posixlab.classify.run import ClassificationConfig, ClassificationData, run_classification
+    from posixlab.runner import run as run_classification
+    from posixlab.tasks.classification import ClassificationConfig, ClassificationData
     from posixlab.models import ModelSpec
     from posixlab.rephrase import RephraserConfig
 
@@ -289,6 +310,7 @@ def test_a_run_is_deterministic(lm, tmp_path, rephrasings_file):
     assert once("a") == once("b")
 
 
+@pytest.mark.slow
 def test_run_py_classification_job_and_wrong_dataset(tmp_path, rephrasings_file, root):
     import subprocess
     import sys

@@ -102,6 +102,7 @@ def sweep(tmp_path) -> Path:
     return tmp_path / "sweep"
 
 
+@pytest.mark.slow  # draws every figure of a three-strategy sweep (PNG and PDF): the slowest tests here
 def test_every_figure_table_and_report_is_written(sweep, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", GridWarning)  # every strategy and class is there: nothing to warn about
@@ -118,6 +119,7 @@ def test_every_figure_table_and_report_is_written(sweep, tmp_path):
         assert path.is_file() and path.stat().st_size > 200, path
 
 
+@pytest.mark.slow  # draws every figure of a three-strategy sweep (PNG and PDF): the slowest tests here
 def test_the_report_lists_the_most_sensitive_samples_first(sweep, tmp_path):
     regenerate_classification([sweep], tmp_path)
     run = load_run(sweep / "0_simple")
@@ -134,6 +136,7 @@ def test_the_report_lists_the_most_sensitive_samples_first(sweep, tmp_path):
     assert "| 0 (original) | Which of the classes fits this text best? (wording 0) |" in report
 
 
+@pytest.mark.slow  # draws every figure of a three-strategy sweep (PNG and PDF): the slowest tests here
 def test_the_table_copies_the_summaries(sweep, tmp_path):
     regenerate_classification([sweep], tmp_path)
     with open(tmp_path / "table1.csv", newline="") as handle:
@@ -222,6 +225,7 @@ def test_loading_skips_posix_runs_and_keeps_the_latter_duplicate(tmp_path):
     assert [r.folder.name for r in runs] == ["2_clf"]
 
 
+@pytest.mark.slow
 def test_the_command_line_regenerates_both_kinds(tmp_path):
     write_posix_run(tmp_path / "results" / "0_posix")
     write_run(tmp_path / "results" / "1_clf", "simple")
@@ -235,6 +239,7 @@ def test_the_command_line_regenerates_both_kinds(tmp_path):
     assert "classification/most_sensitive_synth_tiny-clf_simple_greedy.md" in proc.stdout
 
 
+@pytest.mark.slow  # draws every figure of both kinds, twice
 def test_either_kind_alone_regenerates(tmp_path):
     write_posix_run(tmp_path / "posix" / "run")
     write_run(tmp_path / "clf" / "run")

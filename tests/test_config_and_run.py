@@ -14,7 +14,8 @@ from hydra import compose, initialize_config_dir
 from posixlab.data import DatasetSpec
 from posixlab.errors import ConfigError
 from posixlab.metrics import psi
-from posixlab.pipeline import RunConfig, run
+from posixlab.runner import run
+from posixlab.tasks.posix import PosixConfig
 from posixlab.results import read_sets
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,6 +55,7 @@ def _run_py(args, env_extra=None, timeout=600):
                           text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_run_py_end_to_end_writes_the_results(tmp_path):
     out = tmp_path / "run"
     proc = _run_py(["num_sets=2", "progress=false", f"hydra.run.dir={out}", f"score_cache_dir={tmp_path / 'scores'}"])
@@ -77,6 +79,7 @@ def test_run_py_end_to_end_writes_the_results(tmp_path):
     assert f"{summary['psi']['posix']:.4f}" in proc.stdout
 
 
+@pytest.mark.slow
 def test_sweep_runs_every_job(tmp_path):
     proc = _run_py(["-m", "variant=spelling,template", "num_sets=1", "num_variants=2", "progress=false",
                     f"hydra.sweep.dir={tmp_path}", "score_cache=false"])
@@ -89,15 +92,17 @@ def test_sweep_runs_every_job(tmp_path):
     assert "posixlab: smollm2-135m-instruct · template: 1/1 sets" in proc.stderr
 
 
+@pytest.mark.slow
 def test_same_config_same_numbers_bit_for_bit(lm, tmp_path):
     # recomputed both times: no score cache
     cfg = dict(model=None, dataset=DatasetSpec("mmlu"), variant="template", num_sets=2, num_variants=3,
                score_cache=False)
-    run(RunConfig(**cfg, output_dir=str(tmp_path / "a")), lm=lm, progress=False)
-    run(RunConfig(**cfg, output_dir=str(tmp_path / "b")), lm=lm, progress=False)
+    run(PosixConfig(**cfg, output_dir=str(tmp_path / "a")), lm=lm, progress=False)
+    run(PosixConfig(**cfg, output_dir=str(tmp_path / "b")), lm=lm, progress=False)
     assert (tmp_path / "a" / "sets.jsonl").read_bytes() == (tmp_path / "b" / "sets.jsonl").read_bytes()
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_from_the_score_cache_with_identical_numbers(tmp_path):
     """A run killed (SIGKILL) after its first sets restarts, recomputes none of them, and ends with the numbers an
     uninterrupted run gives."""
@@ -139,6 +144,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]  # closed again when the block ends: connections are refused
 
 
+@pytest.mark.slow
 def test_hub_model_offline_fails_fast_with_a_clear_message(tmp_path):
     env = {"HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}"}
     proc = _run_py(["model=llama2-7b", "variant=template", f"hydra.run.dir={tmp_path / 'run'}"], env, timeout=120)
@@ -156,6 +162,7 @@ def test_hub_model_offline_fails_fast_with_a_clear_message(tmp_path):
     ("variant=template num_variants=25", "20 distinct variants"),
     ("dataset.source=path dataset.path=/nonexistent/mmlu.jsonl", "no file at /nonexistent/mmlu.jsonl"),
 ])
+@pytest.mark.slow
 def test_bad_input_gives_a_clear_error(tmp_path, override, message):
     proc = _run_py([*override.split(), f"hydra.run.dir={tmp_path}"], timeout=120)
     assert proc.returncode != 0
@@ -163,13 +170,14 @@ def test_bad_input_gives_a_clear_error(tmp_path, override, message):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_prompt_too_long_for_the_model_is_named(lm, tmp_path):
     from posixlab.errors import ContextLengthError
 
     data = tmp_path / "long.jsonl"
     data.write_text(json.dumps({"question": "why " * 9000, "subject": "x", "choices": ["a", "b", "c", "d"],
                                 "answer": 0}) + "\n")
-    cfg = RunConfig(model=None, dataset=DatasetSpec("mmlu", source="path", path=str(data)), num_sets=1,
+    cfg = PosixConfig(model=None, dataset=DatasetSpec("mmlu", source="path", path=str(data)), num_sets=1,
                     num_variants=2, output_dir=str(tmp_path / "out"))
     with pytest.raises(ContextLengthError, match=r"prompt 0 of set mmlu/x/0/spelling has 90\d\d tokens"):
         run(cfg, lm=lm, progress=False)

@@ -222,11 +222,11 @@ def test_hub_offline_flag_turns_a_datasets_failure_into_the_same_message(monkeyp
 def test_exemplars_come_from_every_item_even_those_a_length_limit_leaves_out():
     # formal logic has one question of at most 130 characters in the sample: its exemplar is a longer question
     from posixlab.models import ModelSpec
-    from posixlab.pipeline import RunConfig, build_prompt_sets
+    from posixlab.tasks.posix import PosixConfig, build_prompt_sets
 
     spec = DatasetSpec("mmlu", subjects=["formal_logic"], max_question_chars=130)
     assert len(load_items(spec)) == 1
-    cfg = RunConfig(model=ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct"), dataset=spec,
+    cfg = PosixConfig(model=ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct"), dataset=spec,
                     num_sets=None, num_variants=2, shots=1, embedding=None)
     (prompt_set,), about = build_prompt_sets(cfg, progress=False)
     (exemplar,) = prompt_set.shots

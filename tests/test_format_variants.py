@@ -177,13 +177,13 @@ def test_registered_with_a_config_file():
 
 
 def test_open_ended_items_are_refused_naming_the_data_set(tmp_path):
-    from posixlab.pipeline import RunConfig, build_prompt_sets
+    from posixlab.tasks.posix import PosixConfig, build_prompt_sets
 
     open_item = PromptItem("alpaca/3", "Name three primary colors.", answer="red, yellow, blue")
     with pytest.raises(ConfigError, match=r"variant=format .*needs multiple-choice items; data set 'alpaca'"):
         FormatVariants().variant(open_item, 0, 0)
     alpaca = DatasetSpec("alpaca", source="path", path=str(ROOT / "tests/fixtures/alpaca_fixture.jsonl"))
-    cfg = RunConfig(model=None, dataset=alpaca, variant="format", num_sets=1, num_variants=2,
+    cfg = PosixConfig(model=None, dataset=alpaca, variant="format", num_sets=1, num_variants=2,
                     output_dir=str(tmp_path))
     with pytest.raises(ConfigError, match=r"needs multiple-choice items; data set 'alpaca'"):
         build_prompt_sets(cfg, progress=False)  # before any model is loaded

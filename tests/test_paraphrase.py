@@ -48,6 +48,7 @@ def qwen_file(tmp_path_factory):
     return path, items, generator
 
 
+@pytest.mark.slow
 def test_hf_rephraser_writes_real_distinct_paraphrases(qwen_file):
     path, items, generator = qwen_file
     records = [json.loads(line) for line in path.read_text().splitlines()]
@@ -66,6 +67,7 @@ def test_hf_rephraser_writes_real_distinct_paraphrases(qwen_file):
         assert all(f"({letter}){option}" in prompt.text for letter, option in zip("ABCD", item.options))
 
 
+@pytest.mark.slow
 def test_run_py_paraphrase_one_shot_end_to_end_reads_the_file_and_loads_no_rephraser(qwen_file, tmp_path):
     path, items, _ = qwen_file
     out = tmp_path / "run"
@@ -247,6 +249,7 @@ def test_ordered_pool_takes_the_first_k_like_a_dev_split():
         == ["dev0", "dev1", "dev2"]
 
 
+@pytest.mark.slow
 def test_chat_template_rendering_puts_exemplars_in_turns(lm):
     items = load_items(DatasetSpec("mmlu"))
     item = items[0]
@@ -264,12 +267,14 @@ def test_chat_template_rendering_puts_exemplars_in_turns(lm):
 
 
 # --- the other data sets through the pipeline ------------------------------------------------------------------------
+@pytest.mark.slow
 def test_alpaca_and_bbh_run_open_ended_templates_and_bbh_refuses_other_variants(lm, tmp_path):
-    from posixlab.pipeline import RunConfig, run
+    from posixlab.runner import run
+    from posixlab.tasks.posix import PosixConfig
 
     fixtures = ROOT / "tests" / "fixtures"
     alpaca = DatasetSpec("alpaca", source="path", path=str(fixtures / "alpaca_fixture.jsonl"))
-    summary = run(RunConfig(model=None, dataset=alpaca, variant="template", num_sets=1, num_variants=2,
+    summary = run(PosixConfig(model=None, dataset=alpaca, variant="template", num_sets=1, num_variants=2,
                             max_new_tokens=30, output_dir=str(tmp_path / "alpaca"), score_cache=False),
                   lm=lm, progress=False)
     record = json.loads((tmp_path / "alpaca" / "sets.jsonl").read_text().splitlines()[0])
@@ -277,7 +282,7 @@ def test_alpaca_and_bbh_run_open_ended_templates_and_bbh_refuses_other_variants(
     assert record["prompts"][0]["text"].startswith("Q:") and summary["max_new_tokens"] == 30
     bbh = DatasetSpec("bbh", source="path", path=str(fixtures / "bbh_fixture.jsonl"), variants=["template"])
     with pytest.raises(ConfigError, match="allows variant types template only"):
-        run(RunConfig(model=None, dataset=bbh, variant="spelling", output_dir=str(tmp_path / "bbh")), lm=lm)
-    run(RunConfig(model=None, dataset=bbh, variant="template", num_sets=1, num_variants=2,
+        run(PosixConfig(model=None, dataset=bbh, variant="spelling", output_dir=str(tmp_path / "bbh")), lm=lm)
+    run(PosixConfig(model=None, dataset=bbh, variant="template", num_sets=1, num_variants=2,
                   output_dir=str(tmp_path / "bbh"), score_cache=False), lm=lm, progress=False)
     assert json.loads((tmp_path / "bbh" / "sets.jsonl").read_text().splitlines()[0])["subject"]

@@ -87,6 +87,7 @@ def llama_server(tmp_path_factory):
             proc.wait()
 
 
+@pytest.mark.slow
 def test_real_server_gives_paraphrases(llama_server):
     rephraser = OpenAIRephraser(model="qwen2.5-coder-0.5b-instruct", base_url=llama_server)
     found = collect_paraphrases(rephraser, INSTRUCTION, QUESTION, n=3, per_request=3, samples=1, max_requests=4)

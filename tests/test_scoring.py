@@ -8,16 +8,18 @@ import torch
 from posixlab.data import DatasetSpec
 from posixlab.errors import ContextLengthError
 from posixlab.metrics import psi
-from posixlab.pipeline import RunConfig, build_prompt_sets
+from posixlab.tasks.posix import PosixConfig, build_prompt_sets
 from posixlab.errors import CacheError
 from posixlab.scoring import EngineOptions, ScoreCache, ScoringEngine, bruteforce_matrix, score_prompt_set
+
+pytestmark = pytest.mark.slow  # every test runs the packaged model (the session fixture `lm`)
 
 OPEN_PROMPTS = ["Q:Name a color.\nA:", "Q:What is the capital of France?\nA:", "Q:Say hi.\nA:",
                 "Q: Write one word.\nA:"]
 
 
 def mmlu_sets(variant, num_sets, num_variants):
-    cfg = RunConfig(model=None, dataset=DatasetSpec("mmlu"), variant=variant, num_sets=num_sets,
+    cfg = PosixConfig(model=None, dataset=DatasetSpec("mmlu"), variant=variant, num_sets=num_sets,
                     num_variants=num_variants, seed=0)
     return build_prompt_sets(cfg, progress=False)[0]
 
@@ -132,13 +134,22 @@ def test_reference_compat_equals_the_authors_library(lm):
         assert abs(ours - trace.prompt_sensitivities[k]) < 1e-4
 
 
-def test_prompt_longer_than_context_is_refused_before_any_forward_pass(lm):
-    long_question = "word " * (lm.max_context + 10)
-    ids = lm.encode(long_question)
+def test_prompt_longer_than_context_is_refused_before_any_forward_pass(lm, tmp_path):
+    """A whole run whose too-long prompt is the last prompt of its last set: every prompt is encoded and checked
+    before the first forward pass, so the sets before it are not run either."""
+    import posixlab
+
+    sets = [OPEN_PROMPTS[:2], OPEN_PROMPTS[2:] + ["word " * (lm.max_context + 10)]]
     before = lm.forward_tokens
-    with pytest.raises(ContextLengthError, match=r"more than the 8192-token context of smollm2-135m-instruct"):
-        lm.check_fits(ids, 5, what="prompt 0 of set demo")
+    with pytest.raises(ContextLengthError, match=r"prompt 2 of set set-1\S* has \d+ tokens.*more than the "
+                                                 r"8192-token context of smollm2-135m-instruct"):
+        posixlab.evaluate(sets, model=lm, max_new_tokens=5, embedding=None, output_dir=tmp_path / "run",
+                          progress=False)
     assert lm.forward_tokens == before
+    assert not (tmp_path / "run" / "sets.jsonl").exists()  # no set was scored and written
+    # the counter does count this path: the first set alone runs
+    posixlab.evaluate(sets[:1], model=lm, max_new_tokens=5, embedding=None, progress=False)
+    assert lm.forward_tokens > before
 
 
 def test_score_cache_serves_a_rerun_bit_for_bit(lm, tmp_path):

@@ -13,16 +13,19 @@ import pytest
 from posixlab.data import DatasetSpec
 from posixlab.errors import ConfigError
 from posixlab.models import ModelSpec
-from posixlab.pipeline import RunConfig, run
+from posixlab.runner import run
+from posixlab.tasks.posix import PosixConfig
 from posixlab.results import read_sets
-from posixlab.shards import merge_shards, shard_indices
+from posixlab.merge import merge_shards
+from posixlab.shards import shard_indices
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # every test runs the packaged model; the merge command runs in a subprocess
 SPEC = ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct")
 
 
-def config(out: Path, shard=None, seed=0) -> RunConfig:
-    return RunConfig(model=SPEC, dataset=DatasetSpec("mmlu"), variant="spelling", num_sets=7, num_variants=3,
+def config(out: Path, shard=None, seed=0) -> PosixConfig:
+    return PosixConfig(model=SPEC, dataset=DatasetSpec("mmlu"), variant="spelling", num_sets=7, num_variants=3,
                      max_new_tokens=3, seed=seed, output_dir=str(out), score_cache=False, embedding=None, shard=shard)
 
 

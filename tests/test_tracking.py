@@ -16,6 +16,7 @@ from posixlab.tracking import offline_run_dirs, read_offline_run
 from posixlab.results import read_sets
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # every test runs run.py in a subprocess
 
 
 def run_py(args, env_extra=None):

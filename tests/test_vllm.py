@@ -1,6 +1,6 @@
 """The vLLM backend against a real vLLM server (vLLM's CPU build) on loopback, serving the packaged SmolLM2's
 converted folder in float32: the same responses, log-probabilities and ψ as the in-process engine, the classification
-task, the score cache, ``model.launch=true`` from the command line, and the failure paths.
+task, the score cache, ``model.server.launch=true`` from the command line, and the failure paths.
 
 The server runs from its own virtual environment (``python -m posixlab.serving.install``; built by the first test
 session, about 5 minutes) and starts once for the whole module (about a minute on 2 cores)."""
@@ -22,10 +22,11 @@ import pytest
 from posixlab.backends import load
 from posixlab.data import DatasetSpec
 from posixlab.errors import ConfigError, ServerUnreachableError, TokenizerMismatchError
-from posixlab.models import ModelSpec
+from posixlab.models import ModelSpec, ServerSettings
 from posixlab.models.assets import prepare_packaged_model
 from posixlab.paths import default_cache_dir
-from posixlab.pipeline import RunConfig, run
+from posixlab.runner import run
+from posixlab.tasks.posix import PosixConfig
 from posixlab.results import read_sets
 from posixlab.scoring import ScoreCache, ScoringEngine
 from posixlab.serving import ServerEngine
@@ -59,7 +60,7 @@ def server(vllm_python):
 
 def served_spec(server, **changes) -> ModelSpec:
     spec = ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct", dtype="float32",
-                     backend="vllm", base_url=server.base_url)
+                     backend="vllm", server=ServerSettings(base_url=server.base_url))
     return replace(spec, **changes)
 
 
@@ -70,8 +71,8 @@ def served(server):
     model.close()
 
 
-def run_config(out: Path, model: ModelSpec, **changes) -> RunConfig:
-    base = RunConfig(model=model, dataset=DatasetSpec("mmlu"), variant="spelling", num_sets=3, num_variants=5,
+def run_config(out: Path, model: ModelSpec, **changes) -> PosixConfig:
+    base = PosixConfig(model=model, dataset=DatasetSpec("mmlu"), variant="spelling", num_sets=3, num_variants=5,
                      max_new_tokens=5, output_dir=str(out), score_cache=False, embedding=None)
     return replace(base, **changes)
 
@@ -86,6 +87,7 @@ def per_token_gap(ours, theirs, lengths) -> float:
     return float(np.max(np.abs(np.asarray(ours) - np.asarray(theirs)) / np.asarray(lengths)[None, :]))
 
 
+@pytest.mark.slow
 def test_engine_parity_with_the_in_process_engine(lm, served):
     """Greedy responses identical; every token's log-probability within 1e-4, and every summed one within 1e-4 per
     token (matrix and candidates)."""
@@ -109,6 +111,7 @@ def test_engine_parity_with_the_in_process_engine(lm, served):
     assert worst_token < 1e-4
 
 
+@pytest.mark.slow
 def test_a_run_through_the_server_matches_the_in_process_run(lm, served, tmp_path):
     """ψ within 1e-4 on real prompt sets (3 MMLU sets, spelling variants), and the options' picks the same."""
     here_spec = ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct")
@@ -128,13 +131,15 @@ def test_a_run_through_the_server_matches_the_in_process_run(lm, served, tmp_pat
     assert there["model"]["backend"] == "vllm" and there["model"]["served_model"] == SERVED
 
 
+@pytest.mark.slow
 def test_the_classification_task_through_the_server(lm, served, tmp_path):
     """Errica et al.'s setting: the same greedy labels and label log-probabilities (within 1e-4) as in-process."""
-    from posixlab.classify.run import ClassificationConfig, ClassificationData, run_classification
+    from posixlab.runner import run as run_classification
+    from posixlab.tasks.classification import ClassificationConfig, ClassificationData
     from posixlab.rephrase import RephraserConfig
 
     rephrasings = tmp_path / "rephrasings.jsonl"
-    from posixlab.classify.prompts import TASKS
+    from posixlab.classification_prompts import TASKS
 
     rephrasings.write_text(json.dumps({"original": TASKS["mmlu_letters"], "paraphrases": [
         "Pick the right answer to this multiple-choice question."]}) + "\n")
@@ -154,6 +159,7 @@ def test_the_classification_task_through_the_server(lm, served, tmp_path):
 # --------------------------------------------------------------------------------------------- cache and identity
 
 
+@pytest.mark.slow
 def test_the_score_cache_is_keyed_by_the_server(lm, served, tmp_path):
     identity = served.identity
     assert identity["backend"] == "vllm" and identity["served_model"] == SERVED
@@ -168,6 +174,12 @@ def test_the_score_cache_is_keyed_by_the_server(lm, served, tmp_path):
                 lm=served, progress=False)
     assert first["compute"]["sets_from_cache"] == 0 and again["compute"]["sets_from_cache"] == 2
     assert read_sets(tmp_path / "a")[0]["logprob_matrix"] == read_sets(tmp_path / "b")[0]["logprob_matrix"]
+    # the summary counts what the server was sent (it runs every request's prompt whole), not the in-process
+    # engine's cost model of the same sets, which runs shared prefixes once
+    cost_model = sum(r["stats"]["forward_tokens"] for r in read_sets(tmp_path / "a"))
+    assert first["compute"]["engine"] == "server" and first["compute"]["forward_tokens"] > cost_model
+    assert first["compute"]["forward_tokens"] == first["engine"]["forward_tokens"] and again["engine"]["forward_tokens"] == 0
+    assert "Forward tokens computed (server)" in (tmp_path / "a" / "summary.md").read_text(encoding="utf-8")
 
 
 # ---------------------------------------------------------------------------------------------------- failures
@@ -175,7 +187,7 @@ def test_the_score_cache_is_keyed_by_the_server(lm, served, tmp_path):
 
 def test_a_closed_port_fails_at_once_with_one_message(tmp_path):
     spec = ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct", backend="vllm",
-                     base_url=f"http://127.0.0.1:{closed_port()}/v1", max_attempts=2)
+                     server=ServerSettings(base_url=f"http://127.0.0.1:{closed_port()}/v1", max_attempts=2))
     started = time.monotonic()
     with pytest.raises(ServerUnreachableError, match="cannot reach the vLLM server .* 2 attempts"):
         run(run_config(tmp_path / "run", spec, num_sets=100), progress=False)
@@ -185,26 +197,30 @@ def test_a_closed_port_fails_at_once_with_one_message(tmp_path):
     assert not (tmp_path / "run" / "sets.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_a_model_the_server_does_not_serve_is_named(server):
     with pytest.raises(ConfigError, match=f"does not serve 'llama'; it serves '{SERVED}'"):
-        load(served_spec(server, served_name="llama"))
+        load(served_spec(server, server=ServerSettings(base_url=server.base_url, served_name="llama")))
 
 
+@pytest.mark.slow
 def test_a_tokenizer_that_disagrees_with_the_server_is_an_error(server):
     # the packaged Qwen2.5-Coder's tokenizer against the server's SmolLM2
     with pytest.raises(TokenizerMismatchError, match="disagree"):
-        load(served_spec(server, path="qwen2.5-coder-0.5b-instruct", served_name=SERVED))
+        load(served_spec(server, path="qwen2.5-coder-0.5b-instruct",
+                         server=ServerSettings(base_url=server.base_url, served_name=SERVED)))
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"backend": "vllm"}, "needs either model.base_url"),
-    ({"backend": "vllm", "launch": True, "base_url": "http://x/v1"}, "not both"),
-    ({"base_url": "http://x/v1"}, "add model.backend=vllm"),
-    ({"backend": "tgi"}, "unknown backend"),
-    ({"backend": "vllm", "base_url": "http://x/v1", "max_concurrency": 0}, "max_concurrency must be at least 1"),
+@pytest.mark.parametrize("backend, server, message", [
+    ("vllm", {}, "needs either model.server.base_url"),
+    ("vllm", {"launch": True, "base_url": "http://x/v1"}, "not both"),
+    ("transformers", {"base_url": "http://x/v1"}, "add model.backend=vllm"),
+    ("tgi", {}, "unknown backend"),
+    ("vllm", {"base_url": "http://x/v1", "max_concurrency": 0}, "model.server.max_concurrency must be at least 1"),
 ])
-def test_server_settings_are_checked_before_any_work(changes, message, tmp_path):
-    spec = replace(ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct"), **changes)
+def test_server_settings_are_checked_before_any_work(backend, server, message, tmp_path):
+    spec = ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct", backend=backend,
+                     server=ServerSettings(**server))
     with pytest.raises(ConfigError, match=message):
         run(run_config(tmp_path / "run", spec), progress=False)
 
@@ -212,13 +228,14 @@ def test_server_settings_are_checked_before_any_work(changes, message, tmp_path)
 # ------------------------------------------------------------------------------------------------------- launch
 
 
+@pytest.mark.slow
 def test_launch_true_starts_a_server_for_the_run_and_stops_it(server, vllm_python, tmp_path):
-    """The command line with model.launch=true: a second server on its own port, gone when the run ends."""
+    """The command line with model.server.launch=true: a second server on its own port, gone when the run ends."""
     out = tmp_path / "run"
     env = {**os.environ, "HYDRA_FULL_ERROR": "0", "POSIXLAB_VLLM_PYTHON": vllm_python}
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "run.py"), "model.backend=vllm", "model.launch=true",
-         f"model.launch_args=[--kv-cache-memory-bytes,'{2**30}']", "model.dtype=float32", "num_sets=2", "num_variants=3",
+        [sys.executable, str(ROOT / "run.py"), "model.backend=vllm", "model.server.launch=true",
+         f"model.server.launch_args=[--kv-cache-memory-bytes,'{2**30}']", "model.dtype=float32", "num_sets=2", "num_variants=3",
          "embedding=none", "logger=none", "progress=false", f"hydra.run.dir={out}", "score_cache=false"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]

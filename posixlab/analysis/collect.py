@@ -95,7 +95,7 @@ def cells(rows: list[dict]) -> dict[Cell, list[dict]]:
 
 
 def _rows_from_run(folder: Path) -> list[dict]:
-    summary = json.loads((folder / SUMMARY_FILE).read_text())
+    summary = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
     dataset = summary.get("config", {}).get("dataset", {})
     data = summary.get("dataset_source") or dataset.get("source")
     if dataset.get("path"):  # the file's name says what it is; the folder it sat in is the user's business

@@ -1,9 +1,10 @@
 """The paper's figures, redrawn from per-set rows (``collect.load_rows``) with seaborn; no model is loaded.
 
 Every figure takes the theme of ``posixlab.analysis.style`` (seaborn's paper context, white grid, colour-blind
-palette, fonts sized for an ACL column) and is saved as PNG and PDF by ``save``. Every interval seaborn bootstraps is
-seeded (``style.SEED``, ``style.N_BOOT`` resamples), so the same results give the same files. A model, data set or
-variant type that a figure needs but the results lack leaves a gap (an empty slot with its label) and a
+palette, fonts sized for an ACL column), is made by ``style.figure`` (outside pyplot, on its own Agg canvas: no GUI
+needed, the process's backend left as it is) and is saved as PNG and PDF by ``save``. Every interval seaborn
+bootstraps is seeded (``style.SEED``, ``style.N_BOOT`` resamples), so the same results give the same files. A model,
+data set or variant type that a figure needs but the results lack leaves a gap (an empty slot with its label) and a
 ``GridWarning``, never an error. Figures whose models are the paper's 7B models fall back to the models present,
 ordered by size, when none of the paper's are (the offline runs).
 """
@@ -13,23 +14,20 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
-matplotlib.use("Agg")  # files only; never opens a window (CI, clusters)
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-
-from posixlab.analysis import style  # noqa: E402
-from posixlab.analysis.accuracy import accuracy_rows  # noqa: E402
-from posixlab.analysis.collect import GridWarning, data_caption, decode_correct, finite  # noqa: E402
-from posixlab.analysis.paper import MAIN_MODELS, dataset_label, label, size  # noqa: E402
-from posixlab.analysis.tables import VARIANT_ORDER  # noqa: E402
-from posixlab.metrics import accuracy as acc  # noqa: E402
-from posixlab.metrics.stats import spearman  # noqa: E402
+from posixlab.analysis import style
+from posixlab.analysis.accuracy import accuracy_rows
+from posixlab.analysis.collect import GridWarning, data_caption, decode_correct, finite
+from posixlab.analysis.paper import MAIN_MODELS, dataset_label, label, size
+from posixlab.analysis.tables import VARIANT_ORDER
+from posixlab.metrics import accuracy as acc
+from posixlab.metrics.stats import spearman
 
 # variant types where prompt j is the same format for every item, so "the accuracy of prompt j" means something
 FIXED_FORMAT_VARIANTS = ("template", "format")
@@ -50,8 +48,9 @@ PAPER_FIGURES = {
 
 
 def save(fig, folder: Path, name: str) -> list[Path]:
-    """``fig`` as ``name``.png (``style.DPI``) and ``name``.pdf under ``folder``, then closed. The PDF carries no
-    creation date, so the same figure gives the same bytes."""
+    """``fig`` as ``name``.png (``style.DPI``) and ``name``.pdf under ``folder``, then closed (a no-op for the
+    figures made here, which pyplot never holds; a figure made with pyplot is released). The PDF carries no creation
+    date, so the same figure gives the same bytes."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = [folder / f"{name}.png", folder / f"{name}.pdf"]
     fig.savefig(paths[0], dpi=style.DPI, bbox_inches="tight")
@@ -346,7 +345,8 @@ def run_figures(rows: list[dict], folder: Path) -> dict[str, Path]:
     against the four factors (``factor_figure``)."""
     style.apply_theme()
     psi = [r["psi"] for r in rows]
-    fig, ax = plt.subplots(figsize=(style.COLUMN, style.PANEL_HEIGHT + 0.2), layout="constrained")
+    fig = style.figure(figsize=(style.COLUMN, style.PANEL_HEIGHT + 0.2), layout="constrained")
+    ax = fig.subplots()
     sns.histplot(x=psi, bins=min(30, max(5, len(psi) // 2)), ax=ax)
     ax.set(xlabel="ψ", ylabel="prompt sets")
     _title(ax, f"POSIX = {np.mean(psi):.3f} over {len(psi)} sets")
@@ -412,8 +412,8 @@ def _grid(width: float, height: float, title: str, panels: int, sharey: bool = F
     ``title`` (wrapped to the width, set as the figure's title) and for ``legend_rows`` of a legend below."""
     title = style.wrap(title, width)
     lines = title.count("\n") + 1
-    fig, axes = plt.subplots(1, panels, squeeze=False, sharey=sharey, width_ratios=width_ratios,
-                             figsize=(width, height + 0.16 * lines + 0.17 * legend_rows), layout="constrained")
+    fig = style.figure(figsize=(width, height + 0.16 * lines + 0.17 * legend_rows), layout="constrained")
+    axes = fig.subplots(1, panels, squeeze=False, sharey=sharey, width_ratios=width_ratios)
     fig.suptitle(title)
     return fig, list(axes[0])
 

@@ -3,6 +3,8 @@ the colour-blind-safe ``colorblind`` palette, and figure sizes in inches for an 
 placed at its natural width keeps its fonts at the sizes set here (7-8 pt, readable beside 10-11 pt text).
 
 Every figure function calls ``apply_theme()`` before drawing; it is idempotent and only sets matplotlib's rcParams.
+Every figure is made by ``figure()``: outside pyplot, on its own Agg canvas, so that drawing and saving it needs no
+GUI and never reads or switches the backend of the process (a notebook keeps its inline backend).
 """
 
 from __future__ import annotations
@@ -11,11 +13,10 @@ import logging
 import re
 
 import matplotlib
-
-matplotlib.use("Agg")  # files only; never opens a window (CI, clusters)
-import seaborn as sns  # noqa: E402
-from matplotlib.backends.backend_agg import RendererAgg  # noqa: E402
-from matplotlib.font_manager import FontProperties  # noqa: E402
+import seaborn as sns
+from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
+from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 
 COLUMN = 3.3  # inches: one column of an ACL-style two-column page
 TWO_COLUMNS = 6.9  # inches: the full text width (a figure* spanning both columns)
@@ -55,6 +56,16 @@ def apply_theme() -> None:
     # figure) and matplotlib every categorical axis whose labels look like numbers (prompt 0, 1, ...)
     for name in ("fontTools.subset", "matplotlib.category"):
         logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def figure(**kwargs) -> Figure:
+    """A new figure for files: a ``matplotlib.figure.Figure`` (``kwargs``: ``figsize``, ``layout``, ...) on its own
+    Agg canvas, which renders it to PNG and PDF (``fig.savefig``) whatever pyplot's backend is, without selecting that
+    backend, opening a window or being shown by a notebook's inline backend unless displayed. Not registered with
+    pyplot: nothing needs ``plt.close`` (``figures.save`` calls it all the same, for figures made with pyplot)."""
+    fig = Figure(**kwargs)
+    FigureCanvasAgg(fig)  # what pyplot's Agg backend attached: seaborn's forced draws (swarms, heatmaps) need one
+    return fig
 
 
 def palette(n: int) -> list:

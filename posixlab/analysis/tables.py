@@ -141,7 +141,7 @@ def table2(rows: list[dict]) -> tuple[str, list[dict]]:
 def write_table(markdown: str, records: list[dict], folder: Path, name: str, note: str = "") -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     md = folder / f"{name}.md"
-    md.write_text(markdown + ("\n\n" + note if note else "") + "\n")
+    md.write_text(markdown + ("\n\n" + note if note else "") + "\n", encoding="utf-8")
     out = folder / f"{name}.csv"
     fields = list(dict.fromkeys(k for r in records for k in r))
     with open(out, "w", newline="", encoding="utf-8") as handle:

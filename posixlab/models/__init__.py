@@ -2,6 +2,6 @@
 
 from posixlab.models.assets import PACKAGED_MODELS
 from posixlab.models.causal_lm import CausalLM, Prefix, TokenizedModel
-from posixlab.models.loading import ModelSpec, load_model, spec_from_dict
+from posixlab.models.loading import ModelSpec, ServerSettings, load_model, spec_from_dict
 
-__all__ = ["PACKAGED_MODELS", "CausalLM", "ModelSpec", "Prefix", "TokenizedModel", "load_model", "spec_from_dict"]
+__all__ = ["PACKAGED_MODELS", "CausalLM", "ModelSpec", "Prefix", "ServerSettings", "TokenizedModel", "load_model", "spec_from_dict"]

@@ -182,7 +182,7 @@ def verify_converted(folder: Path, asset: GgufAsset) -> dict:
     """Check a converted copy against its manifest; raise if it is incomplete, corrupted or foreign."""
     manifest_path = folder / MANIFEST
     try:
-        manifest = json.loads(manifest_path.read_text())
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise ModelUnavailableError(f"{folder} has no readable {MANIFEST} ({exc}); delete the folder to rebuild it") from None
     if manifest.get("gguf_sha256") != asset.sha256:
@@ -224,7 +224,7 @@ def prepare_packaged_model(name: str, cache_dir: Path | None = None) -> Path:
     manifest = {"asset": asset.name, "gguf_file": asset.filename, "gguf_sha256": asset.sha256,
                 "packages": asset.pip_specs, "licence": asset.licence, "transformers": transformers.__version__,
                 "torch": torch.__version__, "files": files}
-    (staging / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    (staging / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     shutil.rmtree(folder, ignore_errors=True)
     staging.replace(folder)
     return folder

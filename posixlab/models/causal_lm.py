@@ -24,6 +24,7 @@ import torch
 from transformers import DynamicCache
 
 from posixlab.errors import ConfigError, ContextLengthError, PromptSetError
+from posixlab.models.capabilities import GENERATE, SCORE
 
 
 
@@ -50,6 +51,8 @@ class TokenizedModel:
 
     Prompts are tokenised here, once, and only token ids travel to the model (in this process or on a server), so
     every backend scores the very same ids."""
+
+    capabilities = frozenset({GENERATE, SCORE})  # greedy generation and scoring on token ids
 
     def __init__(self, tokenizer, *, name: str, identity: dict, eos_ids: frozenset[int], max_context: int | None):
         self.tokenizer = tokenizer

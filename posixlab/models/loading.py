@@ -7,7 +7,7 @@ hub client would otherwise retry for about a minute before raising).
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from posixlab.errors import ConfigError, ModelUnavailableError
@@ -17,11 +17,30 @@ from posixlab.paths import default_cache_dir
 from posixlab.models.causal_lm import CausalLM
 
 SOURCES = ("packaged", "hub", "local")
-BACKENDS = ("transformers", "vllm")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """How a model behind a server is reached (``model.server.*``): a backend that runs models in this process
+    ignores them. ``posixlab/backends.py`` checks them for the backends that use them."""
+
+    base_url: str | None = None  # the server's OpenAI-compatible root, e.g. http://gpu-node:8000/v1
+    served_name: str | None = None  # the name the server serves the model under; None: its only model
+    launch: bool = False  # vllm: start a local server for the run (on a free loopback port) and stop it afterwards
+    launch_python: str | None = None  # vllm launch: a Python with vLLM; None: $POSIXLAB_VLLM_PYTHON or the cache's venv
+    launch_args: tuple[str, ...] = ()  # vllm launch: more server flags, e.g. ["--tensor-parallel-size", "4"]
+    max_model_len: int | None = None  # vllm launch: the server's context length; None: 2048 on CPU, the model's on GPU
+    max_concurrency: int = 8  # requests in flight at once
+    request_batch: int = 16  # vllm: sequences scored per request
+    api_key_env: str = "VLLM_API_KEY"  # the variable holding the server's key (unset: none is needed)
+    request_timeout: float = 600  # seconds one request may take
+    max_attempts: int = 3  # tries per request (the openai client's retries); then the server is reported dead
+
+
 # how a served model is reached, not what it computes: shards of one cell may differ in these (shards.py)
 TRANSPORT_KEYS = ("base_url", "launch", "launch_python", "launch_args", "max_concurrency", "request_batch",
                   "api_key_env", "request_timeout", "max_attempts")
-DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 @dataclass(frozen=True)
@@ -35,19 +54,8 @@ class ModelSpec:
     dtype: str = "auto"  # auto: bfloat16 on a GPU that supports it, float32 otherwise
     device: str = "auto"  # auto: cuda when available, else cpu
     trust_remote_code: bool = False
-    # --- where the model runs: in this process (transformers) or on a vLLM server (posixlab/serving/) ---------------
-    backend: str = "transformers"  # transformers | vllm
-    base_url: str | None = None  # vllm: the server's OpenAI-compatible root, e.g. http://gpu-node:8000/v1
-    served_name: str | None = None  # vllm: the name the server serves the model under; None: its only model
-    launch: bool = False  # vllm: start a local server for the run (on a free loopback port) and stop it afterwards
-    launch_python: str | None = None  # vllm launch: a Python with vLLM; None: $POSIXLAB_VLLM_PYTHON or the cache's venv
-    launch_args: tuple[str, ...] = ()  # vllm launch: more server flags, e.g. ["--tensor-parallel-size", "4"]
-    max_model_len: int | None = None  # vllm launch: the server's context length; None: 2048 on CPU, the model's on GPU
-    max_concurrency: int = 8  # vllm: requests in flight at once
-    request_batch: int = 16  # vllm: sequences scored per request
-    api_key_env: str = "VLLM_API_KEY"  # vllm: the variable holding the server's key (unset: none is needed)
-    request_timeout: float = 600  # vllm: seconds one request may take
-    max_attempts: int = 3  # vllm: tries per request (the openai client's retries); then the server is reported dead
+    backend: str = "transformers"  # where it runs: transformers (this process) | vllm (posixlab/backends.py)
+    server: ServerSettings = field(default_factory=ServerSettings)  # server backends only
 
 
 def resolve_device(device: str) -> str:
@@ -120,20 +128,8 @@ def check_spec(spec: ModelSpec) -> None:
     """Model settings that are wrong whatever the data: caught before anything is fetched or loaded."""
     if spec.source not in (*SOURCES, "loaded"):  # loaded: a model object given in Python (posixlab.evaluate)
         raise ConfigError(f"model {spec.name}: unknown source {spec.source!r}; choose one of {', '.join(SOURCES)}")
-    if spec.backend not in BACKENDS:
-        raise ConfigError(f"model {spec.name}: unknown backend {spec.backend!r}; choose one of {', '.join(BACKENDS)}")
     if spec.dtype not in DTYPES:
         raise ConfigError(f"unknown model.dtype {spec.dtype!r}; choose one of {', '.join(DTYPES)}")
-    if spec.backend == "vllm":
-        if spec.launch == bool(spec.base_url):
-            raise ConfigError(f"model.backend=vllm needs either model.base_url=http://HOST:PORT/v1 (a running vLLM "
-                              f"server) or model.launch=true (posixlab starts one), not "
-                              f"{'both' if spec.launch else 'neither'}")
-        for key in ("max_concurrency", "request_batch", "max_attempts"):
-            if getattr(spec, key) < 1:
-                raise ConfigError(f"model.{key} must be at least 1, got {getattr(spec, key)}")
-    elif spec.launch or spec.base_url:
-        raise ConfigError(f"model.launch and model.base_url belong to a server backend; add model.backend=vllm")
 
 
 def model_folder(spec: ModelSpec, cache_dir: str | Path | None = None) -> tuple[str, dict, dict]:
@@ -168,14 +164,27 @@ def _folder_signature(folder: str) -> str:
 
 
 def spec_from_dict(d: dict) -> ModelSpec:
-    known = set(ModelSpec.__dataclass_fields__)
+    """A ``ModelSpec`` from the ``model`` config group (``server`` a nested dict); unknown keys are an error.
+
+    >>> spec_from_dict({"name": "m", "source": "hub", "path": "o/m", "server": {"base_url": "http://h/v1"}}).server.base_url
+    'http://h/v1'
+    """
+    d = dict(d)
+    known = {f.name for f in fields(ModelSpec)}
     unknown = set(d) - known
     if unknown:
-        raise ConfigError(f"unknown model option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
-    d = dict(d)
-    if d.get("launch_args") is not None:
-        d["launch_args"] = tuple(str(a) for a in d["launch_args"])
+        moved = sorted(unknown & {f.name for f in fields(ServerSettings)})
+        hint = f" (server settings live under model.server: model.server.{moved[0]}=...)" if moved else ""
+        raise ConfigError(f"unknown model option(s) {', '.join(sorted(unknown))}{hint}; known: {', '.join(sorted(known))}")
+    server = dict(d.get("server") or {})
+    unknown = set(server) - {f.name for f in fields(ServerSettings)}
+    if unknown:
+        raise ConfigError(f"unknown model.server option(s) {', '.join(sorted(unknown))}; known: "
+                          f"{', '.join(f.name for f in fields(ServerSettings))}")
+    if server.get("launch_args") is not None:
+        server["launch_args"] = tuple(str(a) for a in server["launch_args"])
+    d["server"] = ServerSettings(**server)
     return ModelSpec(**d)
 
 
-__all__ = ["ModelSpec", "check_spec", "load_model", "model_folder", "spec_from_dict"]
+__all__ = ["ModelSpec", "ServerSettings", "check_spec", "load_model", "model_folder", "spec_from_dict"]

@@ -124,8 +124,8 @@ class VLLMClient:
         cause = exc.__cause__ or exc
         return ServerUnreachableError(
             f"cannot reach the vLLM server at {self.base_url} ({type(cause).__name__}: {cause}; {self.max_attempts} "
-            f"attempts). Start it (README, \"vLLM servers\"), fix model.base_url, or let posixlab start one with "
-            f"model.launch=true; results written so far are kept.")
+            f"attempts). Start it (README, \"vLLM servers\"), fix model.server.base_url, or let posixlab start one with "
+            f"model.server.launch=true; results written so far are kept.")
 
 
 def _token_id(token: str, where: str) -> int:

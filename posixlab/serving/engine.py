@@ -34,8 +34,8 @@ class ServerEngine(SetScorer):
         self.client = lm.client
         self.model = lm.served_name
         self.stop_ids = sorted(lm.eos_ids)
-        self.concurrency = lm.spec.max_concurrency
-        self.request_batch = lm.spec.request_batch
+        self.concurrency = lm.spec.server.max_concurrency
+        self.request_batch = lm.spec.server.request_batch
 
     def _plan_waves(self, sets, indices: list[int], in_order: bool = False) -> list[list[int]]:
         order = indices if in_order else sorted(indices, key=lambda i: (max(len(p) for p in sets[i]), i))

@@ -1,13 +1,13 @@
-"""Start a local vLLM server for one run and stop it afterwards (``model.backend=vllm model.launch=true``).
+"""Start a local vLLM server for one run and stop it afterwards (``model.backend=vllm model.server.launch=true``).
 
-The server runs from a Python that has vLLM (``model.launch_python``, else ``$POSIXLAB_VLLM_PYTHON``, else the venv
+The server runs from a Python that has vLLM (``model.server.launch_python``, else ``$POSIXLAB_VLLM_PYTHON``, else the venv
 ``python -m posixlab.serving.install`` builds in the cache folder): vLLM pins its own ``torch`` and ``transformers``,
 which conflict with this project's pins, so it lives in an environment of its own and is started as a module
 (``python -m vllm.entrypoints.openai.api_server``). It listens on a free loopback port; its log goes to a file whose
 tail is shown if it dies before it answers. On CPU (no CUDA here) it runs with ``--enforce-eager`` and a key/value
 cache of 2 GiB (``--kv-cache-memory-bytes``): vLLM's CPU build otherwise sizes it as a share of the NUMA node's memory
 minus its own resident size, which fails on a small or shared machine (``--gpu-memory-utilization`` 0.1 left it
-negative here). ``model.launch_args`` go last, so they override any of these.
+negative here). ``model.server.launch_args`` go last, so they override any of these.
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ def vllm_python(spec_python: str | None, cache_dir=None) -> str:
                 return candidate
             if candidate is not candidates[-1]:
                 raise ConfigError(f"the Python for the vLLM server, {candidate}, does not exist")
-    raise ConfigError(f"model.launch=true needs a Python with vLLM and none is set up: run "
+    raise ConfigError(f"model.server.launch=true needs a Python with vLLM and none is set up: run "
                       f"`python -m posixlab.serving.install` (builds {candidates[-1]}, about 5 minutes), or set "
-                      f"model.launch_python=/path/to/python (or $POSIXLAB_VLLM_PYTHON)")
+                      f"model.server.launch_python=/path/to/python (or $POSIXLAB_VLLM_PYTHON)")
 
 
 def free_port() -> int:
@@ -72,9 +72,9 @@ class LocalServer:
         gpu = _on_gpu()
         # the dtype the server computes in; auto follows the in-process rule (bfloat16 on a GPU, float32 on CPU)
         dtype = spec.dtype if spec.dtype != "auto" else ("bfloat16" if gpu else "float32")
-        max_len = spec.max_model_len or (None if gpu else 2048)
-        return cls(vllm_python(spec.launch_python, cache_dir), folder, spec.served_name or spec.name, dtype, max_len,
-                   spec.launch_args)
+        max_len = spec.server.max_model_len or (None if gpu else 2048)
+        return cls(vllm_python(spec.server.launch_python, cache_dir), folder, spec.server.served_name or spec.name, dtype, max_len,
+                   spec.server.launch_args)
 
     @property
     def base_url(self) -> str:
@@ -118,7 +118,7 @@ class LocalServer:
     def log_tail(self, lines: int = 25) -> str:
         if self.log_path is None or not self.log_path.exists():
             return ""
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        return "\n".join(self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
 
     def stop(self, grace: float = 20) -> None:
         """SIGTERM to the server's process group, SIGKILL after ``grace`` seconds."""

@@ -50,26 +50,26 @@ def connect(spec: ModelSpec, cache_dir=None) -> ServedModel:
 
     folder, identity, kwargs = model_folder(spec, cache_dir)
     server = None
-    base_url = spec.base_url
-    if spec.launch:
+    base_url = spec.server.base_url
+    if spec.server.launch:
         from posixlab.serving.launch import LocalServer
 
         server = LocalServer.for_spec(spec, folder, cache_dir)
         base_url = server.start()
     try:
-        client = VLLMClient(base_url, api_key_env=spec.api_key_env, timeout=spec.request_timeout,
-                            max_attempts=spec.max_attempts)
+        client = VLLMClient(base_url, api_key_env=spec.server.api_key_env, timeout=spec.server.request_timeout,
+                            max_attempts=spec.server.max_attempts)
         served = client.models()
         names = [m["id"] for m in served]
-        wanted = spec.served_name or (server.served_name if server else None)
+        wanted = spec.server.served_name or (server.served_name if server else None)
         if wanted is None:
             if len(served) != 1:
                 raise ConfigError(f"the vLLM server at {base_url} serves {len(served)} models ({', '.join(names)}); "
-                                  f"choose one with model.served_name=NAME")
+                                  f"choose one with model.server.served_name=NAME")
             wanted = names[0]
         if wanted not in names:
             raise ConfigError(f"the vLLM server at {base_url} does not serve {wanted!r}; it serves "
-                              f"{', '.join(repr(n) for n in names)}. Set model.served_name to one of them.")
+                              f"{', '.join(repr(n) for n in names)}. Set model.server.served_name to one of them.")
         about = served[names.index(wanted)]
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=spec.trust_remote_code, **kwargs)
         check_tokenizer(client, wanted, tokenizer, spec.name)

@@ -1,9 +1,11 @@
 """The classification figures, drawn with seaborn in the theme of ``posixlab.analysis.style`` and saved as PNG and
 PDF by ``posixlab.analysis.figures.save``: per (data set, model, probability mode) the sensitivity violins
 (``sns.violinplot``) and per-class means (``sns.pointplot``) across strategies; per run the consistency matrix
-(``sns.heatmap``), the per-class consistency histograms (``sns.histplot`` on a ``sns.FacetGrid``) and the
+(``sns.heatmap``), the per-class consistency histograms (``sns.histplot``, one panel per class) and the
 sensitivity-consistency scatter with its baselines (``sns.scatterplot``). A strategy has one colour in every figure.
 Every interval seaborn bootstraps is seeded (``style.SEED``, ``style.N_BOOT`` resamples): same results, same files.
+Figures are made by ``style.figure`` (outside pyplot, on their own Agg canvas), so drawing them needs no GUI and
+leaves the process's matplotlib backend as it is; seaborn draws on the axes it is given (``ax=``).
 """
 
 from __future__ import annotations
@@ -11,19 +13,15 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable
 
-import matplotlib
+import numpy as np
+import pandas as pd
+import seaborn as sns
 
-matplotlib.use("Agg")  # files only; never opens a window (CI, clusters)
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-
-from posixlab.analysis import style  # noqa: E402
-from posixlab.analysis.classification.baselines import NOISE, SEED, baseline, class_mean, mean_consistency  # noqa: E402
-from posixlab.analysis.classification.load import STRATEGIES, STRATEGY_LABELS, ClassificationRun  # noqa: E402
-from posixlab.analysis.collect import GridWarning  # noqa: E402
-from posixlab.metrics.classification import consistency_matrix  # noqa: E402
+from posixlab.analysis import style
+from posixlab.analysis.classification.baselines import NOISE, SEED, baseline, class_mean, mean_consistency
+from posixlab.analysis.classification.load import STRATEGIES, STRATEGY_LABELS, ClassificationRun
+from posixlab.analysis.collect import GridWarning
+from posixlab.metrics.classification import consistency_matrix
 
 SENSITIVITY = "sensitivity $S_\\tau(x)$"
 CONSISTENCY = "$C_y(x,x') = 1 - \\mathrm{TVD}$"
@@ -121,8 +119,9 @@ def matrix_figure(run: ClassificationRun):
 
 def histogram_figure(run: ClassificationRun):
     """C_y(x, x') over the pairs of distinct samples of each gold class, one panel per class (``sns.histplot`` in 20
-    bins over [0, 1], mapped over a ``sns.FacetGrid`` of up to four columns), each class's mean marked. A class with
-    fewer than two samples has no pairs: its panel says so, with a ``GridWarning``."""
+    bins over [0, 1], in rows of up to four panels sharing the x axis, laid out as ``sns.FacetGrid(col_wrap=4)`` lays
+    them out, without its pyplot figure), each class's mean marked. A class with fewer than two samples has no pairs:
+    its panel says so, with a ``GridWarning``."""
     style.apply_theme()
     classes = run.real_classes
     golds = np.array(run.gold, dtype=object)
@@ -141,24 +140,35 @@ def histogram_figure(run: ClassificationRun):
     cols = min(4, len(classes))
     rows = -(-len(classes) // cols)
     panel = (style.TWO_COLUMNS if cols > 2 else style.COLUMN) / cols
-    grid = sns.FacetGrid(data, col="class", col_order=classes, col_wrap=cols, height=1.45, aspect=panel / 1.45,
-                         sharex=True, sharey=False, xlim=(0, 1), despine=False)
-    grid.map_dataframe(sns.histplot, x="consistency", bins=np.linspace(0, 1, 21), color=style.palette(1)[0],
-                       linewidth=0.4)
-    for c, ax in grid.axes_dict.items():
+    fig = style.figure(figsize=(cols * panel, rows * 1.45))
+    axes = {}
+    for number, c in enumerate(classes):  # row by row; the x axis shared, each panel its own y axis
+        axes[c] = fig.add_subplot(rows, cols, number + 1, xlim=(0, 1), sharex=axes[classes[0]] if number else None)
+    above = len(classes) - cols  # the first ``above`` panels have another panel under them
+    for ax in list(axes.values())[:max(0, above)]:  # the shared x axis is labelled under the lowest panels only
+        for tick in ax.get_xticklabels():
+            tick.set_visible(False)
+        ax.xaxis.offsetText.set_visible(False)
+        ax.xaxis.label.set_visible(False)
+    for c, ax in axes.items():
+        subset = data[data["class"] == c]
+        if len(subset):
+            sns.histplot(data=subset, x="consistency", bins=np.linspace(0, 1, 21), color=style.palette(1)[0],
+                         linewidth=0.4, ax=ax)
+    for number, (c, ax) in enumerate(axes.items()):
+        ax.set_xlabel("$C_y(x,x')$" if number >= above else "")
+        ax.set_ylabel("pairs" if number % cols == 0 else "")
         ax.set_title(f"{c} (n = {int(np.sum(golds == c))})")
         if c in means:
             ax.axvline(means[c], color=style.palette(4)[3], linewidth=1)
             ax.text(0.03, 0.95, f"mean {means[c]:.3f}", transform=ax.transAxes, va="top", fontsize=style.FONT - 1)
         else:
             ax.text(0.5, 0.5, "fewer than 2 samples", ha="center", va="center", transform=ax.transAxes)
-    grid.set_axis_labels("$C_y(x,x')$", "pairs")
-    title = style.wrap(f"Consistency within each class (pairs of distinct samples)\n{run.title}",
-                       grid.figure.get_figwidth())
-    grid.figure.set_size_inches(grid.figure.get_figwidth(), 1.45 * rows + 0.2 + 0.16 * (title.count("\n") + 1))
-    grid.figure.set_layout_engine("constrained")
-    grid.figure.suptitle(title)
-    return grid.figure
+    title = style.wrap(f"Consistency within each class (pairs of distinct samples)\n{run.title}", fig.get_figwidth())
+    fig.set_size_inches(fig.get_figwidth(), 1.45 * rows + 0.2 + 0.16 * (title.count("\n") + 1))
+    fig.set_layout_engine("constrained")
+    fig.suptitle(title)
+    return fig
 
 
 def scatter_figure(run: ClassificationRun, noise: float = NOISE, seed: int = SEED, include_na: bool = False):
@@ -198,8 +208,9 @@ def scatter_figure(run: ClassificationRun, noise: float = NOISE, seed: int = SEE
 def _figure(width: float, height: float, title: str, legend_rows: int = 0):
     """One axes, ``width`` by ``height`` inches plus room for ``title`` (wrapped to the width) and a legend."""
     title = style.wrap(title, width)
-    fig, ax = plt.subplots(figsize=(width, height + 0.16 * (title.count("\n") + 1) + 0.17 * legend_rows),
-                           layout="constrained")
+    fig = style.figure(figsize=(width, height + 0.16 * (title.count("\n") + 1) + 0.17 * legend_rows),
+                       layout="constrained")
+    ax = fig.subplots()
     fig.suptitle(title)  # over the whole figure: a colour bar beside the axes stays clear of it
     return fig, ax
 

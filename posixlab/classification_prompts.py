@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from posixlab.classify.data import CLASSES, Sample
+from posixlab.data.classification import CLASSES, Sample
 from posixlab.errors import ConfigError
 
 STRATEGIES = ("simple", "detail", "1shot")

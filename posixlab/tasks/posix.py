@@ -1,52 +1,41 @@
-"""One POSIX run, top to bottom: data -> prompt sets -> model -> generate and score -> ψ -> results files.
-
-``RunConfig`` is a plain dataclass; the ``posixlab`` command (``posixlab/cli.py``) builds it from the Hydra config,
-``posixlab.evaluate`` from its arguments, tests and notebooks by hand. Cheap checks (data, variants, context lengths)
-all happen before the first forward pass.
+"""The POSIX task (Chatterjee et al., 2024): a unit is one prompt set (an item's original prompt and its variants);
+the model answers every prompt greedily, every response is scored under every prompt of its set, and the record holds
+the N×N matrix, ψ, the paper's four factors and the answers per prompt. ``PosixConfig`` is its plain configuration.
 
 The prompt sets come from a data set and a variant type, or, with ``dataset.name == "prompt_sets"`` (variant
-``user``), from the user's own file or lists, used as given.
+``user``), from the user's own file or lists, used as given. Cheap checks (data, variants, context lengths) all
+happen before the first forward pass.
 """
 
 from __future__ import annotations
 
-import platform
-import sys
-import time
-from contextlib import ExitStack, closing
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
 from posixlab.answers import candidate_strings, set_answers
-from posixlab.backends import engine_for, load
 from posixlab.data import DatasetSpec, load_items, select_items
 from posixlab.data.exemplars import exemplar_pool
 from posixlab.data.prompt_sets import UserPromptSet, read_prompt_set_file
-from posixlab.errors import ConfigError
 from posixlab.embeddings import EmbeddingSpec, SentenceEmbedder
+from posixlab.errors import ConfigError
 from posixlab.metrics import REFERENCE_COMPAT, psi, psi_per_prompt
 from posixlab.metrics.factors import set_factors
 from posixlab.models import ModelSpec
-from posixlab.models.causal_lm import TokenizedModel
-from posixlab.models.loading import check_spec
 from posixlab.paths import default_cache_dir
 from posixlab.prompts import PromptItem
 from posixlab.rephrase import RephraserConfig, make_paraphrase_source
-from posixlab.results import SetWriter, build_summary, read_sets, write_summary
-from posixlab.scoring import EngineOptions, ScoreCache
-from posixlab.scoring.engine import SetScorer
-from posixlab.shards import config_fingerprint, parse_shard, shard_indices
+from posixlab.results import SETS_FILE, build_summary, write_summary
+from posixlab.scoring import EngineOptions
+from posixlab.shards import parse_shard
+from posixlab.tasks.base import GENERATE, SCORE, Request, Task
 from posixlab.variants import VARIANT_TYPES, PromptSet, PromptVariant, VariantGenerator, get_variant_generator
-from posixlab.version import __version__
 
 USER_SETS = "prompt_sets"  # the data set name of the user's own prompt sets (conf/dataset/prompt_sets.yaml)
 USER_VARIANT = "user"  # their variant type: the prompts are the user's, no variant is generated
 
 
 @dataclass
-class RunConfig:
+class PosixConfig:
     model: ModelSpec
     dataset: DatasetSpec
     variant: str = "spelling"
@@ -76,7 +65,7 @@ class RunConfig:
     shard: str | None = None  # "K/N": run the K-th of N deterministic slices of the sets (posixlab/shards.py)
 
 
-def make_generator(cfg: RunConfig) -> VariantGenerator:
+def make_generator(cfg: PosixConfig) -> VariantGenerator:
     allowed = cfg.dataset.variants
     if allowed is not None and cfg.variant not in allowed:
         raise ConfigError(f"dataset {cfg.dataset.name} allows variant types {', '.join(allowed)} only (the others do "
@@ -94,10 +83,8 @@ def check_max_new_tokens(value) -> None:
                           f"got {value!r}")
 
 
-def check_settings(cfg: RunConfig) -> None:
+def check_settings(cfg: PosixConfig) -> None:
     """Settings that are wrong whatever the data: caught before anything is loaded."""
-    if cfg.model is not None:  # None: prompt sets built without a model (build_prompt_sets alone)
-        check_spec(cfg.model)
     parse_shard(cfg.shard)
     if cfg.shots < 0:
         raise ConfigError(f"shots must be 0 or more, got {cfg.shots}")
@@ -116,7 +103,7 @@ def user_prompt_set(given: UserPromptSet) -> PromptSet:
     return PromptSet(item=item, variant_type=USER_VARIANT, prompts=tuple(prompts))
 
 
-def _user_prompt_sets(cfg: RunConfig, given: list[UserPromptSet] | None) -> tuple[list[PromptSet], dict]:
+def _user_prompt_sets(cfg: PosixConfig, given: list[UserPromptSet] | None) -> tuple[list[PromptSet], dict]:
     if cfg.variant != USER_VARIANT:
         raise ConfigError(f"your prompt sets are used as given, so no variant type applies (variant={cfg.variant} "
                           f"was asked); leave variant unset or set variant={USER_VARIANT}")
@@ -134,7 +121,7 @@ def _user_prompt_sets(cfg: RunConfig, given: list[UserPromptSet] | None) -> tupl
     return [user_prompt_set(g) for g in given], about
 
 
-def build_prompt_sets(cfg: RunConfig, progress: bool = True,
+def build_prompt_sets(cfg: PosixConfig, progress: bool = True,
                       given: list[UserPromptSet] | None = None) -> tuple[list[PromptSet], dict]:
     """The run's prompt sets, and what the results should record about how they were made. ``given``: the user's
     own sets (``posixlab.evaluate``), used as given; ``dataset.name == "prompt_sets"`` reads them from its path."""
@@ -160,7 +147,7 @@ def build_prompt_sets(cfg: RunConfig, progress: bool = True,
     return sets, about
 
 
-def _set_record(prompt_set: PromptSet, model_texts, prompt_ids, scores, lm: TokenizedModel, max_new_tokens: int,
+def _set_record(prompt_set: PromptSet, model_texts, prompt_ids, scores, lm, max_new_tokens: int,
                 embedder: SentenceEmbedder | None, continuations: list[str], lead: str,
                 option_text: bool = False) -> dict:
     lengths = scores.lengths
@@ -198,102 +185,78 @@ def _set_record(prompt_set: PromptSet, model_texts, prompt_ids, scores, lm: Toke
     }
 
 
-def _score_in_order(engines: dict[int, SetScorer], lengths: list[int], sets: list, candidates: list):
-    """(set index, scores) from the engine of each set's response length, as each set finishes."""
-    for length, engine in engines.items():
-        indices = [i for i, n in enumerate(lengths) if n == length]
-        extra = [candidates[i] for i in indices]
-        for local, scores in engine.score_sets([sets[i] for i in indices], extra if any(extra) else None):
-            yield indices[local], scores
+class PosixTask(Task):
+    name = "posix"
+    records_file = SETS_FILE
+    index_key = "set_index"
+    unit_name = "set"
+    summary_keys = ("schema_version", "psi", "factors", "psi_reference_compat", "compute", "accuracy",
+                    "prompt_choice", "num_prompts_per_set")
 
+    def __init__(self, cfg: PosixConfig, given: list[UserPromptSet] | None = None):
+        super().__init__(cfg)
+        self.given = given  # the user's own sets (posixlab.evaluate), used as given
+        self.about: dict = {}
+        self.embedder = None
+        self.lead = "" if cfg.chat_template else " "
 
-def run(cfg: RunConfig, lm: TokenizedModel | None = None, progress: bool = True,
-        given: list[UserPromptSet] | None = None) -> dict:
-    """Run ``cfg`` and write its results to ``cfg.output_dir``; returns the summary. ``lm`` reuses a loaded model
-    (the caller keeps it; a model loaded here is closed at the end, which stops a server it started); ``given``
-    scores the user's own prompt sets instead of the configured data set's."""
-    with ExitStack() as owned:
-        if lm is None and cfg.model.backend != "transformers":
-            # a server is asked first, before any prompt is built: a dead one is reported at once
-            lm = owned.enter_context(closing(load(cfg.model, cfg.cache_dir)))
-        return _run(cfg, lm, progress, given, owned)
+    def check(self) -> None:
+        check_settings(self.cfg)
 
+    def needs(self) -> dict[str, str]:
+        # ψ scores every response under every prompt; option scoring reads each option's log-likelihood
+        return {GENERATE: "greedy responses", SCORE: "ψ (every response scored under every prompt of its set)"}
 
-def _run(cfg: RunConfig, lm: TokenizedModel | None, progress: bool, given, owned: ExitStack) -> dict:
-    prompt_sets, about = build_prompt_sets(cfg, progress, given)
-    cell_size = len(prompt_sets)
-    positions = shard_indices(cell_size, cfg.shard)  # every set, or one shard's slice; records keep cell indices
-    prompt_sets = [prompt_sets[i] for i in positions]
-    if lm is None:
-        lm = owned.enter_context(closing(load(cfg.model, cfg.cache_dir)))
-    # a set may carry its own response length (user prompt sets); every other set takes the run's
-    lengths = [prompt_set.item.meta.get("max_new_tokens") or cfg.max_new_tokens for prompt_set in prompt_sets]
-    encoded = []
-    for prompt_set, length in zip(prompt_sets, lengths):
+    def build_units(self, progress: bool) -> list[PromptSet]:
+        sets, self.about = build_prompt_sets(self.cfg, progress, self.given)
+        return sets
+
+    def prepare(self, lm, units: list[PromptSet], out: Path) -> None:
+        self.embedder = SentenceEmbedder(self.cfg.embedding) if self.cfg.embedding is not None else None
+
+    def requests(self, prompt_set: PromptSet, lm) -> list[Request]:
+        cfg = self.cfg
+        # a set may carry its own response length (user prompt sets); every other set takes the run's
+        length = prompt_set.item.meta.get("max_new_tokens") or cfg.max_new_tokens
         texts = [lm.apply_chat_template(p.messages()) if cfg.chat_template else p.text for p in prompt_set.prompts]
         ids = [lm.encode(t, add_special_tokens=not cfg.chat_template) for t in texts]
         for k, prompt in enumerate(ids):
             lm.check_fits(prompt, length, what=f"prompt {k} of set {prompt_set.set_id}")
-        encoded.append((texts, ids))
+        # answer options scored as continuations (multiple choice with a gold answer): after the paper's "A:" a
+        # space comes before the option's mark; in a chat template the assistant's turn starts with it
+        options = self._continuations(prompt_set)
+        return [Request(texts, ids, length, [lm.encode(c, add_special_tokens=False) for c in options])]
 
-    cache = None
-    if cfg.score_cache:
-        folder = cfg.score_cache_dir or Path(cfg.cache_dir or default_cache_dir()) / "scores"
-        cache = ScoreCache(folder, lm.identity)
-    # answer options scored as continuations (multiple choice with a gold answer): after the paper's "A:" a space
-    # comes before the option's mark; in a chat template the assistant's turn starts with it
-    lead = "" if cfg.chat_template else " "
-    continuations = [candidate_strings(p.item.options, [v.record for v in p.prompts], lead, cfg.option_text)
-                     if cfg.score_options and p.item.answer is not None else [] for p in prompt_sets]
-    candidate_ids = [[lm.encode(c, add_special_tokens=False) for c in cs] for cs in continuations]
-    # one engine per response length (a run's sets share one unless the user's sets set their own)
-    engines = {n: engine_for(lm, n, cfg.engine, cache) for n in sorted(set(lengths))}
-    embedder = SentenceEmbedder(cfg.embedding) if cfg.embedding is not None else None
-    tokens_before = lm.forward_tokens
+    def _continuations(self, prompt_set: PromptSet) -> list[str]:
+        if not self.cfg.score_options or prompt_set.item.answer is None:
+            return []
+        return candidate_strings(prompt_set.item.options, [v.record for v in prompt_set.prompts], self.lead,
+                                 self.cfg.option_text)
 
-    out = Path(cfg.output_dir)
-    with SetWriter(out) as writer:
-        desc, done = f"{lm.name} · {cfg.variant}", 0
-        bar = tqdm(total=len(prompt_sets), desc=desc, unit="set", disable=not progress,
-                   file=sys.stderr)
-        started = time.monotonic()
-        # Sets finish wave by wave, in order of prompt length; each record is written the moment it is done.
-        for index, scores in _score_in_order(engines, lengths, [ids for _, ids in encoded], candidate_ids):
-            texts, ids = encoded[index]
-            record = _set_record(prompt_sets[index], texts, ids, scores, lm, lengths[index], embedder,
-                                 continuations[index], lead, cfg.option_text)
-            writer.write({"set_index": positions[index], **record})
-            bar.update(1)
-            bar.set_postfix(psi=f"{record['psi']:.3f}", cached=scores.stats["cached"])
-            if not progress:  # no bar (sweeps, logs): one plain line per finished set, so a log shows how far it got
-                done += 1
-                print(f"posixlab: {desc}: {done}/{len(prompt_sets)} sets, {time.monotonic() - started:.0f} s, "
-                      f"set {positions[index]} ψ = {record['psi']:.3f}", file=sys.stderr, flush=True)
-        bar.close()
-    if cache is not None:
-        cache.close()
-    meta = {
-        "model": lm.identity,
-        "dataset": cfg.dataset.name,
-        "dataset_source": cfg.dataset.source,
-        "variant": cfg.variant,
+    def record(self, prompt_set: PromptSet, requests: list[Request], scores: list, lm) -> dict:
+        (request,), (set_scores,) = requests, scores
+        return _set_record(prompt_set, request.texts, request.ids, set_scores, lm, request.max_new_tokens,
+                           self.embedder, self._continuations(prompt_set), self.lead, self.cfg.option_text)
+
+    def progress_note(self, record: dict) -> str:
+        return f"ψ = {record['psi']:.3f}"
+
+    def describe(self) -> str:
+        return self.cfg.variant
+
+    def meta(self, lm) -> dict:
+        cfg = self.cfg
+        return {"dataset": cfg.dataset.name, "dataset_source": cfg.dataset.source, "variant": cfg.variant,
+                "max_new_tokens": cfg.max_new_tokens, "chat_template": cfg.chat_template,
+                "embedding": self.embedder.identity if self.embedder is not None else None, **self.about}
+
+    @classmethod
+    def summarize(cls, records: list[dict], meta: dict) -> dict:
+        sizes = {len(r["prompts"]) for r in records}
         # N, or None when the sets differ in size (user prompt sets, mixtures of other sizes)
-        "num_prompts_per_set": sizes.pop() if len(sizes := {len(p.prompts) for p in prompt_sets}) == 1 else None,
-        "max_new_tokens": cfg.max_new_tokens,
-        "seed": cfg.seed,
-        "chat_template": cfg.chat_template,
-        "embedding": embedder.identity if embedder is not None else None,
-        **about,
-        "posixlab": __version__,
-        "python": platform.python_version(),
-        "config": asdict(cfg),
-        "config_fingerprint": config_fingerprint(asdict(cfg)),
-        "shard": None if cfg.shard is None else {"index": parse_shard(cfg.shard)[0], "count": parse_shard(cfg.shard)[1],
-                                                 "num_sets_total": cell_size, "set_indices": positions},
-        "score_cache": str(cache.path) if cache is not None else None,
-        "engine": {"forward_tokens": lm.forward_tokens - tokens_before,
-                   "processed_tokens": sum(engine.processed_tokens for engine in engines.values())},
-    }
-    summary = build_summary(read_sets(out), meta)
-    write_summary(out, summary)
-    return summary
+        meta = {**meta, "num_prompts_per_set": sizes.pop() if len(sizes) == 1 else None}
+        return build_summary(records, meta)
+
+    @classmethod
+    def write_summary(cls, folder: Path, summary: dict) -> None:
+        write_summary(folder, summary)

@@ -1,48 +1,36 @@
-"""One classification run (Errica et al.), top to bottom: samples -> Q rephrasings of the task sentence -> one
-prompt per (sample, rephrasing) -> greedy answers (and, optionally, class-label probabilities) -> parsed classes ->
-sensitivity, consistency, micro-F1 -> results files.
-
-``ClassificationConfig`` is a plain dataclass; ``run.py`` builds it from Hydra (``task=classification``), tests
-build it by hand. Results, in ``output_dir``:
-
-- ``rephrasings.json``: the original task sentence and its rephrasings (the first is the original);
-- ``samples.jsonl``: per sample its text, gold class, every rephrasing's answer, parsed class and parse record,
-  the class distribution p(y | x) and the sensitivity S_τ(x) (and, with ``probability=label_probs``, the label
-  log-probabilities);
-- ``summary.json`` and ``summary.md``: S_τ, C_y per class and on average, micro-F1 over rephrasings.
+"""The classification task (Errica et al., NAACL 2025): a unit is one sample, prompted with Q rephrasings of the task
+sentence; the record holds every rephrasing's answer, its parsed class and the class distribution p(y | x), from
+which the summary computes sensitivity, consistency and micro-F1. ``ClassificationConfig`` is its configuration.
 
 p(y | x, ρ), two ways (``probability``): ``greedy`` (the paper's: the class the greedy answer names, one per
 rephrasing) or ``label_probs`` (the model's probabilities of the class labels as the answer, normalised over the
 classes; N/A gets none). The greedy answers are generated and kept in both modes, for auditing.
+
+Besides the runner's files, a run folder holds ``rephrasings.json`` (the original task sentence first) and
+``samples.jsonl`` (per sample: text, gold class, every rephrasing's answer and parse record, p(y | x), S_τ(x)).
 """
 
 from __future__ import annotations
 
 import json
 import math  # noqa: F401  (label_distribution's doctest)
-import platform
-import sys
-from contextlib import ExitStack, closing
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
-import posixlab
-from posixlab.backends import engine_for, load
-from posixlab.classify.data import ALIASES, CLASSES, Sample, exemplars, load_samples, select_samples
-from posixlab.classify.parse import parse_answer
-from posixlab.classify.prompts import DEFINITIONS, STRATEGIES, TASKS, TaskFrame
+from posixlab.answers import accuracy_summary, parse_answer
+from posixlab.classification_prompts import DEFINITIONS, STRATEGIES, TASKS, TaskFrame
+from posixlab.data.classification import ALIASES, CLASSES, Sample, exemplars, load_samples, select_samples
 from posixlab.errors import ConfigError
 from posixlab.metrics.classification import NA, class_distribution, consistency, micro_f1, sensitivity
 from posixlab.models import ModelSpec
-from posixlab.models.causal_lm import TokenizedModel
-from posixlab.models.loading import check_spec
 from posixlab.paths import default_cache_dir
 from posixlab.rephrase import RephraserConfig, make_paraphrase_source
 from posixlab.results import REPHRASINGS_FILE, SAMPLES_FILE, write_classification_summary
-from posixlab.scoring import EngineOptions, ScoreCache
+from posixlab.scoring import EngineOptions
+from posixlab.shards import parse_shard
+from posixlab.tasks.base import GENERATE, SCORE, Request, Task
 
 PROBABILITY_MODES = ("greedy", "label_probs")
 
@@ -67,10 +55,10 @@ class ClassificationConfig:
     data: ClassificationData = field(default_factory=ClassificationData)
     strategy: str = "simple"  # simple | detail | 1shot
     num_rephrasings: int = 30  # Q: the original task sentence plus Q - 1 rephrasings
-    task_sentence: str | None = None  # None: the data set's (posixlab/classify/prompts.py)
+    task_sentence: str | None = None  # None: the data set's (posixlab/classification_prompts.py)
     probability: str = "greedy"  # greedy | label_probs
     max_new_tokens: int = 10
-    seed: int = 0  # the 1-shot examples' draw
+    seed: int = 0  # the 1-shot examples' draw, the bootstrap intervals
     chat_template: bool = False
     output_dir: str = "."
     cache_dir: str | None = None
@@ -79,10 +67,11 @@ class ClassificationConfig:
     engine: EngineOptions = field(default_factory=EngineOptions)
     # no similarity threshold for task sentences: conf/task/classification.yaml says why
     rephraser: RephraserConfig = field(default_factory=lambda: RephraserConfig(min_similarity=0.0))
+    shard: str | None = None  # "K/N": the K-th of N slices of the samples (posixlab/shards.py)
 
 
 def check(cfg: ClassificationConfig) -> None:
-    check_spec(cfg.model)
+    parse_shard(cfg.shard)
     if cfg.strategy not in STRATEGIES:
         raise ConfigError(f"unknown strategy {cfg.strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if cfg.probability not in PROBABILITY_MODES:
@@ -120,7 +109,7 @@ def rephrase(cfg: ClassificationConfig, original: str) -> tuple[list[str], dict]
     return [original, *rephrasings], about
 
 
-def label_continuations(lm: TokenizedModel, prompt: str, classes: list[str], chat_template: bool) -> list[list[int]]:
+def label_continuations(lm, prompt: str, classes: list[str], chat_template: bool) -> list[list[int]]:
     """Token ids of " <label>" after ``prompt``: the tokens the label gets when the prompt and the answer are read
     as one text (so a tokenizer that merges across the join is respected), or the label on its own if the prompt's
     tokens are not a prefix of the joint text's."""
@@ -150,98 +139,103 @@ def label_distribution(logprobs: list[float]) -> list[float]:
     return (p / p.sum()).tolist()
 
 
-def run_classification(cfg: ClassificationConfig, lm: TokenizedModel | None = None, progress: bool = True) -> dict:
-    """Run ``cfg`` and write its results to ``cfg.output_dir``; returns the summary. A model loaded here is closed
-    at the end (which stops a server it started); a model passed in is the caller's."""
-    check(cfg)
-    with ExitStack() as owned:
-        if lm is None and cfg.model.backend != "transformers":
-            # a server is asked first, before the rephraser runs: a dead one is reported at once
-            lm = owned.enter_context(closing(load(cfg.model, cfg.cache_dir)))
-        return _run(cfg, lm, progress, owned)
+class ClassificationTask(Task):
+    name = "classification"
+    records_file = SAMPLES_FILE
+    index_key = "sample_index"
+    unit_name = "sample"
+    in_order = True  # a sample's Q prompts are neighbours and share everything up to the task sentence
+    summary_keys = ("sensitivity", "consistency", "micro_f1", "na_share", "accuracy", "num_samples")
+    input_files = (REPHRASINGS_FILE,)
 
+    def __init__(self, cfg: ClassificationConfig):
+        super().__init__(cfg)
+        self.classes = CLASSES.get(cfg.data.name, [])
+        self.frame: TaskFrame | None = None
+        self.rephrasings: list[str] = []
+        self.rephraser_about: dict = {}
+        self.label_ids: list[list[int]] | None = None
 
-def _run(cfg: ClassificationConfig, lm: TokenizedModel | None, progress: bool, owned: ExitStack) -> dict:
-    classes = CLASSES[cfg.data.name]
-    all_classes = [*classes, NA]
-    samples, examples = load_data(cfg)
-    frame = TaskFrame(cfg.data.name, cfg.task_sentence or TASKS[cfg.data.name], classes,
-                      DEFINITIONS.get(cfg.data.name, {}), examples)
-    rephrasings, rephraser_about = rephrase(cfg, frame.task)
-    out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / REPHRASINGS_FILE).write_text(json.dumps(
-        {"original": frame.task, "rephrasings": rephrasings, "rephraser": rephraser_about}, indent=1,
-        ensure_ascii=False) + "\n", encoding="utf-8")
+    def check(self) -> None:
+        check(self.cfg)
 
-    if lm is None:
-        lm = owned.enter_context(closing(load(cfg.model, cfg.cache_dir)))
-    prompts, ids = [], []  # row k = sample k // Q, rephrasing k % Q
-    for sample in samples:
-        for q, sentence in enumerate(rephrasings):
-            text = frame.prompt(sentence, sample.text, cfg.strategy)
-            text = lm.apply_chat_template(text) if cfg.chat_template else text
-            prompts.append(text)
-            ids.append(lm.encode(text, add_special_tokens=not cfg.chat_template))
-            lm.check_fits(ids[-1], cfg.max_new_tokens, what=f"the prompt of sample {sample.sample_id}, rephrasing {q}")
-    labels_ids = label_continuations(lm, prompts[0], classes, cfg.chat_template) \
-        if cfg.probability == "label_probs" else None
+    def needs(self) -> dict[str, str]:
+        if self.cfg.probability == "label_probs":
+            return {GENERATE: "the answers", SCORE: "probability=label_probs (the class labels' log-probabilities)"}
+        # the greedy answers need text only; the engines that run them today also score (label tokens unused)
+        return {GENERATE: "the answers"}
 
-    cache = None
-    if cfg.score_cache:
-        cache = ScoreCache(cfg.score_cache_dir or Path(cfg.cache_dir or default_cache_dir()) / "scores", lm.identity)
-    engine = engine_for(lm, cfg.max_new_tokens, cfg.engine, cache)
-    tokens_before = lm.forward_tokens
-    results = [None] * len(ids)
-    bar = tqdm(total=len(ids), desc=f"{lm.name} · {cfg.data.name} · {cfg.strategy}", unit="prompt",
-               disable=not progress, file=sys.stderr)
-    # each prompt is a set of its own: its greedy answer, and the class labels' log-probabilities when asked for.
-    # In order: a sample's Q prompts are neighbours and share everything up to the task sentence, which runs once.
-    for k, scores in engine.score_sets([[p] for p in ids], [labels_ids] * len(ids) if labels_ids else None,
-                                       in_order=True):
-        results[k] = scores
-        bar.update(1)
-    bar.close()
-    if cache is not None:
-        cache.close()
+    def build_units(self, progress: bool) -> list[Sample]:
+        cfg = self.cfg
+        samples, examples = load_data(cfg)
+        self.frame = TaskFrame(cfg.data.name, cfg.task_sentence or TASKS[cfg.data.name], self.classes,
+                               DEFINITIONS.get(cfg.data.name, {}), examples)
+        self.rephrasings, self.rephraser_about = rephrase(cfg, self.frame.task)
+        return samples
 
-    Q = len(rephrasings)
-    records = []
-    for s, sample in enumerate(samples):
+    def prepare(self, lm, units: list[Sample], out: Path) -> None:
+        (out / REPHRASINGS_FILE).write_text(json.dumps(
+            {"original": self.frame.task, "rephrasings": self.rephrasings, "rephraser": self.rephraser_about},
+            indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        if self.cfg.probability == "label_probs" and units:
+            first = self._text(units[0], self.rephrasings[0], lm)
+            self.label_ids = label_continuations(lm, first, self.classes, self.cfg.chat_template)
+
+    def _text(self, sample: Sample, sentence: str, lm) -> str:
+        text = self.frame.prompt(sentence, sample.text, self.cfg.strategy)
+        return lm.apply_chat_template(text) if self.cfg.chat_template else text
+
+    def requests(self, sample: Sample, lm) -> list[Request]:
+        # each prompt is a request of its own: its greedy answer, and the class labels' log-probabilities when asked
+        out = []
+        for q, sentence in enumerate(self.rephrasings):
+            text = self._text(sample, sentence, lm)
+            ids = lm.encode(text, add_special_tokens=not self.cfg.chat_template)
+            lm.check_fits(ids, self.cfg.max_new_tokens, what=f"the prompt of sample {sample.sample_id}, rephrasing {q}")
+            out.append(Request([text], [ids], self.cfg.max_new_tokens, list(self.label_ids or [])))
+        return out
+
+    def record(self, sample: Sample, requests: list[Request], scores: list, lm) -> dict:
+        classes, all_classes = self.classes, [*self.classes, NA]
         predictions, per_rephrasing, logprobs = [], [], []
-        for q in range(Q):
-            scores = results[s * Q + q]
-            answer = lm.decode([t for t in scores.responses[0] if t not in lm.eos_ids]).strip()
-            parse = parse_answer(answer, classes, ALIASES.get(cfg.data.name), sample.fields.get("options"))
+        for q, set_scores in enumerate(scores):
+            answer = lm.decode([t for t in set_scores.responses[0] if t not in lm.eos_ids]).strip()
+            parse = parse_answer(answer, classes, ALIASES.get(self.cfg.data.name), sample.fields.get("options"))
             label = parse["label"]
-            if labels_ids is not None:
-                lp = scores.candidates[0].tolist()
+            if self.label_ids is not None:
+                lp = set_scores.candidates[0].tolist()
                 logprobs.append(lp)
-                p = label_distribution(lp)
-                per_rephrasing.append([*p, 0.0])
+                per_rephrasing.append([*label_distribution(lp), 0.0])
                 label = classes[int(np.argmax(lp))]
             else:
                 per_rephrasing.append(class_distribution([label], all_classes).tolist())
             predictions.append({"rephrasing": q, "answer": answer, "label": label, "parse": parse})
         distribution = np.mean(np.asarray(per_rephrasing), axis=0)
-        records.append({
-            "sample_id": sample.sample_id, "text": sample.text, "gold": sample.gold, "predictions": predictions,
-            "label_logprobs": logprobs or None, "distribution": distribution.tolist(),
-            "sensitivity": sensitivity(distribution),
-        })
-    with open(out / SAMPLES_FILE, "w", encoding="utf-8") as f:
-        for r in records:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+        return {"sample_id": sample.sample_id, "text": sample.text, "gold": sample.gold, "predictions": predictions,
+                "label_logprobs": logprobs or None, "distribution": distribution.tolist(),
+                "sensitivity": sensitivity(distribution)}
 
-    meta = {"model": lm.identity, "dataset": cfg.data.name, "dataset_source": cfg.data.source,
-            "strategy": cfg.strategy, "probability": cfg.probability, "frame": frame.describe(),
-            "max_new_tokens": cfg.max_new_tokens, "chat_template": cfg.chat_template,
-            "label_tokens": labels_ids, "posixlab": posixlab.__version__, "python": platform.python_version(),
-            "config": asdict(cfg),
-            "engine": {"forward_tokens": lm.forward_tokens - tokens_before, "processed_tokens": engine.processed_tokens}}
-    summary = build_classification_summary(records, all_classes, Q, meta)
-    write_classification_summary(out, summary)
-    return summary
+    def progress_note(self, record: dict) -> str:
+        return f"S = {record['sensitivity']:.3f}"
+
+    def describe(self) -> str:
+        return f"{self.cfg.data.name} · {self.cfg.strategy}"
+
+    def meta(self, lm) -> dict:
+        cfg = self.cfg
+        return {"task": "classification", "dataset": cfg.data.name, "dataset_source": cfg.data.source,
+                "strategy": cfg.strategy, "probability": cfg.probability, "frame": self.frame.describe(),
+                "max_new_tokens": cfg.max_new_tokens, "chat_template": cfg.chat_template,
+                "label_tokens": self.label_ids, "classes": [*self.classes, NA],
+                "num_rephrasings": len(self.rephrasings)}
+
+    @classmethod
+    def summarize(cls, records: list[dict], meta: dict) -> dict:
+        return build_classification_summary(records, meta["classes"], meta["num_rephrasings"], meta)
+
+    @classmethod
+    def write_summary(cls, folder: Path, summary: dict) -> None:
+        write_classification_summary(folder, summary)
 
 
 def _stats(values: list[float]) -> dict:
@@ -287,8 +281,6 @@ def build_classification_summary(records: list[dict], classes: list[str], num_re
 def classification_accuracy(records: list[dict], num_rephrasings: int, seed: int = 0) -> dict | None:
     """The multi-prompt accuracy block (``posixlab/answers.py``) over samples × rephrasings: prompt q is rephrasing
     q of the task sentence; an N/A answer is wrong and counts as unparsed. None without gold labels."""
-    from posixlab.answers import accuracy_summary
-
     scored = [r for r in records if r["gold"] is not None]
     if not scored:
         return None

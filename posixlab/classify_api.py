@@ -1,0 +1,129 @@
+"""``posixlab.classify``: a classifier's sensitivity and consistency under rephrased instructions (Errica et al.),
+from Python, no Hydra and no W&B::
+
+    import posixlab
+    result = posixlab.classify("mmlu_letters", model="smollm2-135m-instruct", num_samples=20, num_rephrasings=5)
+    result.sensitivity, result.consistency, result.micro_f1
+    result.to_pandas()                 # one row per sample
+    result.save("my_results/")         # the files a `posixlab task=classification` run writes
+
+It runs the same task through the same run skeleton as ``posixlab task=classification``, so the numbers are the same.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from posixlab.errors import ConfigError
+from posixlab.rephrase import RephraserConfig
+from posixlab.results import REPHRASINGS_FILE, SAMPLES_FILE, SUMMARY_FILE, SetWriter, read_records
+from posixlab.runner import run
+from posixlab.scoring import EngineOptions
+from posixlab.tasks.classification import ClassificationConfig, ClassificationData, ClassificationTask
+
+
+@dataclass
+class ClassificationResult:
+    """What ``classify`` computed: the summary, one record per sample (``samples.jsonl``) and the rephrasings."""
+
+    summary: dict
+    records: list[dict] = field(repr=False)
+    rephrasings: dict = field(repr=False, default_factory=dict)
+
+    def __repr__(self) -> str:
+        c = "n/a" if self.consistency is None else f"{self.consistency:.4f}"
+        return (f"ClassificationResult(sensitivity={self.sensitivity:.4f}, consistency={c}, "
+                f"samples={len(self.records)}, model={self.summary.get('model', {}).get('name')!r})")
+
+    @property
+    def sensitivity(self) -> float:
+        """S: the mean over samples of the entropy of p(y | x) over the rephrasings, over ln C (Errica et al.)."""
+        return self.summary["sensitivity"]["mean"]
+
+    @property
+    def consistency(self) -> float | None:
+        """C: the mean over classes of 1 - TVD between samples of the class; None without gold labels."""
+        c = self.summary.get("consistency")
+        return None if c is None else c["mean"]
+
+    @property
+    def micro_f1(self) -> float | None:
+        """micro-F1 averaged over the rephrasings (N/A counts as wrong); None unless every sample has a label."""
+        f1 = self.summary.get("micro_f1")
+        return None if f1 is None else f1["mean"]
+
+    def to_pandas(self):
+        """One row per sample: id, gold class, sensitivity, the predicted label per rephrasing."""
+        import pandas as pd
+
+        return pd.DataFrame([{"sample_id": r["sample_id"], "gold": r["gold"], "sensitivity": r["sensitivity"],
+                              "labels": [p["label"] for p in r["predictions"]]} for r in self.records])
+
+    def save(self, folder: str | Path) -> Path:
+        """Write ``samples.jsonl``, ``rephrasings.json`` and ``summary.json``/``.md`` into ``folder``."""
+        folder = Path(folder)
+        with SetWriter(folder, SAMPLES_FILE) as writer:
+            for record in self.records:
+                writer.write(record)
+        (folder / REPHRASINGS_FILE).write_text(json.dumps(self.rephrasings, indent=1, ensure_ascii=False) + "\n",
+                                               encoding="utf-8")
+        ClassificationTask.write_summary(folder, self.summary)
+        return folder
+
+
+def classify(dataset: str | ClassificationData = "mmlu_letters", model="smollm2-135m-instruct", *,
+             strategy: str = "simple", num_samples: int | None = None, num_rephrasings: int = 30,
+             probability: str = "greedy", task_sentence: str | None = None,
+             rephraser: RephraserConfig | None = None, max_new_tokens: int = 10, seed: int = 0,
+             chat_template: bool = False, cache_dir: str | None = None, score_cache: bool | None = None,
+             engine: EngineOptions | None = None, shard: str | None = None,
+             output_dir: str | Path | None = None, progress: bool = True) -> ClassificationResult:
+    """Sensitivity, consistency and micro-F1 of ``model`` classifying ``dataset`` under ``num_rephrasings`` - 1
+    rephrasings of the task sentence (plus the original).
+
+    ``dataset``: a classification data set's name (``mmlu_letters`` offline; ``trec``, ``cb``, ``rte``,
+    ``dbpedia14``, ``wos46985`` from the hub) or a ``ClassificationData`` (a local copy: ``source="path"``).
+    ``model``: as ``posixlab.evaluate`` takes it (a name, a ``ModelSpec``, a loaded model). ``rephraser``: who writes
+    the rephrasings (default: the packaged Qwen rephraser; ``RephraserConfig(backend="file", path=...)`` reads them).
+    """
+    from posixlab.api import _model
+
+    if isinstance(dataset, str):
+        data = ClassificationData(name=dataset, num_samples=num_samples,
+                                  source="sample" if dataset == "mmlu_letters" else "hub")
+    elif isinstance(dataset, ClassificationData):
+        data = dataset if num_samples is None else ClassificationData(**{**asdict(dataset),
+                                                                         "num_samples": num_samples})
+    else:
+        raise ConfigError(f"dataset must be a classification data set's name or a ClassificationData, not "
+                          f"{type(dataset).__name__}")
+    spec, lm = _model(model, None)
+    with tempfile.TemporaryDirectory(prefix="posixlab-") as scratch:
+        out = Path(output_dir or scratch)
+        cfg = ClassificationConfig(
+            model=spec, data=data, strategy=strategy, num_rephrasings=num_rephrasings, task_sentence=task_sentence,
+            probability=probability, max_new_tokens=max_new_tokens, seed=seed, chat_template=chat_template,
+            output_dir=str(out), cache_dir=cache_dir, score_cache=lm is None if score_cache is None else score_cache,
+            engine=engine or EngineOptions(), rephraser=rephraser or RephraserConfig(min_similarity=0.0), shard=shard)
+        summary = run(cfg, lm=lm, progress=progress)
+        records = read_records(out, SAMPLES_FILE, ClassificationTask.index_key)
+        rephrasings = json.loads((out / REPHRASINGS_FILE).read_text(encoding="utf-8"))
+    return ClassificationResult(summary=summary, records=records, rephrasings=rephrasings)
+
+
+def load_classification(folder: str | Path) -> ClassificationResult:
+    """A saved classification run folder as a ``ClassificationResult``."""
+    folder = Path(folder)
+    for name in (SAMPLES_FILE, SUMMARY_FILE):
+        if not (folder / name).is_file():
+            raise ConfigError(f"{folder} has no {name}: give a classification run folder written by posixlab")
+    summary = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
+    rephrasings = folder / REPHRASINGS_FILE
+    return ClassificationResult(summary, read_records(folder, SAMPLES_FILE, ClassificationTask.index_key),
+                                json.loads(rephrasings.read_text(encoding="utf-8")) if rephrasings.is_file() else {})
+
+
+__all__ = ["ClassificationResult", "classify", "load_classification"]

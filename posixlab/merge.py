@@ -1,0 +1,102 @@
+"""``posixlab merge OUT SHARD_FOLDER...``: join the folders of a ``shard=K/N`` sweep into one results folder, as one
+run of the whole cell would have written it, for any task (``posixlab/shards.py`` says how a cell is cut).
+
+Refuses shards of different cells (their config fingerprints differ), of different tasks, missing and duplicate
+shards, and shards that stopped early, naming them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from posixlab.errors import ConfigError
+from posixlab.results import SUMMARY_FILE, SetWriter, read_records
+from posixlab.tasks import TASKS
+
+
+def _task_type(summary: dict):
+    name = summary.get("task", "posix")
+    for task_type in TASKS.values():
+        if task_type.name == name:
+            return task_type
+    raise ConfigError(f"unknown task {name!r} in a shard's {SUMMARY_FILE}")
+
+
+def merge_shards(folders: list[str | Path], out: str | Path) -> dict:
+    """Join shard folders into ``out`` (the records file, ``summary.json``/``.md``, ``config.yaml`` and the task's
+    other files); returns the merged summary."""
+    if not folders:
+        raise ConfigError("give the shard folders to merge")
+    shards = []
+    for folder in map(Path, folders):
+        path = folder / SUMMARY_FILE
+        if not path.is_file():
+            raise ConfigError(f"{folder} is not a finished run folder (no {SUMMARY_FILE})")
+        summary = json.loads(path.read_text(encoding="utf-8"))
+        if not (folder / _task_type(summary).records_file).is_file():
+            raise ConfigError(f"{folder} is not a finished run folder (no {_task_type(summary).records_file})")
+        if not summary.get("shard"):
+            raise ConfigError(f"{folder} is not a shard (it was run without shard=K/N)")
+        shards.append((folder, summary))
+    tasks = {s.get("task", "posix") for _, s in shards}
+    if len(tasks) > 1:
+        raise ConfigError(f"these shards come from different tasks ({', '.join(sorted(tasks))})")
+    fingerprints = {s["config_fingerprint"] for _, s in shards}
+    if len(fingerprints) > 1:
+        by = {}
+        for folder, s in shards:
+            by.setdefault(s["config_fingerprint"], []).append(str(folder))
+        raise ConfigError("these shards come from different configurations and cannot be merged: " +
+                          "; ".join(f"{fp}: {', '.join(names)}" for fp, names in by.items()))
+    counts = {s["shard"]["count"] for _, s in shards}
+    if len(counts) > 1:
+        raise ConfigError(f"the shards were cut in different numbers of pieces ({sorted(counts)}); merge the shards "
+                          f"of one shard=K/N sweep")
+    count = counts.pop()
+    seen: dict[int, Path] = {}
+    for folder, s in shards:
+        k = s["shard"]["index"]
+        if k in seen:
+            raise ConfigError(f"shard {k}/{count} is given twice: {seen[k]} and {folder}")
+        seen[k] = folder
+    missing = sorted(set(range(1, count + 1)) - set(seen))
+    if missing:
+        raise ConfigError(f"missing shard(s) {', '.join(f'{k}/{count}' for k in missing)}; run them (shard=K/{count}) "
+                          f"or give their folders")
+    shards.sort(key=lambda fs: fs[1]["shard"]["index"])
+    task_type = _task_type(shards[0][1])
+    key = task_type.index_key
+    records = sorted((r for folder, _ in shards for r in read_records(folder, task_type.records_file, key)),
+                     key=lambda r: r[key])
+    total = shards[0][1]["shard"]["num_units_total"]
+    if [r[key] for r in records] != list(range(total)):
+        raise ConfigError(f"the shards hold {len(records)} {task_type.unit_name}s, not the cell's {total} (a shard "
+                          f"run stopped early?)")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with SetWriter(out, task_type.records_file) as writer:
+        for record in records:
+            writer.write(record)
+    first_folder, first = shards[0]
+    meta = {k: v for k, v in first.items() if k not in (*task_type.summary_keys, "shard", "engine")}
+    meta["config"] = {**first.get("config", {}), "shard": None}
+    engines = [s.get("engine", {}) for _, s in shards]
+    meta["engine"] = {"kind": engines[0].get("kind"),
+                      **{k: sum(e.get(k) or 0 for e in engines) for k in ("forward_tokens", "processed_tokens")}}
+    meta["merged_from"] = [str(folder) for folder, _ in shards]
+    summary = task_type.summarize(records, meta)
+    task_type.write_summary(out, summary)
+    for name in task_type.input_files:  # files about the inputs, the same in every shard
+        if (first_folder / name).is_file():
+            shutil.copyfile(first_folder / name, out / name)
+    config = first_folder / "config.yaml"
+    if config.is_file():  # the first shard's resolved config, as one run of the whole cell would have it
+        import yaml
+
+        resolved = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
+        resolved["shard"] = None
+        (out / "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True),
+                                         encoding="utf-8")
+    return summary

@@ -1,0 +1,135 @@
+"""The one run skeleton: every task (``posixlab/tasks/``) runs through ``run``, top to bottom.
+
+1. **Check** the task's settings and that the model can do what the task needs (``Task.needs``, the backend's
+   capabilities): a config error before anything is loaded.
+2. **Server first**: a model behind a server is connected before any input is built, so a dead one is reported at
+   once.
+3. **Inputs**: the task builds its units (prompt sets; samples with their rephrased prompts); ``shard=K/N`` keeps
+   every N-th unit, each record keeping its index in the whole cell.
+4. **Model**: loaded (in process) unless given; the task prepares what needs it (label tokens, files about inputs)
+   and turns every unit into requests, encoded and checked to fit the context, before the first forward pass.
+5. **Work**: one engine per response length runs the requests, reading and filling the score cache (so a rerun, or
+   a run restarted after a kill, recomputes nothing it finished); the cache is closed however the run ends.
+6. **Records**: each unit's record is written and flushed the moment its last request finishes, with a progress
+   bar (or, without one, one plain line per unit).
+7. **Summary**: the task summarises the records with what every run records (model identity, seed, config and its
+   fingerprint, shard, compute), and writes ``summary.json``/``summary.md``.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from contextlib import ExitStack, closing
+from dataclasses import asdict
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from posixlab.backends import backend_of, check_capabilities, check_model, engine_for, load
+from posixlab.models.capabilities import SCORE
+from posixlab.paths import default_cache_dir
+from posixlab.results import SetWriter, read_records
+from posixlab.scoring import ScoreCache
+from posixlab.shards import config_fingerprint, parse_shard, shard_indices
+from posixlab.tasks import make_task
+from posixlab.tasks.base import Task
+from posixlab.version import __version__
+
+
+def check(task: Task, lm=None) -> None:
+    """Everything that can be checked before any input is built or any model loaded."""
+    task.check()
+    if lm is None:
+        check_model(task.cfg.model)
+    check_capabilities(task.needs(), task.cfg.model, lm)
+
+
+def run(config_or_task, lm=None, progress: bool = True, given=None) -> dict:
+    """Run a task (or the task of a config: ``PosixConfig``, ``ClassificationConfig``) and write its results to its
+    ``output_dir``; returns the summary. ``lm`` reuses a loaded model (the caller keeps it; a model loaded here is
+    closed at the end, which stops a server it started); ``given``: the user's own POSIX prompt sets."""
+    task = config_or_task if isinstance(config_or_task, Task) else make_task(config_or_task, given=given)
+    cfg = task.cfg
+    check(task, lm)
+    with ExitStack() as owned:
+        if lm is None and backend_of(cfg.model).remote:
+            lm = owned.enter_context(closing(load(cfg.model, cfg.cache_dir)))
+        units = task.build_units(progress)
+        cell_size = len(units)
+        positions = shard_indices(cell_size, cfg.shard)  # every unit, or one shard's slice
+        units = [units[i] for i in positions]
+        if lm is None:
+            lm = owned.enter_context(closing(load(cfg.model, cfg.cache_dir)))
+        out = Path(cfg.output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        task.prepare(lm, units, out)
+        requests = [task.requests(unit, lm) for unit in units]  # encoded and checked before any forward pass
+        cache = None
+        if cfg.score_cache and SCORE in getattr(lm, "capabilities", ()):
+            folder = cfg.score_cache_dir or Path(cfg.cache_dir or default_cache_dir()) / "scores"
+            cache = owned.enter_context(closing(ScoreCache(folder, lm.identity)))
+        tokens_before = lm.forward_tokens
+        engines = _work(task, lm, units, positions, requests, cache, out, progress)
+        meta = {
+            "task": task.name,
+            "model": lm.identity,
+            "seed": cfg.seed,
+            **task.meta(lm),
+            "posixlab": __version__,
+            "python": platform.python_version(),
+            "config": asdict(cfg),
+            "config_fingerprint": config_fingerprint(asdict(cfg)),
+            "shard": None if cfg.shard is None else {
+                "index": parse_shard(cfg.shard)[0], "count": parse_shard(cfg.shard)[1],
+                "num_units_total": cell_size, "unit_indices": positions},
+            "score_cache": str(cache.path) if cache is not None else None,
+            # what this run's engines ran: in process, the tokens through the model; on a server, the tokens of
+            # the requests sent (the server recomputes each request's prompt)
+            "engine": {"kind": "server" if getattr(lm, "client", None) is not None else "in-process",
+                       "forward_tokens": lm.forward_tokens - tokens_before,
+                       "processed_tokens": sum(engine.processed_tokens for engine in engines)},
+        }
+    summary = task.summarize(read_records(out, task.records_file, task.index_key), meta)
+    task.write_summary(out, summary)
+    return summary
+
+
+def _work(task: Task, lm, units: list, positions: list[int], requests: list, cache, out: Path,
+          progress: bool) -> list:
+    """Run every request, one engine per response length; write each unit's record when its last one is done."""
+    flat = [(u, k, request) for u, unit_requests in enumerate(requests) for k, request in enumerate(unit_requests)]
+    results = [[None] * len(unit_requests) for unit_requests in requests]
+    remaining = [len(unit_requests) for unit_requests in requests]
+    desc = f"{lm.name} · {task.describe()}"
+    engines = []
+    bar = tqdm(total=len(units), desc=desc, unit=task.unit_name, disable=not progress, file=sys.stderr)
+    started, done = time.monotonic(), 0
+    with SetWriter(out, task.records_file) as writer:
+        for length in sorted({request.max_new_tokens for _, _, request in flat}):
+            engine = engine_for(lm, length, task.cfg.engine, cache)
+            engines.append(engine)
+            group = [(u, k, request) for u, k, request in flat if request.max_new_tokens == length]
+            candidates = [request.candidates for _, _, request in group]
+            for local, scores in engine.score_sets([request.ids for _, _, request in group],
+                                                   candidates if any(candidates) else None, in_order=task.in_order):
+                u, k, _ = group[local]
+                results[u][k] = scores
+                remaining[u] -= 1
+                if remaining[u]:
+                    continue
+                record = {task.index_key: positions[u], **task.record(units[u], requests[u], results[u], lm)}
+                results[u] = None  # a unit's matrices are in its record now
+                writer.write(record)
+                done += 1
+                bar.update(1)
+                note = task.progress_note(record)
+                if progress:
+                    bar.set_postfix_str(note, refresh=False)
+                else:  # no bar (sweeps, logs): one plain line per finished unit, so a log shows how far it got
+                    print(f"posixlab: {desc}: {done}/{len(units)} {task.unit_name}s, "
+                          f"{time.monotonic() - started:.0f} s, {task.unit_name} {positions[u]} {note}",
+                          file=sys.stderr, flush=True)
+    bar.close()
+    return engines

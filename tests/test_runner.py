@@ -1,0 +1,139 @@
+"""The one run skeleton (posixlab/runner.py) and its seams: tasks, model capabilities, shards and merge for every
+task, the classification API, the checks that stop a run before any work, and the defects it fixed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from posixlab.backends import BACKENDS, Backend, check_capabilities, register
+from posixlab.classification_prompts import TASKS
+from posixlab.data import DatasetSpec
+from posixlab.errors import ConfigError
+from posixlab.models import ModelSpec
+from posixlab.models.capabilities import GENERATE
+from posixlab.rephrase import RephraserConfig
+from posixlab.tasks import make_task
+from posixlab.tasks.classification import ClassificationConfig, ClassificationData, classification_accuracy
+from posixlab.tasks.posix import PosixConfig, PosixTask
+
+SMOL = ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct")
+
+
+@pytest.fixture
+def text_only_backend():
+    """A backend that can only generate text (as a chat API can): registered for one test, then removed."""
+    def never(*_):
+        raise AssertionError("a text-only model must be refused before anything is loaded")
+
+    register(Backend("text-only-test", frozenset({GENERATE}), never, never))
+    yield "text-only-test"
+    BACKENDS.pop("text-only-test")
+
+
+def test_a_task_that_needs_scores_refuses_a_text_only_model_before_any_work(text_only_backend, tmp_path):
+    from posixlab.runner import run
+
+    spec = ModelSpec("api-model", "packaged", "smollm2-135m-instruct", backend=text_only_backend)
+    cfg = PosixConfig(model=spec, dataset=DatasetSpec("mmlu"), num_sets=2, output_dir=str(tmp_path / "out"))
+    with pytest.raises(ConfigError, match=r"cannot score.*ψ.*model\.backend=transformers, model\.backend=vllm"):
+        run(cfg, progress=False)
+    assert not (tmp_path / "out").exists(), "nothing was built or written"
+    label_probs = ClassificationConfig(model=spec, probability="label_probs")
+    with pytest.raises(ConfigError, match="probability=label_probs"):
+        check_capabilities(make_task(label_probs).needs(), spec)
+    check_capabilities(make_task(ClassificationConfig(model=spec)).needs(), spec)  # greedy answers: text is enough
+
+
+def test_an_unknown_backend_is_named():
+    from posixlab.runner import check
+
+    with pytest.raises(ConfigError, match="unknown backend 'tgi'; choose one of transformers, vllm"):
+        check(make_task(PosixConfig(model=ModelSpec("m", "packaged", "m", backend="tgi"), dataset=DatasetSpec("mmlu"))))
+
+
+@pytest.mark.slow  # run.py in a subprocess
+def test_a_key_the_task_does_not_use_is_an_error_with_exit_status_2(root, tmp_path):
+    result = subprocess.run([sys.executable, "run.py", "task=classification", "num_sets=3", "logger=none",
+                             f"hydra.run.dir={tmp_path}"], cwd=root, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "num_sets is a setting of the posix task; task=classification does not use it" in result.stderr
+    assert "dataset.num_samples" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def rephrasings_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("reph") / "rephrasings.jsonl"
+    path.write_text(json.dumps({"original": TASKS["mmlu_letters"], "paraphrases": [
+        "Pick the right answer to this multiple-choice question.",
+        "Select the correct option for the question below."]}) + "\n", encoding="utf-8")
+    return path
+
+
+def _classification(rephrasings_file, out, **kw) -> ClassificationConfig:
+    return ClassificationConfig(model=SMOL, data=ClassificationData(num_samples=5), num_rephrasings=3,
+                                output_dir=str(out), score_cache=False,
+                                rephraser=RephraserConfig(backend="file", path=str(rephrasings_file),
+                                                          min_similarity=0.0), **kw)
+
+
+@pytest.mark.slow
+def test_classification_shards_merge_into_the_whole_run_and_the_api_gives_the_same(lm, tmp_path, rephrasings_file):
+    import posixlab
+    from posixlab.merge import merge_shards
+    from posixlab.runner import run
+
+    whole = run(_classification(rephrasings_file, tmp_path / "whole", seed=3), lm=lm, progress=False)
+    for k in (1, 2):
+        run(_classification(rephrasings_file, tmp_path / f"shard{k}", seed=3, shard=f"{k}/2"), lm=lm, progress=False)
+    merged = merge_shards([tmp_path / "shard2", tmp_path / "shard1"], tmp_path / "merged")
+    read = lambda folder: [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines()]  # noqa
+    by_index = sorted(read(tmp_path / "merged"), key=lambda r: r["sample_index"])
+    assert [r["sample_index"] for r in by_index] == [0, 1, 2, 3, 4]
+    assert [[p["label"] for p in r["predictions"]] for r in by_index] == \
+        [[p["label"] for p in r["predictions"]] for r in sorted(read(tmp_path / "whole"), key=lambda r: r["sample_index"])]
+    assert merged["sensitivity"] == whole["sensitivity"] and merged["consistency"] == whole["consistency"]
+    assert merged["micro_f1"] == whole["micro_f1"] and merged["config_fingerprint"] == whole["config_fingerprint"]
+    assert (tmp_path / "merged" / "rephrasings.json").is_file()
+    # the bootstrap interval uses the run's seed (the summary had no seed, so it used 0 whatever the seed was)
+    assert whole["seed"] == 3
+    records = read(tmp_path / "whole")
+    assert whole["accuracy"]["by_greedy"]["ci95"] == classification_accuracy(records, 3, 3)["by_greedy"]["ci95"]
+    # the Python API runs the same task through the same skeleton
+    result = posixlab.classify(ClassificationData(num_samples=5), model=lm, num_rephrasings=3, seed=3,
+                               rephraser=RephraserConfig(backend="file", path=str(rephrasings_file),
+                                                         min_similarity=0.0), progress=False)
+    assert result.sensitivity == whole["sensitivity"]["mean"] and result.micro_f1 == whole["micro_f1"]["mean"]
+    assert result.consistency == whole["consistency"]["mean"]
+    assert list(result.to_pandas()["sample_id"]) == [r["sample_id"] for r in records]
+    saved = posixlab.load_classification(result.save(tmp_path / "saved"))
+    assert saved.summary == json.loads(json.dumps(result.summary)) and len(saved.records) == 5
+
+
+class _FailingTask(PosixTask):
+    """POSIX, failing while recording its second set: the run stops after its score cache was opened."""
+
+    def record(self, prompt_set, requests, scores, lm):
+        self.recorded = getattr(self, "recorded", 0) + 1
+        if self.recorded == 2:
+            raise RuntimeError("disk full")
+        return super().record(prompt_set, requests, scores, lm)
+
+
+@pytest.mark.slow
+def test_the_score_cache_is_closed_when_a_run_fails(lm, tmp_path, monkeypatch):
+    from posixlab.runner import run
+    from posixlab.scoring import ScoreCache
+
+    closed = []
+    original = ScoreCache.close
+    monkeypatch.setattr(ScoreCache, "close", lambda self: (closed.append(self.path), original(self)))
+    cfg = PosixConfig(model=SMOL, dataset=DatasetSpec("mmlu"), num_sets=3, num_variants=2,
+                      output_dir=str(tmp_path / "out"), score_cache_dir=str(tmp_path / "scores"), embedding=None)
+    with pytest.raises(RuntimeError, match="disk full"):
+        run(_FailingTask(cfg), lm=lm, progress=False)
+    assert len(closed) == 1 and closed[0].parent == tmp_path / "scores"
+    assert len((tmp_path / "out" / "sets.jsonl").read_text().splitlines()) == 1, "the finished set is kept"
