@@ -30,7 +30,8 @@ the record's ``rule``):
 
 1. ``empty``: nothing but spaces: unparsed.
 2. ``label alone``: a label, bare or in brackets, with at most ``.``, ``:`` or ``)`` after it, is the whole response
-   or its whole first line (``b``, ``(b)``, ``**B**``, ``B.``, ``B\nThe answer is B``).
+   or its whole first line (``b``, ``(b)``, ``**B**``, ``B.``, ``B\nThe answer is B``). A bracket the response's end
+   cut off counts as closed (``The answer is (C`` from a 5-token response names C).
 3. ``leading label``: the response starts with a label in brackets, whatever follows (`` (B)Rome``); or with a
    label followed by ``,`` ``.`` ``:`` and a space (or the end), or by ``)`` (``B, because``, ``B. Rome``,
    ``a) Paris``); or with a label, a space and that option's own text (``B Rome``). A label followed by a space and
@@ -224,6 +225,8 @@ def read_choice(response: str | None, options: Sequence[Option]) -> ChoiceRead:
     ChoiceRead(index=1, rule='leading label', span=(2, 3))
     >>> read_choice("I think the answer is **C**.", options)
     ChoiceRead(index=2, rule='answer phrase', span=(24, 25))
+    >>> read_choice("The answer is (C", options)    # cut off by max_new_tokens
+    ChoiceRead(index=2, rule='answer phrase', span=(15, 16))
     >>> read_choice("rome, of course", options), read_choice("A cat", options)
     (ChoiceRead(index=1, rule='option text', span=(0, 4)), ChoiceRead(index=None, rule='none', span=None))
     """
@@ -242,7 +245,9 @@ def read_choice(response: str | None, options: Sequence[Option]) -> ChoiceRead:
 
 @lru_cache(maxsize=256)
 def _label_pattern(label: str) -> re.Pattern:
-    return re.compile(_SKIP + r"(?:(?P<open>[(\[])\s*)?(?P<label>" + re.escape(label) + r")(?(open)\s*[)\]])",
+    # an opened bracket must close, unless the response ends right after the label: a response cut off by
+    # max_new_tokens ("The answer is (C") still names its option
+    return re.compile(_SKIP + r"(?:(?P<open>[(\[])\s*)?(?P<label>" + re.escape(label) + r")(?(open)(?:\s*[)\]]|\s*\Z))",
                       re.IGNORECASE)
 
 

@@ -109,3 +109,25 @@ def test_compare_rephrasers_keeps_the_reading(tmp_path, capsys):
 def test_script_doctests():
     for module in (compare_cells, compare_rephrasers):
         assert doctest.testmod(module).failed == 0
+
+
+def test_reparse_answers_reads_saved_responses_again_and_counts_what_changed(small_results, tmp_path):
+    import json
+    import shutil
+
+    from experiments.reparse_answers import reparse
+    from posixlab.results import read_sets
+
+    folder = shutil.copytree(small_results / "1_mmlu_template_0shot", tmp_path / "cell")
+    records = read_sets(folder)
+    right = json.loads(json.dumps(records))
+    # a reading the parser never gives: every prompt of the first set unparsed
+    for answer in records[0]["answers"]:
+        answer["by_greedy"] = {"pred": None, "parsed": False, "correct": False}
+    (folder / "sets.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    changes, old, new = reparse(folder)
+    parsed = sum(bool(a["by_greedy"]["parsed"]) for a in right[0]["answers"])
+    assert changes == ({"unparsed -> parsed": parsed} if parsed else {})
+    assert [r["answers"] for r in read_sets(folder)] == [r["answers"] for r in right]
+    assert new["psi"] == old["psi"] and new["accuracy"]["by_options"] == old["accuracy"]["by_options"]
+    assert reparse(folder)[0] == {}, "a second reading changes nothing"
