@@ -58,9 +58,9 @@ def server(vllm_python):
         yield started
 
 
-def served_spec(server, **changes) -> ModelSpec:
+def served_spec(started, **changes) -> ModelSpec:
     spec = ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct", dtype="float32",
-                     backend="vllm", server=ServerSettings(base_url=server.base_url))
+                     backend="vllm", server=ServerSettings(base_url=started.base_url))
     return replace(spec, **changes)
 
 
