@@ -24,22 +24,8 @@ def _task_type(summary: dict):
     raise ConfigError(f"unknown task {name!r} in a shard's {SUMMARY_FILE}")
 
 
-def merge_shards(folders: list[str | Path], out: str | Path) -> dict:
-    """Join shard folders into ``out`` (the records file, ``summary.json``/``.md``, ``config.yaml`` and the task's
-    other files); returns the merged summary."""
-    if not folders:
-        raise ConfigError("give the shard folders to merge")
-    shards = []
-    for folder in map(Path, folders):
-        path = folder / SUMMARY_FILE
-        if not path.is_file():
-            raise ConfigError(f"{folder} is not a finished run folder (no {SUMMARY_FILE})")
-        summary = json.loads(path.read_text(encoding="utf-8"))
-        if not (folder / _task_type(summary).records_file).is_file():
-            raise ConfigError(f"{folder} is not a finished run folder (no {_task_type(summary).records_file})")
-        if not summary.get("shard"):
-            raise ConfigError(f"{folder} is not a shard (it was run without shard=K/N)")
-        shards.append((folder, summary))
+def _check_one_cell(shards: list[tuple[Path, dict]]) -> None:
+    """Refuse shards of different tasks or cells, cut in different numbers of pieces, missing or given twice."""
     tasks = {s.get("task", "posix") for _, s in shards}
     if len(tasks) > 1:
         raise ConfigError(f"these shards come from different tasks ({', '.join(sorted(tasks))})")
@@ -65,6 +51,25 @@ def merge_shards(folders: list[str | Path], out: str | Path) -> dict:
     if missing:
         raise ConfigError(f"missing shard(s) {', '.join(f'{k}/{count}' for k in missing)}; run them (shard=K/{count}) "
                           f"or give their folders")
+
+
+def merge_shards(folders: list[str | Path], out: str | Path) -> dict:
+    """Join shard folders into ``out`` (the records file, ``summary.json``/``.md``, ``config.yaml`` and the task's
+    other files); returns the merged summary."""
+    if not folders:
+        raise ConfigError("give the shard folders to merge")
+    shards = []
+    for folder in map(Path, folders):
+        path = folder / SUMMARY_FILE
+        if not path.is_file():
+            raise ConfigError(f"{folder} is not a finished run folder (no {SUMMARY_FILE})")
+        summary = json.loads(path.read_text(encoding="utf-8"))
+        if not (folder / _task_type(summary).records_file).is_file():
+            raise ConfigError(f"{folder} is not a finished run folder (no {_task_type(summary).records_file})")
+        if not summary.get("shard"):
+            raise ConfigError(f"{folder} is not a shard (it was run without shard=K/N)")
+        shards.append((folder, summary))
+    _check_one_cell(shards)
     shards.sort(key=lambda fs: fs[1]["shard"]["index"])
     task_type = _task_type(shards[0][1])
     key = task_type.index_key
