@@ -7,8 +7,9 @@ so a model that cannot do what the configuration asks is a config error, not a f
 
 - ``transformers``: in this process (``CausalLM``): generate and score.
 - ``vllm``: a vLLM server (``ServedModel``; the tokenizer here, token ids over HTTP): generate and score.
+- ``chat``: any OpenAI-compatible chat-completions endpoint (``posixlab/chat/``): generate only (text in, text out).
 
-A new backend (a chat API that returns text only, say) is one module that calls ``register``.
+A new backend is one module that calls ``register``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from posixlab.chat import ChatEngine, ChatModel, check_chat, open_chat
 from posixlab.errors import ConfigError
 from posixlab.models import ModelSpec, TokenizedModel, load_model
 from posixlab.models.capabilities import GENERATE, SCORE
@@ -65,6 +67,15 @@ register(Backend("vllm", frozenset({GENERATE, SCORE}), connect,
                  lambda lm, n, options, cache: ServerEngine(lm, n, cache), remote=True, check=_check_vllm))
 
 
+register(Backend("chat", frozenset({GENERATE}), open_chat,
+                 lambda lm, n, options, cache: ChatEngine(lm, n, cache), remote=True, check=check_chat))
+
+
+def text_only(lm) -> bool:
+    """A model that returns text and nothing else (a chat API): requests carry prompt texts, not token ids."""
+    return SCORE not in capabilities_of(lm)
+
+
 def backend_of(spec: ModelSpec) -> Backend:
     if spec.backend not in BACKENDS:
         raise ConfigError(f"model {spec.name}: unknown backend {spec.backend!r}; choose one of {', '.join(BACKENDS)}")
@@ -103,7 +114,10 @@ def load(spec: ModelSpec, cache_dir=None) -> TokenizedModel:
 
 def engine_for(lm, max_new_tokens: int, options: EngineOptions | None = None,
                cache: ScoreCache | None = None) -> SetScorer:
-    """The engine that runs requests on ``lm``: ``ServerEngine`` for a vLLM server, ``ScoringEngine`` in process."""
+    """The engine that runs requests on ``lm``: ``ChatEngine`` for a chat API (``cache`` a ``ResponseCache``),
+    ``ServerEngine`` for a vLLM server, ``ScoringEngine`` in process."""
+    if isinstance(lm, ChatModel):
+        return ChatEngine(lm, max_new_tokens, cache)
     if isinstance(lm, ServedModel):
         return ServerEngine(lm, max_new_tokens, cache)
     return ScoringEngine(lm, max_new_tokens, options, cache)

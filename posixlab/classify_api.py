@@ -6,6 +6,7 @@ from Python, no Hydra and no W&B::
     result.sensitivity, result.consistency, result.micro_f1
     result.to_pandas()                 # one row per sample
     result.save("my_results/")         # the files a `posixlab task=classification` run writes
+    posixlab.classify("my_task.yaml", model=...)   # your own classifier (posixlab/data/classifier_file.py)
 
 It runs the same task through the same run skeleton as ``posixlab task=classification``, so the numbers are the same.
 """
@@ -13,6 +14,7 @@ It runs the same task through the same run skeleton as ``posixlab task=classific
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,7 +24,9 @@ from posixlab.rephrase import RephraserConfig
 from posixlab.results import REPHRASINGS_FILE, SAMPLES_FILE, SUMMARY_FILE, SetWriter, read_records
 from posixlab.runner import run
 from posixlab.scoring import EngineOptions
-from posixlab.tasks.classification import ClassificationConfig, ClassificationData, ClassificationTask
+from posixlab.tasks.classification import CLASSIFIER, ClassificationConfig, ClassificationData, ClassificationTask
+
+CLASSIFIER_SUFFIXES = (".yaml", ".yml", ".json")  # a str dataset ending so is your own classifier's file
 
 
 @dataclass
@@ -74,7 +78,7 @@ class ClassificationResult:
         return folder
 
 
-def classify(dataset: str | ClassificationData = "mmlu_letters", model="smollm2-135m-instruct", *,
+def classify(dataset: str | os.PathLike | ClassificationData = "mmlu_letters", model="smollm2-135m-instruct", *,
              strategy: str = "simple", num_samples: int | None = None, num_rephrasings: int = 30,
              probability: str = "greedy", task_sentence: str | None = None,
              rephraser: RephraserConfig | None = None, max_new_tokens: int = 10, seed: int = 0,
@@ -85,20 +89,28 @@ def classify(dataset: str | ClassificationData = "mmlu_letters", model="smollm2-
     rephrasings of the task sentence (plus the original).
 
     ``dataset``: a classification data set's name (``mmlu_letters`` offline; ``trec``, ``cb``, ``rte``,
-    ``dbpedia14``, ``wos46985`` from the hub) or a ``ClassificationData`` (a local copy: ``source="path"``).
+    ``dbpedia14``, ``wos46985`` from the hub), your own classifier's file (a path ending in ``.yaml``, ``.yml`` or
+    ``.json``: task sentence, classes, samples; ``posixlab/data/classifier_file.py``) or a ``ClassificationData``
+    (a local copy: ``source="path"``; your own: ``name="classifier", path=...``). Without gold labels in the file,
+    S is reported and C and micro-F1 are None (``summary["notes"]`` says so).
     ``model``: as ``posixlab.evaluate`` takes it (a name, a ``ModelSpec``, a loaded model). ``rephraser``: who writes
     the rephrasings (default: the packaged Qwen rephraser; ``RephraserConfig(backend="file", path=...)`` reads them).
     """
     from posixlab.api import _model
 
-    if isinstance(dataset, str):
+    if isinstance(dataset, os.PathLike) or isinstance(dataset, str) and \
+            dataset.lower().endswith(CLASSIFIER_SUFFIXES):
+        data = ClassificationData(name=CLASSIFIER, source="path", path=str(dataset), num_samples=num_samples,
+                                  split=None)
+    elif isinstance(dataset, str):
         data = ClassificationData(name=dataset, num_samples=num_samples,
                                   source="sample" if dataset == "mmlu_letters" else "hub")
     elif isinstance(dataset, ClassificationData):
         data = dataset if num_samples is None else ClassificationData(**{**asdict(dataset),
                                                                          "num_samples": num_samples})
     else:
-        raise ConfigError(f"dataset must be a classification data set's name or a ClassificationData, not "
+        raise ConfigError(f"dataset must be a classification data set's name, a classifier file (.yaml, .yml, "
+                          f".json) or a ClassificationData, not "
                           f"{type(dataset).__name__}")
     spec, lm = _model(model, None)
     with tempfile.TemporaryDirectory(prefix="posixlab-") as scratch:

@@ -28,6 +28,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue
 
 from posixlab.analysis.classification import run_classification_figures
 from posixlab.analysis.collect import load_rows
@@ -35,6 +36,8 @@ from posixlab.analysis.figures import run_figures
 from posixlab.data import DatasetSpec
 from posixlab.embeddings import EmbeddingSpec
 from posixlab.errors import ConfigError, PosixlabError
+from posixlab.gate import (METRICS, GateConfig, check_gate, check_gate_applies, gate_passed, gate_table, make_gate,
+                           parse_gate_overrides, read_summaries, thresholds_of)
 from posixlab.models import ModelSpec, spec_from_dict
 from posixlab.rephrase import RephraserConfig
 from posixlab.rephrase.quality import describe_summary
@@ -67,6 +70,7 @@ def register_defaults() -> None:
     store = ConfigStore.instance()
     store.store(group="model", name="_defaults", node=_defaults_of(ModelSpec))
     store.store(group="engine", name="default", node=_defaults_of(EngineOptions))
+    store.store(group="gate", name="default", node=_defaults_of(GateConfig))  # every threshold null: no gate
 
 
 register_defaults()  # at import, so that compose() in tests and notebooks finds them too
@@ -117,7 +121,7 @@ def _shared_settings(c: dict, output_dir: str) -> dict:
             "output_dir": output_dir, "cache_dir": c["cache_dir"], "score_cache": c["score_cache"],
             "score_cache_dir": c["score_cache_dir"], "engine": _build(EngineOptions, c["engine"], "engine"),
             "rephraser": _build(RephraserConfig, c["rephraser"], "rephraser"),
-            "shard": None if c.get("shard") is None else str(c["shard"])}
+            "shard": None if c.get("shard") is None else str(c["shard"]), "dry_run": bool(c.get("dry_run"))}
 
 
 def to_classification_config(cfg: DictConfig, output_dir: str) -> ClassificationConfig:
@@ -125,7 +129,8 @@ def to_classification_config(cfg: DictConfig, output_dir: str) -> Classification
     dataset = dict(c["dataset"])
     if dataset.pop("task", "posix") != "classification":
         raise ConfigError(f"dataset {dataset['name']} is not a classification data set; with task=classification "
-                          f"choose dataset=mmlu_letters (offline), trec, cb, rte, dbpedia14 or wos46985")
+                          f"choose dataset=mmlu_letters (offline), trec, cb, rte, dbpedia14, wos46985, or classifier "
+                          f"dataset.path=my_task.yaml (your own)")
     dataset.pop("max_new_tokens", None)
     task = c["task"]
     return ClassificationConfig(
@@ -135,6 +140,7 @@ def to_classification_config(cfg: DictConfig, output_dir: str) -> Classification
         num_rephrasings=task["num_rephrasings"],
         task_sentence=task["task_sentence"],
         probability=task["probability"],
+        repeats=task["repeats"],
         **_shared_settings(c, output_dir),
     )
 
@@ -174,21 +180,67 @@ def main(cfg: DictConfig) -> float | None:
     hydra_cfg = HydraConfig.get()
     output_dir = hydra_cfg.runtime.output_dir
     Path(output_dir).mkdir(parents=True, exist_ok=True)
-    resolved = OmegaConf.to_container(cfg, resolve=True)  # holds no secret: keys are read from the environment
+    try:
+        resolved = OmegaConf.to_container(cfg, resolve=True)  # holds no secret: keys are read from the environment
+    except MissingMandatoryValue as exc:  # a ??? in a config (model=chat's name) left unset
+        key = exc.full_key or "a setting"
+        print(f"\nposixlab error: {key} has no value and needs one (for model=chat: model.name=THE_API_MODEL, "
+              f"e.g. model.name=gpt-4o-2024-08-06)", file=sys.stderr)
+        sys.exit(2)
     (Path(output_dir) / "config.yaml").write_text(OmegaConf.to_yaml(resolved), encoding="utf-8")
     # one W&B run per job; the jobs of a sweep share its folder's name as their group
     group = Path(hydra_cfg.sweep.dir).name if hydra_cfg.mode == RunMode.MULTIRUN else None
     try:
         check_task_keys(cfg.task.name, list(hydra_cfg.overrides.task))
+        gate = make_gate(resolved.get("gate"))
+        check_gate_applies(cfg.task.name, gate)  # a threshold the task has no metric for stops here, before the run
+        if cfg.dry_run:
+            return dry_run_job(cfg, output_dir)
         if cfg.task.name == "classification":
-            return run_classification_job(cfg, resolved, output_dir, group)
-        return run_posix_job(cfg, resolved, output_dir, group)
+            summary = run_classification_job(cfg, resolved, output_dir, group)
+            headline = summary["sensitivity"]["mean"]
+        else:
+            summary = run_posix_job(cfg, resolved, output_dir, group)
+            headline = summary["psi"]["posix"]
+        rows = check_gate(summary, gate)  # one the run's data has no metric for (no gold labels): exit 2 too
     except PosixlabError as exc:
         print(f"\nposixlab error: {exc}", file=sys.stderr)
         sys.exit(2)
+    if report_gate(rows):  # in a sweep (-m), the first job that fails its gate ends the sweep with status 1
+        raise GateFailed(1)
+    return headline
 
 
-def run_posix_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str | None) -> float:
+class GateFailed(SystemExit):
+    """Exit status 1: a gate threshold was missed (the only cause of status 1; ``entry`` turns Hydra's own 1 into 2)."""
+
+
+def report_gate(rows: list, where: str = "") -> int:
+    """Print a checked gate (nothing when no threshold is set); 1 when a threshold was missed, else 0."""
+    if not rows:
+        return 0
+    print(f"{where}gate {'passed' if gate_passed(rows) else 'FAILED'}:\n{gate_table(rows)}")
+    return 0 if gate_passed(rows) else 1
+
+
+def dry_run_job(cfg: DictConfig, output_dir: str) -> None:
+    """``dry_run=true``: what the run would send, printed; nothing is sent, nothing but config.yaml written."""
+    to_config = to_classification_config if cfg.task.name == "classification" else to_run_config
+    plan = run(to_config(cfg, output_dir), progress=cfg.progress)["dry_run"]
+    print(f"dry run · {plan['model']} · {plan['task']}: {plan['units']} units, {plan['requests']} requests, "
+          f"{plan['prompts']} prompts")
+    if "to_send" in plan:
+        cost = plan.get("estimated_cost_at_most")
+        print(f"would send {plan['to_send']} requests ({plan['cached']} answered from the cache): about "
+              f"{plan['estimated_prompt_tokens']} prompt tokens (characters / 4) and at most "
+              f"{plan['max_completion_tokens']} completion tokens"
+              + ("" if cost is None else f", at most {cost:.4f} in the prices' currency")
+              + (f"; model.server.max_requests={plan['capped_by_max_requests']} will stop it there"
+                 if "capped_by_max_requests" in plan else ""))
+    return None
+
+
+def run_posix_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str | None) -> dict:
     run_cfg = to_run_config(cfg, output_dir)  # a config error stops the job before W&B starts
     with Tracker(resolved["logger"], resolved, output_dir, name=Path(output_dir).name, group=group) as tracker:
         summary = run(run_cfg, progress=cfg.progress)
@@ -204,7 +256,7 @@ def run_posix_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str |
             [quality] if quality else []):
         print(line)
     print(f"results: {output_dir}")
-    return p["posix"]
+    return summary
 
 
 def choice_lines(choice: dict | None) -> list[str]:
@@ -235,7 +287,7 @@ def accuracy_lines(accuracy: dict | None) -> list[str]:
     return lines
 
 
-def run_classification_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str | None) -> float:
+def run_classification_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str | None) -> dict:
     run_cfg = to_classification_config(cfg, output_dir)
     with Tracker(resolved["logger"], resolved, output_dir, name=Path(output_dir).name, group=group,
                  job_type="classification") as tracker:
@@ -245,12 +297,36 @@ def run_classification_job(cfg: DictConfig, resolved: dict, output_dir: str, gro
     s, c, f1 = summary["sensitivity"], summary["consistency"], summary["micro_f1"]
     consistency = "n/a (no gold labels)" if c is None else "n/a (no class has two samples)" \
         if c["mean"] is None else f"{c['mean']:.4f}"
-    f1_text = "n/a" if f1 is None else f"{f1['mean']:.4f} ± {f1['sd'] or 0:.4f}"
+    f1_text = ("n/a (no gold labels)" if c is None else "n/a (a sample has no gold label)") if f1 is None else \
+        f"{f1['mean']:.4f} ± {f1['sd'] or 0:.4f}"
     print(f"sensitivity S = {s['mean']:.4f} · consistency C = {consistency} · micro-F1 = {f1_text} "
           f"({summary['num_samples']} samples × Q = {summary['num_rephrasings']}) · {cfg.model.name} · "
-          f"{cfg.dataset.name} · {cfg.strategy.name} · {cfg.task.probability}")
+          f"{summary['dataset']} · {cfg.strategy.name} · {cfg.task.probability}")
+    for line in api_lines(summary):
+        print(line)
     print(f"results: {output_dir}")
-    return s["mean"]
+    return summary
+
+
+def api_lines(summary: dict) -> list[str]:
+    """A chat run's requests, usage and cost, the noise floor and a stop at the budget, one line each."""
+    lines = []
+    floor = summary.get("noise_floor")
+    if floor:
+        fixed, equal = floor["fixed_prompt"], floor.get("rephrasings_at_equal_count")
+        lines.append(f"noise floor (R = {floor['repeats']} repeats of each prompt): S = {fixed['sensitivity']:.4f}, "
+                     f"flip rate {fixed['flip_rate']:.3f}"
+                     + ("" if not equal else f"; rephrasings on equal counts: S = {equal['sensitivity']:.4f}, flip "
+                        f"rate {equal['flip_rate']:.3f}") + f" · {floor['stack_note']}")
+    api = summary.get("api")
+    if api:
+        usage = api["usage_sent"]
+        cost = "" if api["cost_sent"] is None else f", cost {api['cost_sent']:.4f}"
+        lines.append(f"requests: {api['requests_sent']} sent, {api['answers_from_cache']} from the cache · sent "
+                     f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens{cost}")
+    if summary.get("stopped"):
+        lines.append(f"stopped early: {summary['stopped']}")
+    return lines
 
 
 def merge_command(args: list[str]) -> int:
@@ -275,9 +351,73 @@ def merge_command(args: list[str]) -> int:
     return 0
 
 
+def gate_command(args: list[str]) -> int:
+    """``posixlab gate FOLDER... gate.KEY=VALUE...``: check saved runs' ``summary.json`` against thresholds, running
+    nothing (what a CI job runs after a cached run). 0: every folder passed; 1: a threshold was missed; 2: an error."""
+    if not args or args[0] in ("-h", "--help"):
+        print("usage: posixlab gate FOLDER [FOLDER ...] gate.KEY=VALUE [...]\n\nChecks the summary.json of run "
+              "folders (or of every job of a sweep folder) against thresholds: " + ", ".join(METRICS)
+              + " (gate.accuracy_reading=options|greedy picks the accuracy read). Exit status 0: passed; 1: a "
+              "threshold missed; 2: an error.", file=sys.stderr)
+        return 0 if args[:1] in (["-h"], ["--help"]) else 2
+    try:
+        gate = parse_gate_overrides([a for a in args if "=" in a])
+        if not thresholds_of(gate):
+            raise ConfigError(f"give at least one threshold: gate.KEY=VALUE with KEY one of {', '.join(METRICS)}")
+        folders = [a for a in args if "=" not in a]
+        if not folders:
+            raise ConfigError("give the result folders to check")
+        checked = []
+        for folder in folders:
+            for run_folder, summary in read_summaries(folder):
+                try:
+                    checked.append((run_folder, check_gate(summary, gate)))
+                except ConfigError as exc:
+                    raise ConfigError(f"{run_folder}: {exc}") from None
+    except PosixlabError as exc:
+        print(f"posixlab error: {exc}", file=sys.stderr)
+        return 2
+    return max(report_gate(rows, f"{run_folder}: ") for run_folder, rows in checked)
+
+
+def expand_model_aliases(argv: list[str]) -> list[str]:
+    """``model.base_url=...`` (and every other server setting) is short for ``model.server.base_url=...``: the
+    settings of a model behind an endpoint live in one nested group, and the short form reads as the issue of the
+    day does (``model=chat model.name=gpt-4o model.base_url=https://HOST/v1``).
+
+    >>> expand_model_aliases(["model=chat", "model.base_url=http://h/v1", "model.name=m", "+model.max_requests=5"])
+    ['model=chat', 'model.server.base_url=http://h/v1', 'model.name=m', '+model.server.max_requests=5']
+    """
+    import dataclasses
+
+    from posixlab.models.loading import ServerSettings
+
+    server_keys = {f.name for f in dataclasses.fields(ServerSettings)} - {f.name for f in dataclasses.fields(ModelSpec)}
+    out = []
+    for arg in argv:
+        head, eq, value = arg.partition("=")
+        prefix = head[:len(head) - len(head.lstrip("+~"))]
+        key = head[len(prefix):]
+        if eq and key.startswith("model.") and key.removeprefix("model.") in server_keys:
+            arg = f"{prefix}model.server.{key.removeprefix('model.')}={value}"
+        out.append(arg)
+    return out
+
+
 def entry() -> None:
-    """The ``posixlab`` console command: ``posixlab merge ...`` joins shards; anything else is a Hydra job."""
+    """The ``posixlab`` console command: ``posixlab merge ...`` joins shards; ``posixlab gate ...`` checks saved runs
+    against thresholds; anything else is a Hydra job."""
+    sys.argv[1:] = expand_model_aliases(sys.argv[1:])
     if len(sys.argv) > 1 and sys.argv[1] == "merge":
         sys.exit(merge_command(sys.argv[2:]))
-    main()
+    if len(sys.argv) > 1 and sys.argv[1] == "gate":
+        sys.exit(gate_command(sys.argv[2:]))
+    try:
+        main()
+    except GateFailed:
+        raise
+    except SystemExit as exc:  # Hydra exits 1 on a config it cannot compose (an unknown key) or an unexpected
+        if exc.code == 1:      # error: status 2, as every error; 1 means a missed gate only
+            sys.exit(2)
+        raise
 

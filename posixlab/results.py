@@ -25,6 +25,7 @@ from posixlab.metrics.classification import NA
 from posixlab.metrics.factors import FACTOR_NAMES
 from posixlab.metrics.selection import choose_prompt
 from posixlab.metrics.stats import bootstrap_ci
+from posixlab.metrics.where import most_moved_pair
 
 SETS_FILE = "sets.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -77,6 +78,7 @@ def build_summary(records: list[dict], meta: dict) -> dict:
     summary["factors"] = factor_means(records)
     summary["accuracy"] = accuracy_summary(records, seed=meta.get("seed", 0))
     summary["prompt_choice"] = prompt_choice(records, seed=meta.get("seed", 0))
+    summary["most_sensitive"] = most_sensitive(records)
     summary["psi_reference_compat"] = {
         "label": "prompt-sensitivity-index 0.0.1 formula (transposed index, divided by max_new_tokens); not the paper's",
         **summarize([r["psi_reference_compat"] for r in records]),
@@ -134,12 +136,45 @@ def prompt_choice(records: list[dict], seed: int = 0) -> dict | None:
     return out
 
 
+TOP_SETS = 5  # the summary's "most_sensitive" sets
+
+
+def most_sensitive(records: list[dict], k: int = TOP_SETS) -> list[dict]:
+    """Where ψ comes from: the ``k`` sets with the highest ψ (ties to the lower set index), each with the prompt
+    pair and response whose term of ψ is largest (``metrics.where.most_moved_pair``): prompt ``i`` scoring the
+    response ``j`` of prompt ``j``, ``logp_i`` = log P(y_j | x_i), ``logp_j`` = log P(y_j | x_j), ``length`` = |y_j|
+    in tokens, ``normalised_log_ratio`` = (logp_i − logp_j) / length (signed; its absolute value, ``term``, is what
+    ψ averages). Texts in full, from the set records (``prompts[i].text``, ``responses[j].text``); read from
+    records alone, so merged shards and rebuilt folders give the same list. A set with no pair (every response
+    empty) keeps its ψ with ``i`` and ``j`` None."""
+    order = sorted(range(len(records)), key=lambda n: (-records[n]["psi"], records[n].get("set_index", n)))
+    out = []
+    for n in order[:k]:
+        r = records[n]
+        pair = most_moved_pair(r["logprob_matrix"], r["lengths"])
+        entry = {"set_index": r.get("set_index", n), "set_id": r.get("set_id"), "psi": r["psi"]}
+        if pair is None:
+            out.append({**entry, "i": None, "j": None})
+            continue
+        i, j = pair["i"], pair["j"]
+        prompts, responses = r.get("prompts") or [], r.get("responses") or []
+        text = lambda items, m: items[m].get("text") if m < len(items) else None  # noqa: E731
+        kind = lambda m: prompts[m].get("kind") if m < len(prompts) else None  # noqa: E731
+        eos = responses[j].get("ends_with_eos") if j < len(responses) else None
+        out.append({**entry, "i": i, "j": j, "kind_i": kind(i), "kind_j": kind(j), "prompt_i": text(prompts, i),
+                    "prompt_j": text(prompts, j), "response_j": text(responses, j), "response_j_ends_with_eos": eos,
+                    "logp_i": pair["logp_i"], "logp_j": pair["logp_j"], "length": pair["length"],
+                    "normalised_log_ratio": pair["log_ratio"], "term": pair["term"]})
+    return out
+
+
 def rebuild_summary(folder: str | Path) -> dict:
     """Recompute ``summary.json``/``summary.md`` of a POSIX run folder from its ``sets.jsonl`` (keeping the run's
     metadata), e.g. after posixlab gained a metric; no model is loaded. Returns the new summary."""
     folder = Path(folder)
     old = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
-    computed = ("schema_version", "psi", "factors", "psi_reference_compat", "compute", "accuracy", "prompt_choice")
+    computed = ("schema_version", "psi", "factors", "psi_reference_compat", "compute", "accuracy", "prompt_choice",
+                "most_sensitive")
     meta = {k: v for k, v in old.items() if k not in computed}
     meta.setdefault("engine", {})["processed_tokens"] = old.get("compute", {}).get("processed_tokens")
     summary = build_summary(read_sets(folder), meta)
@@ -201,6 +236,48 @@ def prompt_choice_lines(choice: dict | None, fmt) -> list[str]:
                         "of the sets.", ""]
 
 
+def most_sensitive_lines(top: list[dict] | None, fmt, limit: int = 200) -> list[str]:
+    """The most sensitive sets of ``summary.md`` (``most_sensitive``): one row per set, its texts on one line each
+    (line breaks shown as ⏎, pipes escaped, cut in the middle past ``limit`` characters)."""
+    if not top:
+        return []
+    lines = ["Most sensitive sets (highest ψ). In each, prompt x_i scoring the response y_j that prompt x_j wrote, "
+             "for the pair (i, j) whose term of ψ, |log P(y_j | x_i) − log P(y_j | x_j)| / |y_j|, is largest "
+             "(prompt 0: the original; a negative log-ratio: x_i makes y_j less likely than x_j does; ⟨eos⟩: the "
+             "response ended with the end-of-sequence token, which counts in |y_j|).", "",
+             "| set | ψ | i, j | prompt x_i | prompt x_j | response y_j | log P(y_j\\|x_i) | log P(y_j\\|x_j) | "
+             "\\|y_j\\| tokens | log-ratio per token |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for t in top:
+        name = _md_cell(t.get("set_id") if t.get("set_id") is not None else t["set_index"], 40)
+        if t.get("i") is None:
+            lines.append(f"| {name} | {fmt(t['psi'])} | — | | | | | | | |")
+            continue
+        text = "" if t.get("response_j") is None else _md_cell(t["response_j"], limit)
+        response = " ".join(x for x in (text, "⟨eos⟩" if t.get("response_j_ends_with_eos") else "") if x) or "—"
+        lines.append(f"| {name} | {fmt(t['psi'])} | {t['i']}, {t['j']} | {_md_cell(t.get('prompt_i'), limit)} | "
+                     f"{_md_cell(t.get('prompt_j'), limit)} | {response} | {fmt(t['logp_i'])} | {fmt(t['logp_j'])} | "
+                     f"{t['length']} | {fmt(t['normalised_log_ratio'])} |")
+    return lines + [""]
+
+
+def _md_cell(text, limit: int) -> str:
+    """Text fit for one Markdown table cell: line breaks as ⏎, pipes escaped; past ``limit`` characters, its start
+    and its end around an ellipsis (a prompt's differences often sit at its end, after a shared subject line).
+
+    >>> _md_cell("Q: a|b\\nA:", 200)
+    'Q: a\\\\|b⏎A:'
+    >>> _md_cell("x" * 10 + "y" * 10, 11)
+    'xxx … yyyyy'
+    """
+    if text is None:
+        return "—"
+    text = str(text).replace("\r\n", "\n").replace("\n", "⏎").replace("\t", " ").strip()
+    if len(text) > limit:
+        keep = limit - 3
+        text = f"{text[:keep * 2 // 5].rstrip()} … {text[len(text) - (keep - keep * 2 // 5):].lstrip()}"
+    return text.replace("|", "\\|")
+
+
 def write_summary(folder: str | Path, summary: dict) -> None:
     folder = Path(folder)
     (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -223,6 +300,7 @@ def write_summary(folder: str | Path, summary: dict) -> None:
         "",
         *accuracy_lines(summary.get("accuracy"), fmt),
         *prompt_choice_lines(summary.get("prompt_choice"), fmt),
+        *most_sensitive_lines(summary.get("most_sensitive"), fmt),
         *paraphrase_quality_lines(summary.get("variant_details", {}).get("paraphrase_quality")),
         f"Forward tokens computed ({summary['compute'].get('engine', 'in-process')}): "
         f"{summary['compute']['forward_tokens']:,}; one pass per pair would need "
@@ -256,6 +334,7 @@ def classification_summary_markdown(summary: dict) -> str:
              f"{summary['probability']}", "",
              f"{summary['num_samples']} samples × Q = {summary['num_rephrasings']} rephrasings of the task sentence; "
              f"answers naming no class (N/A): {summary['na_share']:.1%}.", "",
+             *[f"Note: {note}." for note in summary.get("notes") or []], *([""] if summary.get("notes") else []),
              "| metric | value |", "|---|---|",
              f"| sensitivity S_τ (mean ± sd over samples) | {_f(s['mean'])} ± {_f(s['sd'])} |",
              f"| consistency C_y (mean over classes, no self-pairs) | {_f(c['mean']) if c else '—'} |",
@@ -267,4 +346,29 @@ def classification_summary_markdown(summary: dict) -> str:
     for cls in [x for x in summary["classes"] if x != NA]:
         lines.append(f"| {cls} | {_f(s['per_class'].get(cls))} | "
                      f"{_f((c['per_class'] or {}).get(cls)) if c else '—'} |")
+    nf = summary.get("noise_floor")
+    if nf:  # task.repeats = R: the same metrics from the repeats alone, on equal counts (docs/choices.md)
+        eq, fp, rp, bn = nf["rephrasings_at_equal_count"] or {}, nf["fixed_prompt"], nf["rephrasings"], \
+            nf["beyond_noise"] or {}
+
+        def with_ci(d):
+            return "—" if not d else _f(d["value"]) + (f" [{_f(d['ci95'][0])}, {_f(d['ci95'][1])}]"
+                                                       if d.get("ci95") else "")
+        share = bn.get("share_of_changes_from_rephrasing")
+        lines += ["", f"## Noise floor (R = {nf['repeats']} repeats)", "",
+                  f"Every prompt was sent R = {nf['repeats']} times. S and C compare groups of R answers on both "
+                  f"sides: R rephrasings at one repeat, or one prompt's R repeats. Flip rate: the share of pairs of "
+                  f"answers that differ (any two of the Q prompts at one repeat; two repeats of one prompt).", "",
+                  "| | S | C | flip rate |", "|---|---|---|---|",
+                  f"| rephrasings, repeat 0 (the paper's: Q = {nf['num_prompts']} answers a sample) | "
+                  f"{_f(rp['sensitivity'])} | {_f(rp['consistency'])} | — |",
+                  f"| rephrasings at equal count (blocks of R prompts) | {_f(eq.get('sensitivity'))} | "
+                  f"{_f(eq.get('consistency'))} | {_f(eq.get('flip_rate'))} |",
+                  f"| repeats alone (the prompt fixed: the floor) | {_f(fp['sensitivity'])} | "
+                  f"{_f(fp['consistency'])} | {_f(fp['flip_rate'])} |",
+                  f"| beyond the noise, 95% CI (C: floor − rephrasings) | {with_ci(bn.get('sensitivity'))} | "
+                  f"{with_ci(bn.get('consistency'))} | {with_ci(bn.get('flip_rate'))} |", "",
+                  f"Share of the prediction changes the rephrasings add beyond the noise: "
+                  f"{'—' if share is None else f'{share:.1%}'}. {nf['stack_note'][:1].upper()}{nf['stack_note'][1:]}.",
+                  *[f"Note: {note}." for note in (eq.get("note"), nf.get("note")) if note]]
     return "\n".join(lines) + "\n"

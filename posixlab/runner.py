@@ -27,7 +27,8 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from posixlab.backends import backend_of, check_capabilities, check_model, engine_for, load
+from posixlab.backends import backend_of, check_capabilities, check_model, engine_for, load, text_only
+from posixlab.chat import ResponseCache, api_report
 from posixlab.models.capabilities import SCORE
 from posixlab.paths import default_cache_dir
 from posixlab.results import SetWriter, read_records
@@ -70,6 +71,11 @@ def run(config_or_task, lm=None, progress: bool = True, given=None) -> dict:
         if cfg.score_cache and SCORE in getattr(lm, "capabilities", ()):
             folder = cfg.score_cache_dir or Path(cfg.cache_dir or default_cache_dir()) / "scores"
             cache = owned.enter_context(closing(ScoreCache(folder, lm.identity)))
+        elif cfg.score_cache and text_only(lm):  # a chat API: every answer cached, keyed by the whole request
+            folder = cfg.score_cache_dir or Path(cfg.cache_dir or default_cache_dir()) / "responses"
+            cache = owned.enter_context(closing(ResponseCache(folder)))
+        if getattr(cfg, "dry_run", False):
+            return dry_run(task, lm, units, requests, cache)
         tokens_before = lm.forward_tokens
         engines = _work(task, lm, units, positions, requests, cache, out, progress)
         meta = {
@@ -87,13 +93,40 @@ def run(config_or_task, lm=None, progress: bool = True, given=None) -> dict:
             "score_cache": str(cache.path) if cache is not None else None,
             # what this run's engines ran: in process, the tokens through the model; on a server, the tokens of
             # the requests sent (the server recomputes each request's prompt)
-            "engine": {"kind": "server" if getattr(lm, "client", None) is not None else "in-process",
+            "engine": {"kind": "api" if text_only(lm) else "server" if getattr(lm, "client", None) is not None
+                       else "in-process",
                        "forward_tokens": lm.forward_tokens - tokens_before,
                        "processed_tokens": sum(engine.processed_tokens for engine in engines)},
         }
+        if text_only(lm):  # what was sent, from the cache, its usage and cost, what answered
+            meta["api"] = api_report(engines, cfg.model)
+            meta["stopped"] = meta["api"]["stopped"]
     summary = task.summarize(read_records(out, task.records_file, task.index_key), meta)
     task.write_summary(out, summary)
     return summary
+
+
+def dry_run(task: Task, lm, units: list, requests: list, cache) -> dict:
+    """What the run would do, without doing it: for a chat API, the requests it would send after cache hits and an
+    estimate of their tokens (and cost, with prices); nothing is sent or written."""
+    flat = [request for unit_requests in requests for request in unit_requests]
+    plan = {"task": task.name, "model": lm.name, "units": len(units), "requests": len(flat),
+            "prompts": sum(len(r.texts) for r in flat)}
+    if text_only(lm):
+        totals: dict = {}
+        for length in sorted({r.max_new_tokens for r in flat}):
+            one = engine_for(lm, length, task.cfg.engine, cache).plan([r for r in flat if r.max_new_tokens == length])
+            for key, value in one.items():
+                totals[key] = totals.get(key, 0) + value
+        server = task.cfg.model.server
+        if server.price_input_per_million is not None and server.price_output_per_million is not None:
+            totals["estimated_cost_at_most"] = (totals["estimated_prompt_tokens"] * server.price_input_per_million
+                                                + totals["max_completion_tokens"]
+                                                * server.price_output_per_million) / 1e6
+        if server.max_requests is not None and totals["to_send"] > server.max_requests:
+            totals["capped_by_max_requests"] = server.max_requests
+        plan.update(totals)
+    return {"dry_run": plan}
 
 
 def _work(task: Task, lm, units: list, positions: list[int], requests: list, cache, out: Path,
@@ -109,11 +142,17 @@ def _work(task: Task, lm, units: list, positions: list[int], requests: list, cac
     with SetWriter(out, task.records_file) as writer:
         for length in sorted({request.max_new_tokens for _, _, request in flat}):
             engine = engine_for(lm, length, task.cfg.engine, cache)
-            engines.append(engine)
             group = [(u, k, request) for u, k, request in flat if request.max_new_tokens == length]
-            candidates = [request.candidates for _, _, request in group]
-            for local, scores in engine.score_sets([request.ids for _, _, request in group],
-                                                   candidates if any(candidates) else None, in_order=task.in_order):
+            if text_only(lm):  # a chat API: texts in, texts out; one request budget for the whole run
+                if engine.cap is not None:
+                    engine.cap = max(0, engine.cap - sum(e.sent for e in engines))
+                answers = engine.answer_sets([request for _, _, request in group], in_order=task.in_order)
+            else:
+                candidates = [request.candidates for _, _, request in group]
+                answers = engine.score_sets([request.ids for _, _, request in group],
+                                            candidates if any(candidates) else None, in_order=task.in_order)
+            engines.append(engine)
+            for local, scores in answers:
                 u, k, _ = group[local]
                 results[u][k] = scores
                 remaining[u] -= 1

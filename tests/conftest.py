@@ -24,7 +24,7 @@ def root() -> Path:
     return ROOT
 
 
-MODEL_FIXTURES = {"lm", "small_results"}  # a test using one of these (directly or through a fixture) loads a model
+MODEL_FIXTURES = {"lm", "small_results", "llama_server"}  # a test using one of these (directly or through a fixture) loads a model
 
 
 def pytest_collection_modifyitems(config, items):
@@ -78,3 +78,59 @@ def lm_spec():
     from posixlab.models import ModelSpec
 
     return ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct")
+
+
+LLAMA_INSTALL = ('CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF" '
+                 'pip install "llama-cpp-python[server]==0.3.36"')
+LLAMA_MODEL = "qwen2.5-coder-0.5b-instruct"  # the packaged GGUF the server runs, and the name it serves it under
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory):
+    """A real OpenAI-compatible server on loopback: llama-cpp-python's, with the packaged Qwen2.5-Coder-0.5B GGUF,
+    one for the whole session (the rephraser's and the chat backend's tests share it). It serves one request at a
+    time, so its answers at temperature 0 are deterministic."""
+    import importlib.util
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from chat_server import free_port
+    from posixlab.models.assets import PACKAGED_MODELS, assemble_gguf
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.fail(f"llama-cpp-python is not installed; these tests need its server. Install it with: {LLAMA_INSTALL}")
+    # the README's way to find the file: `python -m experiments.gguf_path qwen2.5-coder-0.5b-instruct`
+    found = subprocess.run([sys.executable, "-m", "experiments.gguf_path", LLAMA_MODEL],
+                           capture_output=True, text=True, cwd=ROOT)
+    assert found.returncode == 0, found.stderr
+    gguf = Path(found.stdout.strip())
+    assert gguf == assemble_gguf(PACKAGED_MODELS[LLAMA_MODEL]) and gguf.is_file()
+    port = free_port()
+    log = tmp_path_factory.mktemp("llama") / "server.log"  # a file, not a pipe: a full pipe would block the server
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias",
+                                 LLAMA_MODEL, "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048"],
+                                stdout=out, stderr=out)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"llama_cpp.server exited with status {proc.returncode}:\n{log.read_text()[-3000:]}\n"
+                            f"(if a module is missing: {LLAMA_INSTALL})")
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2).read()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"llama_cpp.server did not answer /v1/models in 180 s:\n{log.read_text()[-3000:]}")
+                time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -42,7 +42,8 @@ def test_every_config_composes_into_a_run_config():
                     assert rc.data.name == option and rc.num_rephrasings == 30
                     continue
                 rc = to_run_config(cfg, "out")
-                assert rc.max_new_tokens >= 1 and rc.model.source in ("packaged", "hub", "local")
+                assert rc.max_new_tokens >= 1 and rc.model.source in ("packaged", "hub", "local", "api")
+                assert (rc.model.source == "api") == (rc.model.backend == "chat")
         for strategy in ("simple", "detail", "1shot"):
             cfg = compose(config_name="config", overrides=["task=classification", f"strategy={strategy}"])
             assert to_classification_config(cfg, "out").strategy == strategy

@@ -7,14 +7,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -22,7 +18,6 @@ import pytest
 import yaml
 
 from posixlab.errors import EndpointUnreachableError, RephraserError
-from posixlab.models.assets import PACKAGED_MODELS, assemble_gguf
 from posixlab.rephrase.base import Instruction, collect_paraphrases, normalized
 from posixlab.rephrase.openai_backend import OpenAIRephraser
 
@@ -31,8 +26,6 @@ QUESTION = "Which planet is known as the Red Planet?"
 # the project's own instruction, as a run would use it
 INSTRUCTION = Instruction.from_dict(yaml.safe_load(
     (ROOT / "conf/rephraser/instruction/default.yaml").read_text()))
-INSTALL = ('CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF" '
-           'pip install "llama-cpp-python[server]==0.3.36"')
 
 
 def free_port() -> int:
@@ -49,42 +42,7 @@ def completion(content: str) -> dict:
 
 # --- llama-cpp-python's server --------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def llama_server(tmp_path_factory):
-    if importlib.util.find_spec("llama_cpp") is None:
-        pytest.fail(f"llama-cpp-python is not installed; these tests need its server. Install it with: {INSTALL}")
-    # the README's way to find the file: `python -m experiments.gguf_path qwen2.5-coder-0.5b-instruct`
-    found = subprocess.run([sys.executable, "-m", "experiments.gguf_path", "qwen2.5-coder-0.5b-instruct"],
-                           capture_output=True, text=True, cwd=ROOT)
-    assert found.returncode == 0, found.stderr
-    gguf = Path(found.stdout.strip())
-    assert gguf == assemble_gguf(PACKAGED_MODELS["qwen2.5-coder-0.5b-instruct"]) and gguf.is_file()
-    port = free_port()
-    log = tmp_path_factory.mktemp("llama") / "server.log"  # a file, not a pipe: a full pipe would block the server
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host",
-                                 "127.0.0.1", "--port", str(port), "--n_ctx", "2048"], stdout=out, stderr=out)
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited with status {proc.returncode}:\n{log.read_text()[-3000:]}\n"
-                            f"(if a module is missing: {INSTALL})")
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2).read()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"llama_cpp.server did not answer /v1/models in 180 s:\n{log.read_text()[-3000:]}")
-                time.sleep(0.5)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+# the llama_server fixture (one llama-cpp-python server for the session) is in tests/conftest.py
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from posixlab.analysis import style
@@ -28,6 +29,8 @@ from posixlab.analysis.paper import MAIN_MODELS, dataset_label, label, size
 from posixlab.analysis.tables import VARIANT_ORDER
 from posixlab.metrics import accuracy as acc
 from posixlab.metrics.stats import spearman
+from posixlab.metrics.where import most_moved_pair, psi_terms
+from posixlab.results import SETS_FILE, most_sensitive, read_sets
 
 # variant types where prompt j is the same format for every item, so "the accuracy of prompt j" means something
 FIXED_FORMAT_VARIANTS = ("template", "format")
@@ -340,9 +343,12 @@ def _variant_rank(variant: str) -> tuple[int, str]:
     return (order.index(variant) if variant in order else len(order), variant)
 
 
-def run_figures(rows: list[dict], folder: Path) -> dict[str, Path]:
-    """The figures of a single run (logged to W&B by run.py): a histogram of ψ per set (``sns.histplot``), and ψ
-    against the four factors (``factor_figure``)."""
+def run_figures(rows: list[dict], folder: Path, records: list[dict] | None = None) -> dict[str, Path]:
+    """The figures of a single run (logged to W&B by run.py): a histogram of ψ per set (``sns.histplot``), ψ
+    against the four factors (``factor_figure``), the accuracy of each prompt where there are gold answers, and the
+    N×N terms of ψ of the highest-ψ set (``set_matrix_figure``, ``set_matrix``; the set ``summary.json`` lists first
+    under ``most_sensitive``). ``records``: the run's set records; by default read from the run folder the rows
+    came from (their ``source``), and that figure is left out when the rows name no single run folder."""
     style.apply_theme()
     psi = [r["psi"] for r in rows]
     fig = style.figure(figsize=(style.COLUMN, style.PANEL_HEIGHT + 0.2), layout="constrained")
@@ -359,7 +365,56 @@ def run_figures(rows: list[dict], folder: Path) -> dict[str, Path]:
     paths["factors"] = save(fig, folder, "factors")[0]
     if any(r.get("correct_options") or r.get("correct_greedy") for r in rows):
         paths["accuracy_per_prompt"] = save(run_accuracy_figure(rows), folder, "accuracy_per_prompt")[0]
+    if records is None:
+        sources = {r.get("source") for r in rows}
+        source = Path(sources.pop()) if len(sources) == 1 and None not in sources else None
+        records = read_sets(source) if source is not None and (source / SETS_FILE).is_file() else []
+    top = most_sensitive(records, 1)
+    if top and top[0]["i"] is not None:
+        record = next(r for n, r in enumerate(records) if r.get("set_index", n) == top[0]["set_index"])
+        fig = set_matrix_figure(record, f"{label(first['model'])} · {first['dataset']} · {first['variant']} · "
+                                        f"{first['shots']}-shot: the set with the highest ψ")
+        paths["set_matrix"] = save(fig, folder, "set_matrix")[0]
     return paths
+
+
+def set_matrix_figure(record: dict, title: str):
+    """Where one prompt set's ψ comes from: its N×N terms of ψ as a heat map (``sns.heatmap``). Row i is the
+    prompt x_i scoring, column j the response y_j (the greedy response of prompt x_j), the value
+    ``|log P(y_j | x_i) − log P(y_j | x_j)| / |y_j|`` in nats per token (``metrics.where.psi_terms``): ψ is the mean
+    of the off-diagonal cells. The diagonal (0 by definition) and the column of an empty response (no term) are
+    grey; the cell with the largest term (``most_moved_pair``, the pair ``summary.json`` names) is outlined and its
+    value given under the title. Prompt 0 is the set's first prompt (the original where the set has one)."""
+    style.apply_theme()
+    terms = psi_terms(record["logprob_matrix"], record["lengths"])
+    n = terms.shape[0]
+    pair = most_moved_pair(record["logprob_matrix"], record["lengths"])
+    width = style.COLUMN if n <= 24 else style.TWO_COLUMNS
+    name = record.get("set_id") or record.get("item_id") or f"set {record.get('set_index', '?')}"
+    text = f"{title}\n{name}: ψ = {record['psi']:.3f}, N = {n}"
+    if pair is not None:
+        text += (f"; outlined: prompt {pair['i']} scoring response {pair['j']}, {pair['term']:.3f} (log-ratio "
+                 f"{pair['log_ratio']:+.3f} per token, {pair['length']} token{'s' if pair['length'] != 1 else ''})")
+    fig, axes = _grid(width, width * 0.8, text, 1)
+    ax = axes[0]
+    ax.set_facecolor("0.7")  # the masked cells: the diagonal, empty responses
+    ticks = max(1, -(-n // 12))  # at most about 12 labels an axis
+    mask = np.eye(n, dtype=bool) | np.isnan(terms)
+    vmax = None if np.any(~mask) and np.nanmax(np.where(mask, np.nan, terms)) > 0 else 1.0  # a scale when none
+    sns.heatmap(terms, mask=mask, cmap="rocket_r", vmin=0, vmax=vmax, square=True,
+                linewidths=0, xticklabels=ticks, yticklabels=ticks, ax=ax,
+                cbar_kws={"label": r"$|\log P(y_j \mid x_i) - \log P(y_j \mid x_j)|\,/\,|y_j|$ (nats per token)",
+                          "shrink": 0.9})
+    if pair is not None:
+        # light blue (the colour-blind palette's): seen on the map's light and its dark end
+        ax.add_patch(Rectangle((pair["j"], pair["i"]), 1, 1, fill=False, edgecolor=style.palette(10)[9],
+                               linewidth=1.3, clip_on=False))
+    ax.grid(False)
+    ax.set_xlabel(r"response $y_j$: the greedy response of prompt $x_j$")
+    ax.set_ylabel(r"prompt $x_i$ scoring it")
+    ax.tick_params(axis="x", labelrotation=0)
+    ax.tick_params(axis="y", labelrotation=0)
+    return fig
 
 
 def run_accuracy_figure(rows: list[dict]):

@@ -36,11 +36,18 @@ class ServerSettings:
     api_key_env: str = "VLLM_API_KEY"  # the variable holding the server's key (unset: none is needed)
     request_timeout: float = 600  # seconds one request may take
     max_attempts: int = 3  # tries per request (the openai client's retries); then the server is reported dead
+    # chat (model=chat): what every request sends, sent explicitly (the paper's GPT runs: temperature 0, seed 42)
+    temperature: float = 0.0
+    seed: int | None = 42  # None: not sent
+    max_requests: int | None = None  # chat: stop cleanly after sending this many (cached answers are free); None: no cap
+    price_input_per_million: float | None = None  # chat: price per million prompt tokens, for the summary's cost
+    price_output_per_million: float | None = None  # chat: price per million completion tokens
 
 
 # how a served model is reached, not what it computes: shards of one cell may differ in these (shards.py)
 TRANSPORT_KEYS = ("base_url", "launch", "launch_python", "launch_args", "max_concurrency", "request_batch",
-                  "api_key_env", "request_timeout", "max_attempts")
+                  "api_key_env", "request_timeout", "max_attempts", "max_requests", "price_input_per_million",
+                  "price_output_per_million")
 
 
 @dataclass(frozen=True)
@@ -54,7 +61,7 @@ class ModelSpec:
     dtype: str = "auto"  # auto: bfloat16 on a GPU that supports it, float32 otherwise
     device: str = "auto"  # auto: cuda when available, else cpu
     trust_remote_code: bool = False
-    backend: str = "transformers"  # where it runs: transformers (this process) | vllm (posixlab/backends.py)
+    backend: str = "transformers"  # where it runs: transformers (this process) | vllm | chat (posixlab/backends.py)
     server: ServerSettings = field(default_factory=ServerSettings)  # server backends only
 
 
@@ -126,7 +133,8 @@ def load_model(spec: ModelSpec, cache_dir: str | Path | None = None) -> CausalLM
 
 def check_spec(spec: ModelSpec) -> None:
     """Model settings that are wrong whatever the data: caught before anything is fetched or loaded."""
-    if spec.source not in (*SOURCES, "loaded"):  # loaded: a model object given in Python (posixlab.evaluate)
+    # loaded: a model object given in Python (posixlab.evaluate); api: a model behind a chat API (model=chat)
+    if spec.source not in (*SOURCES, "loaded", "api"):
         raise ConfigError(f"model {spec.name}: unknown source {spec.source!r}; choose one of {', '.join(SOURCES)}")
     if spec.dtype not in DTYPES:
         raise ConfigError(f"unknown model.dtype {spec.dtype!r}; choose one of {', '.join(DTYPES)}")

@@ -22,12 +22,22 @@ from posixlab.models.capabilities import GENERATE, SCORE  # noqa: F401  (what a 
 class Request:
     """Prompts for one pass of the engine: every prompt gets a greedy response of at most ``max_new_tokens``; with
     more than one prompt, every response is scored under every prompt (a POSIX prompt set); ``candidates`` are more
-    continuations scored under every prompt (answer options, class labels)."""
+    continuations scored under every prompt (answer options, class labels). A text-only model (a chat API) gets the
+    texts alone (``ids`` empty) and answers each with text."""
 
     texts: list[str]  # what the model reads (after a chat template, if any)
-    ids: list[list[int]]  # their token ids
+    ids: list[list[int]]  # their token ids; empty for a text-only model
     max_new_tokens: int
     candidates: list[list[int]] = field(default_factory=list)
+    repeat: int = 0  # the same request sent again (task.repeats): part of a chat API's cache key
+
+
+def answer_texts(result, lm) -> list[str]:
+    """The responses of one request as text: a chat API's answers as they came; token ids decoded (their
+    end-of-sequence ids left out)."""
+    if hasattr(result, "texts"):
+        return list(result.texts)
+    return [lm.decode([t for t in response if t not in lm.eos_ids]) for response in result.responses]
 
 
 class Task:

@@ -22,6 +22,7 @@ import numpy as np
 from posixlab.answers import accuracy_summary, parse_answer
 from posixlab.classification_prompts import DEFINITIONS, STRATEGIES, TASKS, TaskFrame
 from posixlab.data.classification import ALIASES, CLASSES, Sample, exemplars, load_samples, select_samples
+from posixlab.data.classifier_file import ClassifierDefinition, load_classifier, read_samples_file
 from posixlab.errors import ConfigError
 from posixlab.metrics.classification import NA, class_distribution, consistency, micro_f1, sensitivity
 from posixlab.models import ModelSpec
@@ -30,7 +31,8 @@ from posixlab.rephrase import RephraserConfig, make_paraphrase_source
 from posixlab.results import REPHRASINGS_FILE, SAMPLES_FILE, write_classification_summary
 from posixlab.scoring import EngineOptions
 from posixlab.shards import parse_shard
-from posixlab.tasks.base import GENERATE, SCORE, Request, Task
+from posixlab.backends import text_only
+from posixlab.tasks.base import GENERATE, SCORE, Request, Task, answer_texts
 
 PROBABILITY_MODES = ("greedy", "label_probs")
 
@@ -68,6 +70,8 @@ class ClassificationConfig:
     # no similarity threshold for task sentences: conf/task/classification.yaml says why
     rephraser: RephraserConfig = field(default_factory=lambda: RephraserConfig(min_similarity=0.0))
     shard: str | None = None  # "K/N": the K-th of N slices of the samples (posixlab/shards.py)
+    repeats: int = 1  # R: every prompt sent R times; R >= 2 gives the noise floor (the same prompt, answered again)
+    dry_run: bool = False  # say what the run would send (chat APIs: requests after cache hits, tokens), send nothing
 
 
 def check(cfg: ClassificationConfig) -> None:
@@ -76,21 +80,67 @@ def check(cfg: ClassificationConfig) -> None:
         raise ConfigError(f"unknown strategy {cfg.strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if cfg.probability not in PROBABILITY_MODES:
         raise ConfigError(f"probability must be one of {', '.join(PROBABILITY_MODES)}, got {cfg.probability!r}")
+    if cfg.repeats < 1:
+        raise ConfigError(f"task.repeats (R) must be at least 1, got {cfg.repeats}")
     if cfg.num_rephrasings < 1:
         raise ConfigError(f"num_rephrasings (Q) must be at least 1, got {cfg.num_rephrasings}")
+    if cfg.data.name == CLASSIFIER:
+        load_data(cfg)  # the file, its samples and the 1-shot examples, checked before any model is loaded
+        return
     if cfg.data.name not in CLASSES:
-        raise ConfigError(f"unknown classification dataset {cfg.data.name!r}; choose one of {', '.join(CLASSES)}")
+        raise ConfigError(f"unknown classification dataset {cfg.data.name!r}; choose one of {', '.join(CLASSES)}, "
+                          f"or {CLASSIFIER} (your own: dataset.path=my_task.yaml)")
 
 
-def load_data(cfg: ClassificationConfig) -> tuple[list[Sample], tuple[Sample, ...]]:
-    """The evaluated samples (data set order) and, for ``1shot``, one example per class drawn from the rest."""
-    d, classes = cfg.data, CLASSES[cfg.data.name]
-    every = load_samples(d.name, d.source, d.path, d.split, d.options)
+CLASSIFIER = "classifier"  # dataset=classifier: your own classifier from one file (posixlab/data/classifier_file.py)
+
+
+def classifier_definition(cfg: ClassificationConfig) -> ClassifierDefinition | None:
+    """The classifier file of ``dataset=classifier``, read and checked against the run's settings (None for the
+    built-in data sets)."""
+    d = cfg.data
+    if d.name != CLASSIFIER:
+        return None
+    if not d.path:
+        raise ConfigError("dataset=classifier needs its file: dataset.path=my_task.yaml (from Python: "
+                          "posixlab.classify('my_task.yaml', ...)); README, 'Your own classifier', shows the format")
+    for key in ("split", "exemplar_split"):
+        if getattr(d, key) is not None:
+            raise ConfigError(f"dataset.{key}={getattr(d, key)}: a classifier file has no splits; remove it (1-shot "
+                              f"examples from other labelled data: dataset.exemplar_path=FILE.jsonl or .csv)")
+    if d.options:
+        raise ConfigError(f"dataset.options={d.options}: a classifier file takes no options; remove them")
+    definition = load_classifier(d.path)
+    missing = [c for c in definition.classes if c not in definition.definitions]
+    if cfg.strategy == "detail" and missing:
+        raise ConfigError(f"{definition.path}: strategy=detail shows a definition of every class, but "
+                          f"{', '.join(map(repr, missing))} {'has' if len(missing) == 1 else 'have'} none; write "
+                          f"each class as {{name: ..., definition: ...}}, or use strategy=simple")
+    if cfg.strategy == "1shot" and not d.exemplar_path and not definition.labelled:
+        raise ConfigError(f"{definition.path}: strategy=1shot shows one labelled example per class, but its samples "
+                          f"have no labels; label them, give labelled examples as dataset.exemplar_path=FILE.jsonl "
+                          f"(or .csv), or use strategy=simple")
+    return definition
+
+
+def load_data(cfg: ClassificationConfig, definition: ClassifierDefinition | None = None
+              ) -> tuple[list[Sample], tuple[Sample, ...]]:
+    """The evaluated samples (data set order) and, for ``1shot``, one example per class drawn from the rest
+    (``definition``: the classifier file of ``dataset=classifier``, read here when not given)."""
+    d = cfg.data
+    definition = definition or classifier_definition(cfg)
+    classes = definition.classes if definition else CLASSES[d.name]
+    every = definition.samples if definition else load_samples(d.name, d.source, d.path, d.split, d.options)
     samples = select_samples(every, d.num_samples, d.sample_seed, d.balanced, classes)
     if cfg.strategy != "1shot":
         return samples, ()
     pool = every
-    if d.exemplar_path or d.exemplar_split:
+    if definition and d.exemplar_path:
+        pool = read_samples_file(d.exemplar_path, f"{definition.name}/examples", classes, definition.aliases)
+        if pool[0].gold is None:
+            raise ConfigError(f"dataset.exemplar_path={d.exemplar_path}: its samples have no labels; the 1-shot "
+                              f"examples need them (a label column or key)")
+    elif d.exemplar_path or d.exemplar_split:
         pool = load_samples(d.name, "path" if d.exemplar_path else d.source, d.exemplar_path or d.path,
                             d.exemplar_split or d.split, d.options)
     chosen = exemplars(pool, {s.sample_id for s in samples}, classes, cfg.seed)
@@ -145,12 +195,14 @@ class ClassificationTask(Task):
     index_key = "sample_index"
     unit_name = "sample"
     in_order = True  # a sample's Q prompts are neighbours and share everything up to the task sentence
-    summary_keys = ("sensitivity", "consistency", "micro_f1", "na_share", "accuracy", "num_samples")
+    summary_keys = ("sensitivity", "consistency", "micro_f1", "na_share", "accuracy", "num_samples", "noise_floor")
     input_files = (REPHRASINGS_FILE,)
 
     def __init__(self, cfg: ClassificationConfig):
         super().__init__(cfg)
         self.classes = CLASSES.get(cfg.data.name, [])
+        self.aliases: dict[str, list[str]] | None = ALIASES.get(cfg.data.name)  # other phrasings the parser accepts
+        self.definition: ClassifierDefinition | None = None  # dataset=classifier: the file (set by build_units)
         self.frame: TaskFrame | None = None
         self.rephrasings: list[str] = []
         self.rephraser_about: dict = {}
@@ -167,9 +219,13 @@ class ClassificationTask(Task):
 
     def build_units(self, progress: bool) -> list[Sample]:
         cfg = self.cfg
-        samples, examples = load_data(cfg)
-        self.frame = TaskFrame(cfg.data.name, cfg.task_sentence or TASKS[cfg.data.name], self.classes,
-                               DEFINITIONS.get(cfg.data.name, {}), examples)
+        self.definition = own = classifier_definition(cfg)
+        if own is not None:  # your own classifier: classes, definitions, aliases and task sentence from its file
+            self.classes, self.aliases = own.classes, own.aliases
+        samples, examples = load_data(cfg, own)
+        self.frame = TaskFrame(own.name if own else cfg.data.name,
+                               cfg.task_sentence or (own.task_sentence if own else TASKS[cfg.data.name]),
+                               self.classes, own.definitions if own else DEFINITIONS.get(cfg.data.name, {}), examples)
         self.rephrasings, self.rephraser_about = rephrase(cfg, self.frame.task)
         return samples
 
@@ -186,21 +242,28 @@ class ClassificationTask(Task):
         return lm.apply_chat_template(text) if self.cfg.chat_template else text
 
     def requests(self, sample: Sample, lm) -> list[Request]:
-        # each prompt is a request of its own: its greedy answer, and the class labels' log-probabilities when asked
+        # each prompt is a request of its own, sent R times (task.repeats): its greedy answer, and the class labels'
+        # log-probabilities when asked. A chat API gets the prompt text as one user message (its own template)
         out = []
         for q, sentence in enumerate(self.rephrasings):
-            text = self._text(sample, sentence, lm)
-            ids = lm.encode(text, add_special_tokens=not self.cfg.chat_template)
-            lm.check_fits(ids, self.cfg.max_new_tokens, what=f"the prompt of sample {sample.sample_id}, rephrasing {q}")
-            out.append(Request([text], [ids], self.cfg.max_new_tokens, list(self.label_ids or [])))
+            if text_only(lm):
+                text, ids = self.frame.prompt(sentence, sample.text, self.cfg.strategy), []
+            else:
+                text = self._text(sample, sentence, lm)
+                ids = lm.encode(text, add_special_tokens=not self.cfg.chat_template)
+                lm.check_fits(ids, self.cfg.max_new_tokens,
+                              what=f"the prompt of sample {sample.sample_id}, rephrasing {q}")
+            out += [Request([text], [ids] if ids else [], self.cfg.max_new_tokens, list(self.label_ids or []), r)
+                    for r in range(self.cfg.repeats)]
         return out
 
     def record(self, sample: Sample, requests: list[Request], scores: list, lm) -> dict:
         classes, all_classes = self.classes, [*self.classes, NA]
         predictions, per_rephrasing, logprobs = [], [], []
-        for q, set_scores in enumerate(scores):
-            answer = lm.decode([t for t in set_scores.responses[0] if t not in lm.eos_ids]).strip()
-            parse = parse_answer(answer, classes, ALIASES.get(self.cfg.data.name), sample.fields.get("options"))
+        repeats = self.cfg.repeats
+        for q, set_scores in enumerate(scores[::repeats]):  # repeat 0 of each rephrasing: the paper's answers
+            answer = answer_texts(set_scores, lm)[0].strip()
+            parse = parse_answer(answer, classes, self.aliases, sample.fields.get("options"))
             label = parse["label"]
             if self.label_ids is not None:
                 lp = set_scores.candidates[0].tolist()
@@ -209,11 +272,28 @@ class ClassificationTask(Task):
                 label = classes[int(np.argmax(lp))]
             else:
                 per_rephrasing.append(class_distribution([label], all_classes).tolist())
-            predictions.append({"rephrasing": q, "answer": answer, "label": label, "parse": parse})
+            prediction = {"rephrasing": q, "answer": answer, "label": label, "parse": parse}
+            if hasattr(set_scores, "answers"):  # a chat API: what answered (the served model, its fingerprint)
+                served = set_scores.answers[0]
+                prediction["served"] = [served.served_model, served.system_fingerprint]
+            if repeats > 1:  # every repeat's label, repeat 0 first (the noise floor: posixlab/metrics/noise.py)
+                prediction["repeat_labels"] = [label] + [
+                    self._label(again, lm, sample) for again in scores[q * repeats + 1:(q + 1) * repeats]]
+                prediction["repeat_answers"] = [answer] + [answer_texts(again, lm)[0].strip()
+                                                           for again in scores[q * repeats + 1:(q + 1) * repeats]]
+            predictions.append(prediction)
         distribution = np.mean(np.asarray(per_rephrasing), axis=0)
         return {"sample_id": sample.sample_id, "text": sample.text, "gold": sample.gold, "predictions": predictions,
                 "label_logprobs": logprobs or None, "distribution": distribution.tolist(),
                 "sensitivity": sensitivity(distribution)}
+
+    def _label(self, result, lm, sample: Sample) -> str:
+        """The class one answer gives: the labels' most probable (label_probs) or the parsed greedy answer."""
+        if self.label_ids is not None:
+            return self.classes[int(np.argmax(result.candidates[0]))]
+        answer = answer_texts(result, lm)[0].strip()
+        aliases = getattr(self, "aliases", ALIASES.get(self.cfg.data.name))
+        return parse_answer(answer, self.classes, aliases, sample.fields.get("options"))["label"]
 
     def progress_note(self, record: dict) -> str:
         return f"S = {record['sensitivity']:.3f}"
@@ -222,12 +302,14 @@ class ClassificationTask(Task):
         return f"{self.cfg.data.name} · {self.cfg.strategy}"
 
     def meta(self, lm) -> dict:
-        cfg = self.cfg
-        return {"task": "classification", "dataset": cfg.data.name, "dataset_source": cfg.data.source,
+        cfg, own = self.cfg, self.definition
+        # your own classifier: its name is the dataset's; classifier_file holds its path and sha256 (and its samples')
+        mine = {"dataset": own.name, "dataset_source": "file", "classifier_file": own.describe()} if own else {}
+        return {"task": "classification", "dataset": cfg.data.name, "dataset_source": cfg.data.source, **mine,
                 "strategy": cfg.strategy, "probability": cfg.probability, "frame": self.frame.describe(),
                 "max_new_tokens": cfg.max_new_tokens, "chat_template": cfg.chat_template,
                 "label_tokens": self.label_ids, "classes": [*self.classes, NA],
-                "num_rephrasings": len(self.rephrasings)}
+                "num_rephrasings": len(self.rephrasings), "repeats": cfg.repeats}
 
     @classmethod
     def summarize(cls, records: list[dict], meta: dict) -> dict:
@@ -273,8 +355,17 @@ def build_classification_summary(records: list[dict], classes: list[str], num_re
         summary["micro_f1"] = {**_stats(f1), "per_rephrasing": f1}
     else:
         summary["micro_f1"] = None
+        unlabelled = sum(g is None for g in gold)
+        summary["notes"] = [*summary.get("notes", []), (
+            "no gold labels: sensitivity S is reported; consistency C and micro-F1 need gold labels and are left out"
+            if not has_gold else f"{unlabelled} of {len(gold)} samples have no gold label: micro-F1 needs one on "
+                                 f"every sample and is left out (C uses the labelled samples)")]
     summary["na_share"] = float(np.mean([p["label"] == NA for r in records for p in r["predictions"]]))
     summary["accuracy"] = classification_accuracy(records, num_rephrasings, meta.get("seed", 0))
+    from posixlab.metrics.noise import noise_floor_from_records  # task.repeats: S and C of the repeats alone
+
+    summary["noise_floor"] = noise_floor_from_records(records, classes, meta.get("seed", 0),
+                                                      backend=(meta.get("model") or {}).get("backend"))
     return summary
 
 

@@ -63,6 +63,7 @@ class PosixConfig:
     # Summed log-likelihoods, not length-normalised: longer option texts are penalised (lm-evaluation-harness's acc)
     option_text: bool = False
     shard: str | None = None  # "K/N": run the K-th of N deterministic slices of the sets (posixlab/shards.py)
+    dry_run: bool = False  # say what the run would do (for a chat API: what it would send), do nothing
 
 
 def make_generator(cfg: PosixConfig) -> VariantGenerator:
@@ -191,7 +192,7 @@ class PosixTask(Task):
     index_key = "set_index"
     unit_name = "set"
     summary_keys = ("schema_version", "psi", "factors", "psi_reference_compat", "compute", "accuracy",
-                    "prompt_choice", "num_prompts_per_set")
+                    "prompt_choice", "most_sensitive", "num_prompts_per_set")
 
     def __init__(self, cfg: PosixConfig, given: list[UserPromptSet] | None = None):
         super().__init__(cfg)

@@ -1,0 +1,90 @@
+"""A model behind a chat API (``model=chat``): it reads messages and returns text, nothing more.
+
+It can **generate** (the greedy answer at temperature 0, seed 42 by default, both sent explicitly) but not
+**score**: a chat endpoint gives no log-probabilities of a given continuation, so ψ and ``probability=label_probs``
+are config errors before any request (``posixlab/backends.py``). Each prompt is sent as one user message; the server
+applies its own chat template (``chat_template`` does not apply).
+
+``open_chat`` asks the endpoint for its models once before any work, so a dead endpoint or a rejected key is one
+message at the start, not a failure per request.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from posixlab.chat.client import ChatClient, api_key
+from posixlab.errors import ConfigError
+from posixlab.models.capabilities import GENERATE
+from posixlab.models.loading import ModelSpec
+
+
+class ChatModel:
+    capabilities = frozenset({GENERATE})  # text only: no token ids, no log-probabilities of given text
+
+    def __init__(self, spec: ModelSpec, client: ChatClient, listed: list[str] | None):
+        self.spec = spec
+        self.client = client
+        self.name = spec.name
+        self.model = spec.server.served_name or spec.name  # what the request's "model" field says
+        self.listed = listed
+        # what the answers depend on, as far as the caller can know; the server's own report (the served model,
+        # system_fingerprint) comes with every answer and goes into the records and the summary
+        self.identity = {"backend": "chat", "name": spec.name, "model": self.model, "base_url": client.base_url,
+                         "temperature": spec.server.temperature, "seed": spec.server.seed}
+        self.forward_tokens = 0  # nothing runs here; the summary counts the endpoint's tokens instead
+        self.eos_ids = frozenset()
+        self.max_context = None
+
+    def __repr__(self) -> str:
+        return f"ChatModel(model={self.model!r}, base_url={self.client.base_url!r})"
+
+    def body(self, text: str, max_new_tokens: int) -> dict:
+        """The request body for one prompt: every parameter that matters is in it, so the cache key holds them."""
+        body = {"model": self.model, "messages": [{"role": "user", "content": text}],
+                "temperature": self.spec.server.temperature, "max_tokens": max_new_tokens}
+        if self.spec.server.seed is not None:
+            body["seed"] = self.spec.server.seed
+        return body
+
+    def close(self) -> None:
+        pass
+
+
+def check_chat(spec: ModelSpec) -> None:
+    """The chat backend's settings, before anything is built or sent."""
+    s = spec.server
+    if not spec.name:
+        raise ConfigError("model=chat needs the API's model name: model.name=NAME (e.g. model.name=gpt-4o-2024-08-06; "
+                          "for a local server, the name it serves, or any name with model.server.served_name)")
+    if s.launch:
+        raise ConfigError("model.server.launch starts a vLLM server (model.backend=vllm); for a chat endpoint give "
+                          "model.server.base_url of a running server")
+    for key in ("max_concurrency", "max_attempts"):
+        if getattr(s, key) < 1:
+            raise ConfigError(f"model.server.{key} must be at least 1, got {getattr(s, key)}")
+    if s.max_requests is not None and s.max_requests < 0:
+        raise ConfigError(f"model.server.max_requests must be 0 or more (or null: no cap), got {s.max_requests}")
+    if s.temperature < 0:
+        raise ConfigError(f"model.server.temperature must be 0 or more, got {s.temperature}")
+    for key in ("price_input_per_million", "price_output_per_million"):
+        if getattr(s, key) is not None and getattr(s, key) < 0:
+            raise ConfigError(f"model.server.{key} must be 0 or more, got {getattr(s, key)}")
+    if s.base_url is not None and not str(s.base_url).startswith(("http://", "https://")):
+        raise ConfigError(f"model.server.base_url must be an http(s) URL ending in /v1, got {s.base_url!r}")
+    api_key(s.api_key_env, s.base_url)  # OpenAI itself without a key: a config error now, not a 401 later
+
+
+def open_chat(spec: ModelSpec, cache_dir=None) -> ChatModel:
+    check_chat(spec)
+    client = ChatClient(spec.server.base_url, api_key_env=spec.server.api_key_env,
+                        timeout=spec.server.request_timeout, max_attempts=spec.server.max_attempts)
+    listed = client.models()  # the endpoint answers and accepts the key, or the run stops here
+    model = spec.server.served_name or spec.name
+    if listed is not None and model not in listed:
+        # a warning, not an error: providers route aliases and snapshots that /models does not list
+        print(f"posixlab: warning: {client.base_url} does not list {model!r} among its models "
+              f"({', '.join(listed[:8])}{' ...' if len(listed) > 8 else ''}); sending it anyway", file=sys.stderr)
+    print(f"posixlab: {spec.name} behind the chat API at {client.base_url} (temperature {spec.server.temperature}, "
+          f"seed {spec.server.seed})", file=sys.stderr)
+    return ChatModel(spec, client, listed)

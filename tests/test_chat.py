@@ -1,0 +1,311 @@
+"""Models behind a chat API (``model=chat``, posixlab/chat/): scripted servers on loopback for the faults a real server
+cannot produce on cue, the response cache (what a rerun and a resumed run send), usage and cost, dry runs, the
+request budget, and the noise floor against servers with known behaviour. The real server (llama.cpp's) is in
+tests/test_chat_llama.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from chat_server import ChatServer, completion, free_port, prompt_of
+from posixlab.classification_prompts import TASKS
+from posixlab.errors import ConfigError, ServerResponseError, ServerUnreachableError
+from posixlab.models import ModelSpec
+from posixlab.models.loading import ServerSettings
+from posixlab.rephrase import RephraserConfig
+from posixlab.runner import run
+from posixlab.tasks.classification import ClassificationConfig, ClassificationData, load_data
+
+ROOT = Path(__file__).resolve().parents[1]
+PARAPHRASES = ["Pick the right answer to this multiple-choice question.",
+               "Select the correct option for the question below.",
+               "Which option answers the question correctly?",
+               "Give the letter of the correct answer.",
+               "Find the right choice for this question."]
+
+
+@pytest.fixture(scope="module")
+def rephrasings(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("reph") / "rephrasings.jsonl"
+    path.write_text(json.dumps({"original": TASKS["mmlu_letters"], "paraphrases": PARAPHRASES}) + "\n",
+                    encoding="utf-8")
+    return path
+
+
+def chat_config(base_url: str | None, tmp_path: Path, rephrasings: Path, *, samples: int = 4, q: int = 3,
+                out: str = "run", **server) -> ClassificationConfig:
+    settings = replace(ServerSettings(base_url=base_url, api_key_env="POSIXLAB_TEST_KEY", max_attempts=3,
+                                      request_timeout=30), **server)
+    return ClassificationConfig(
+        model=ModelSpec("scripted", "api", "scripted", backend="chat", server=settings),
+        data=ClassificationData(num_samples=samples), num_rephrasings=q, output_dir=str(tmp_path / out),
+        cache_dir=str(tmp_path / "cache"),
+        rephraser=RephraserConfig(backend="file", path=str(rephrasings), min_similarity=0.0))
+
+
+def gold_of(cfg: ClassificationConfig) -> dict[str, str]:
+    """The sample text -> gold letter map a scripted server uses to answer like an oracle."""
+    samples, _ = load_data(cfg)
+    return {s.text: s.gold for s in samples}
+
+
+def oracle(gold: dict[str, str]):
+    def answer(body, n):
+        prompt = prompt_of(body)
+        return 200, {}, completion(next(g for text, g in gold.items() if text in prompt))
+    return answer
+
+
+def constant(letter: str = "B", **kw):
+    return lambda body, n: (200, {}, completion(letter, **kw))
+
+
+# --- the requests: what is sent, what comes back -----------------------------------------------------------------
+
+def test_a_run_sends_temperature_and_seed_and_records_what_answered(tmp_path, rephrasings, monkeypatch):
+    monkeypatch.setenv("POSIXLAB_TEST_KEY", "sk-secret-never-written")
+    with ChatServer(constant("B", usage=(30, 2))) as server:
+        cfg = chat_config(server.base_url, tmp_path, rephrasings, price_input_per_million=2.0,
+                          price_output_per_million=10.0)
+        summary = run(cfg, progress=False)
+    assert server.requests == 4 * 3
+    body = server.bodies[0]
+    assert body["temperature"] == 0 and body["seed"] == 42 and body["max_tokens"] == 10
+    assert body["model"] == "scripted" and len(body["messages"]) == 1 and "Here is the text:" in prompt_of(body)
+    api = summary["api"]
+    assert api["requests_sent"] == 12 and api["answers_from_cache"] == 0
+    assert api["usage_sent"] == {"prompt_tokens": 360, "completion_tokens": 24}
+    assert api["cost_sent"] == pytest.approx((360 * 2.0 + 24 * 10.0) / 1e6)
+    assert api["served"] == [{"model": "scripted", "system_fingerprint": "fp_1", "answers": 12}]
+    assert summary["sensitivity"]["mean"] == 0.0 and summary["engine"]["kind"] == "api"
+    records = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    assert all(p["label"] == "B" and p["served"] == ["scripted", "fp_1"] for r in records for p in r["predictions"])
+    # the key reaches no file: results, config, cache
+    for path in [*(tmp_path / "run").rglob("*"), *(tmp_path / "cache").rglob("*")]:
+        if path.is_file():
+            assert b"sk-secret-never-written" not in path.read_bytes(), path
+
+
+def test_a_changed_fingerprint_is_warned_about_and_listed(tmp_path, rephrasings, capsys):
+    with ChatServer(lambda body, n: (200, {}, completion("A", fingerprint="fp_1" if n <= 3 else "fp_2"))) as server:
+        summary = run(chat_config(server.base_url, tmp_path, rephrasings, max_concurrency=1), progress=False)
+    assert "system_fingerprint 'fp_2'" in capsys.readouterr().err
+    assert summary["api"]["served_changed"] and {s["system_fingerprint"]: s["answers"]
+                                                 for s in summary["api"]["served"]} == {"fp_1": 3, "fp_2": 9}
+
+
+def test_rate_limit_waits_what_retry_after_says(tmp_path, rephrasings):
+    def answer(body, n):
+        return (429, {"Retry-After": "2"}, {"error": {"message": "slow down"}}) if n == 1 else \
+            (200, {}, completion("C"))
+    with ChatServer(answer) as server:
+        summary = run(chat_config(server.base_url, tmp_path, rephrasings, samples=1, q=1, max_concurrency=1),
+                      progress=False)
+    assert server.requests == 2 and server.times[1] - server.times[0] >= 2.0
+    assert summary["api"]["requests_sent"] == 1  # the retry is the client's; one answer
+
+
+def test_a_500_then_success_is_retried(tmp_path, rephrasings):
+    answer = lambda body, n: (500, {}, {"error": {"message": "boom"}}) if n == 1 else (200, {}, completion("D"))
+    with ChatServer(answer) as server:
+        summary = run(chat_config(server.base_url, tmp_path, rephrasings, samples=1, q=1), progress=False)
+    assert server.requests == 2 and summary["num_samples"] == 1
+
+
+def test_a_rejected_key_stops_at_once_naming_the_variable(tmp_path, rephrasings):
+    with ChatServer(constant(), models_status=401) as server:
+        with pytest.raises(ServerResponseError, match=r"rejected the API key .*\$POSIXLAB_TEST_KEY"):
+            run(chat_config(server.base_url, tmp_path, rephrasings), progress=False)
+    assert server.requests == 0  # no chat request was sent: the check before any work said it
+    unauthorized = lambda body, n: (401, {}, {"error": {"message": "Incorrect API key"}})
+    with ChatServer(unauthorized) as server:  # an endpoint whose /models does not check keys
+        with pytest.raises(ServerResponseError, match="rejected the API key"):
+            run(chat_config(server.base_url, tmp_path, rephrasings, max_concurrency=1), progress=False)
+    assert server.requests == 1  # no retries of a 401, no other request after it
+
+
+def test_a_closed_port_fails_in_seconds(tmp_path, rephrasings):
+    started = time.monotonic()
+    with pytest.raises(ServerUnreachableError, match="cannot reach the chat endpoint"):
+        run(chat_config(f"http://127.0.0.1:{free_port()}/v1", tmp_path, rephrasings), progress=False)
+    assert time.monotonic() - started < 15
+    assert not (tmp_path / "run" / "samples.jsonl").exists()  # stopped before any input was built
+
+
+def test_a_malformed_body_is_one_clear_error(tmp_path, rephrasings):
+    with ChatServer(lambda body, n: (200, {}, b"{this is not json")) as server:
+        with pytest.raises(ServerResponseError, match="not a chat completion"):
+            run(chat_config(server.base_url, tmp_path, rephrasings, max_concurrency=1), progress=False)
+    with ChatServer(lambda body, n: (200, {}, {"object": "chat.completion", "choices": []})) as server:
+        with pytest.raises(ServerResponseError, match="not a chat completion"):
+            run(chat_config(server.base_url, tmp_path, rephrasings, max_concurrency=1), progress=False)
+
+
+def test_openai_itself_without_a_key_is_a_config_error(tmp_path, rephrasings, monkeypatch):
+    monkeypatch.delenv("POSIXLAB_TEST_KEY", raising=False)
+    with pytest.raises(ConfigError, match=r"needs an API key in \$POSIXLAB_TEST_KEY"):
+        run(chat_config(None, tmp_path, rephrasings), progress=False)
+
+
+def test_psi_and_label_probs_need_log_probabilities(tmp_path, rephrasings):
+    cfg = replace(chat_config("http://127.0.0.1:9/v1", tmp_path, rephrasings), probability="label_probs")
+    with pytest.raises(ConfigError, match="cannot score.*model.backend=vllm"):
+        run(cfg, progress=False)
+
+
+# --- the cache ---------------------------------------------------------------------------------------------------
+
+def test_a_rerun_sends_nothing_and_any_parameter_or_repeat_misses(tmp_path, rephrasings):
+    with ChatServer(constant("A")) as server:
+        first = run(chat_config(server.base_url, tmp_path, rephrasings), progress=False)
+        assert server.requests == 12
+        again = run(chat_config(server.base_url, tmp_path, rephrasings, out="again"), progress=False)
+        assert server.requests == 12 and again["api"]["answers_from_cache"] == 12
+        assert again["sensitivity"] == first["sensitivity"]
+        for change in ({"seed": 7}, {"temperature": 0.5}):
+            before = server.requests
+            run(chat_config(server.base_url, tmp_path, rephrasings, out=f"c{len(change)}{before}", **change),
+                progress=False)
+            assert server.requests == before + 12, change
+        before = server.requests
+        run(replace(chat_config(server.base_url, tmp_path, rephrasings, out="tokens"), max_new_tokens=11),
+            progress=False)
+        assert server.requests == before + 12
+        before = server.requests  # repeats: repeat 0 is cached, repeat 1 is new
+        run(replace(chat_config(server.base_url, tmp_path, rephrasings, out="repeats"), repeats=2), progress=False)
+        assert server.requests == before + 12
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_sending_only_what_was_missing(tmp_path, rephrasings):
+    """``kill -9`` mid-run (a real process, the real CLI), then the same command again: the answers that came back
+    before the kill are not sent again; at most max_concurrency were in flight."""
+    samples, q, concurrency = 12, 3, 2
+    with ChatServer(constant("A"), delay=0.15) as server:
+        command = [sys.executable, str(ROOT / "run.py"), "task=classification", "model=chat", "model.name=scripted",
+                   f"model.base_url={server.base_url}", f"model.max_concurrency={concurrency}",
+                   f"dataset.num_samples={samples}", f"task.num_rephrasings={q}", "rephraser=file",
+                   f"rephraser.path={rephrasings}", f"cache_dir={tmp_path / 'cache'}", "logger=none",
+                   "progress=false"]
+        env = dict(os.environ)
+        proc = subprocess.Popen(command + [f"hydra.run.dir={tmp_path / 'killed'}"], cwd=tmp_path, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while server.answered < 10 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        sent_before = server.requests
+        assert 10 <= sent_before < samples * q, "the run ended before it could be killed mid-way"
+        done = subprocess.run(command + [f"hydra.run.dir={tmp_path / 'resumed'}"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        resent = server.requests - sent_before
+    summary = json.loads((tmp_path / "resumed" / "summary.json").read_text())
+    assert summary["num_samples"] == samples
+    assert summary["api"]["requests_sent"] == resent
+    # everything answered before the kill came from the cache; only what was in flight went out again
+    assert resent <= samples * q - sent_before + concurrency
+    assert summary["api"]["answers_from_cache"] >= sent_before - concurrency
+
+
+# --- cost before and after, the budget ---------------------------------------------------------------------------
+
+def test_dry_run_counts_what_would_be_sent_and_sends_nothing(tmp_path, rephrasings):
+    with ChatServer(constant("A")) as server:
+        cfg = chat_config(server.base_url, tmp_path, rephrasings, price_input_per_million=1.0,
+                          price_output_per_million=1.0)
+        plan = run(replace(cfg, dry_run=True), progress=False)["dry_run"]
+        assert server.requests == 0 and plan["to_send"] == 12 and plan["cached"] == 0
+        assert plan["max_completion_tokens"] == 12 * 10 and plan["estimated_prompt_tokens"] > 12 * 20
+        assert plan["estimated_cost_at_most"] == pytest.approx(
+            (plan["estimated_prompt_tokens"] + plan["max_completion_tokens"]) / 1e6)
+        run(replace(cfg, num_rephrasings=2), progress=False)  # 8 of the 12 answered now
+        plan = run(replace(cfg, dry_run=True), progress=False)["dry_run"]
+        assert plan["to_send"] == 4 and plan["cached"] == 8 and server.requests == 8
+
+
+def test_max_requests_stops_cleanly_keeping_every_answer(tmp_path, rephrasings):
+    with ChatServer(constant("A")) as server:
+        capped = run(chat_config(server.base_url, tmp_path, rephrasings, max_requests=7), progress=False)
+        assert server.requests == 7 and capped["stopped"] and "max_requests=7" in capped["stopped"]
+        assert capped["num_samples"] == 2  # the samples whose three answers are all in
+        full = run(chat_config(server.base_url, tmp_path, rephrasings, out="full"), progress=False)
+        assert server.requests == 12 and full["stopped"] is None and full["num_samples"] == 4
+
+
+# --- the noise floor, against servers with known behaviour ---------------------------------------------------------
+
+def test_an_oracle_endpoint_has_no_sensitivity_and_no_floor(tmp_path, rephrasings):
+    cfg = chat_config("http://x/v1", tmp_path, rephrasings, samples=10, q=6)
+    with ChatServer(oracle(gold_of(cfg))) as server:
+        summary = run(replace(cfg, model=replace(cfg.model, server=replace(cfg.model.server,
+                                                                          base_url=server.base_url)), repeats=2),
+                      progress=False)
+    assert server.requests == 10 * 6 * 2
+    floor = summary["noise_floor"]
+    assert summary["sensitivity"]["mean"] == 0.0 and summary["micro_f1"]["mean"] == 1.0
+    assert floor["fixed_prompt"]["sensitivity"] == 0.0 and floor["rephrasings_at_equal_count"]["sensitivity"] == 0.0
+    assert floor["deterministic"]
+
+
+def test_an_endpoint_moved_by_wording_only_has_sensitivity_and_no_floor(tmp_path, rephrasings):
+    import hashlib
+
+    def by_wording(body, n):
+        digest = hashlib.sha256(prompt_of(body).encode()).digest()
+        return 200, {}, completion("ABCD"[digest[0] % 4])
+    with ChatServer(by_wording) as server:
+        summary = run(replace(chat_config(server.base_url, tmp_path, rephrasings, samples=10, q=6), repeats=2),
+                      progress=False)
+    floor = summary["noise_floor"]
+    assert floor["fixed_prompt"]["sensitivity"] == 0.0 and floor["fixed_prompt"]["flip_rate"] == 0.0
+    assert summary["sensitivity"]["mean"] > 0.3 and floor["rephrasings_at_equal_count"]["sensitivity"] > 0.1
+    assert floor["beyond_noise"]["flip_rate"]["value"] > 0.3
+
+
+def test_a_random_endpoint_has_a_floor_as_high_as_its_sensitivity(tmp_path, rephrasings):
+    rng, lock = random.Random(0), __import__("threading").Lock()
+
+    def at_random(body, n):
+        with lock:
+            return 200, {}, completion(rng.choice("ABCD"))
+    with ChatServer(at_random) as server:
+        summary = run(replace(chat_config(server.base_url, tmp_path, rephrasings, samples=60, q=6), repeats=2),
+                      progress=False)
+    floor = summary["noise_floor"]
+    assert floor["fixed_prompt"]["flip_rate"] > 0.5 and not floor["deterministic"]
+    low, high = floor["beyond_noise"]["sensitivity"]["ci95"]
+    assert low <= 0.0 <= high  # the rephrasings add nothing the noise does not explain
+    assert abs(floor["beyond_noise"]["flip_rate"]["value"]) < 0.1
+
+
+def test_answers_parse_with_the_one_parser(tmp_path, rephrasings):
+    answers = iter(["The answer is (C", "B.", "Answer: D", "I cannot tell"] * 3)
+    with ChatServer(lambda body, n: (200, {}, completion(next(answers)))) as server:
+        run(chat_config(server.base_url, tmp_path, rephrasings, max_concurrency=1), progress=False)
+    records = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    assert [p["label"] for r in records for p in r["predictions"]] == ["C", "B", "D", "N/A"] * 3
+
+
+@pytest.mark.parametrize("probability", ["greedy", "label_probs"])
+def test_in_process_the_floor_is_exactly_zero(lm, tmp_path, rephrasings, probability):
+    """transformers in this process at temperature 0, every repeat computed again (no score cache): the same
+    answers, so the floor is 0 exactly; anything else would be nondeterminism of the stack."""
+    cfg = ClassificationConfig(model=ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct"),
+                               data=ClassificationData(num_samples=2), num_rephrasings=2, repeats=2,
+                               probability=probability, output_dir=str(tmp_path / "run"), score_cache=False,
+                               rephraser=RephraserConfig(backend="file", path=str(rephrasings), min_similarity=0.0))
+    floor = run(cfg, lm=lm, progress=False)["noise_floor"]
+    assert floor["deterministic"] and floor["fixed_prompt"]["sensitivity"] == 0.0
+    assert floor["fixed_prompt"]["flip_rate"] == 0.0
