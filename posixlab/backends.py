@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from posixlab.chat import ChatEngine, ChatModel, check_chat, open_chat
 from posixlab.errors import ConfigError
 from posixlab.models import ModelSpec, TokenizedModel, load_model
-from posixlab.models.capabilities import GENERATE, SCORE
+from posixlab.models.capabilities import GENERATE, SCORE, STRUCTURED
 from posixlab.models.loading import check_spec
 from posixlab.scoring import EngineOptions, ScoreCache, ScoringEngine
 from posixlab.scoring.engine import SetScorer
@@ -67,7 +67,7 @@ register(Backend("vllm", frozenset({GENERATE, SCORE}), connect,
                  lambda lm, n, options, cache: ServerEngine(lm, n, cache), remote=True, check=_check_vllm))
 
 
-register(Backend("chat", frozenset({GENERATE}), open_chat,
+register(Backend("chat", frozenset({GENERATE, STRUCTURED}), open_chat,
                  lambda lm, n, options, cache: ChatEngine(lm, n, cache), remote=True, check=check_chat))
 
 

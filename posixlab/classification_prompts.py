@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from posixlab.data.classification import CLASSES, Sample
 from posixlab.errors import ConfigError
 
-STRATEGIES = ("simple", "detail", "1shot")
+STRATEGIES = ("simple", "detail", "1shot", "structured")  # structured: a JSON object of a schema (posixlab/structured/)
 SYSTEM = "You are a text classifier."
 
 # The task sentence of each data set: the sentence the rephraser rewrites (Q - 1 times).
@@ -98,6 +98,8 @@ class TaskFrame:
         # What every prompt shares comes first, then the text, then the task sentence (what the rephrasings change):
         # the scoring engine then runs the shared part (definitions, examples) once per wave and each text once
         # for all its rephrasings.
+        if strategy == "structured":  # the classes and their descriptions are in the schema, as instructor sends them
+            return "\n".join([SYSTEM, "", f"Here is the text: {text}", task_sentence.strip()])
         lines = [SYSTEM, f"Classes: {', '.join(self.classes)}."]
         if strategy == "detail":
             lines += ["Class definitions:"] + [f"- {c}: {self.definitions.get(c, '')}".rstrip(": ")

@@ -81,7 +81,7 @@ register_defaults()  # at import, so that compose() in tests and notebooks finds
 TASK_ONLY_KEYS = {
     "posix": {"num_sets": "its samples: dataset.num_samples", "num_variants": "its prompts: task.num_rephrasings",
               "shots": "strategy=1shot", "perturb_shots": None, "score_options": "task.probability=label_probs",
-              "option_text": None, "variant": "the task sentence's rephrasings (task.num_rephrasings)",
+              "option_text": None, "variant": "the task sentence's rephrasings (task.num_rephrasings)", "psi": None,
               "embedding": None},
 }
 
@@ -141,6 +141,10 @@ def to_classification_config(cfg: DictConfig, output_dir: str) -> Classification
         task_sentence=task["task_sentence"],
         probability=task["probability"],
         repeats=task["repeats"],
+        variants=task["variants"],
+        structured_mode=task["structured_mode"],
+        schema_reasoning=task["schema_reasoning"],
+        schema_dimensions=None if task["schema_dimensions"] is None else tuple(task["schema_dimensions"]),
         **_shared_settings(c, output_dir),
     )
 
@@ -164,6 +168,7 @@ def to_run_config(cfg: DictConfig, output_dir: str) -> PosixConfig:
         **_shared_settings(c, output_dir),
         embedding=_build(EmbeddingSpec, c["embedding"], "embedding") if c["embedding"].get("name") else None,
         score_options=c["score_options"],
+        psi=bool(c["psi"]),
         option_text=bool(c.get("option_text", False)),
     )
 
@@ -244,8 +249,17 @@ def run_posix_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str |
     run_cfg = to_run_config(cfg, output_dir)  # a config error stops the job before W&B starts
     with Tracker(resolved["logger"], resolved, output_dir, name=Path(output_dir).name, group=group) as tracker:
         summary = run(run_cfg, progress=cfg.progress)
-        figures = run_figures(load_rows(output_dir), Path(output_dir) / "figures")
+        answers_only = summary["psi"] is None  # psi=false: no ψ, so no ψ figures
+        figures = {} if answers_only else run_figures(load_rows(output_dir), Path(output_dir) / "figures")
         tracker.log_results(summary, read_sets(output_dir), figures)
+    if answers_only:
+        print(f"answers only (psi=false): {summary['num_sets']} sets · {cfg.model.name} · {cfg.dataset.name} · "
+              f"{cfg.variant.name} · {cfg.shots}-shot")
+        for line in accuracy_lines(summary.get("accuracy")) + choice_lines(summary.get("prompt_choice")) + \
+                api_lines(summary):
+            print(line)
+        print(f"results: {output_dir}")
+        return summary
     p = summary["psi"]
     sd = "n/a" if p["sd"] is None else f"{p['sd']:.4f}"
     print(f"POSIX = {p['posix']:.4f} (95% CI {p['ci95'][0]:.4f} to {p['ci95'][1]:.4f}, sd {sd}, median "

@@ -72,6 +72,8 @@ def read_sets(folder: str | Path) -> list[dict]:
 
 
 def build_summary(records: list[dict], meta: dict) -> dict:
+    if not meta.get("psi_computed", True):
+        return build_answers_summary(records, meta)
     summary = {"schema_version": SCHEMA_VERSION, **meta}
     psis = [r["psi"] for r in records]
     summary["psi"] = {**summarize(psis), "ci95": list(bootstrap_ci(psis, seed=meta.get("seed", 0)))}
@@ -106,6 +108,19 @@ def build_summary(records: list[dict], meta: dict) -> dict:
     return summary
 
 
+def build_answers_summary(records: list[dict], meta: dict) -> dict:
+    """A run without ψ (``psi=false``: greedy answers only, the only POSIX measurement a chat API allows): the
+    accuracy block (per prompt, spread, worst case, consistency rate) and the held-out prompt choice by accuracy."""
+    seed = meta.get("seed", 0)
+    return {"schema_version": SCHEMA_VERSION, **meta, "psi": None, "factors": None, "psi_reference_compat": None,
+            "most_sensitive": None, "num_sets": len(records),
+            "accuracy": accuracy_summary(records, seed=seed), "prompt_choice": prompt_choice(records, seed=seed),
+            "compute": {"engine": meta.get("engine", {}).get("kind", "in-process"),
+                        "forward_tokens": meta.get("engine", {}).get("forward_tokens"),
+                        "processed_tokens": meta.get("engine", {}).get("processed_tokens")},
+            "note": "psi=false: greedy answers only; no ψ, factors or option log-likelihoods"}
+
+
 CHOOSABLE = ("template", "format")  # variant types whose prompt j is the same prompt for every item
 
 
@@ -120,8 +135,10 @@ def prompt_choice(records: list[dict], seed: int = 0) -> dict | None:
     first = records[0]["prompts"]
     out = {"prompts": [{"kind": p["kind"], "index": p["index"]} for p in first],
            "note": "chosen on the selection half of the sets, reported on the held-out half"}
-    rows = [r.get("psi_per_prompt") or psi_per_prompt(r["logprob_matrix"], r["lengths"]) for r in records]
-    by_psi = choose_prompt(rows, higher_is_better=False, seed=seed)
+    by_psi = None
+    if all("logprob_matrix" in r for r in records):  # a run with ψ (psi=false keeps the answers only)
+        rows = [r.get("psi_per_prompt") or psi_per_prompt(r["logprob_matrix"], r["lengths"]) for r in records]
+        by_psi = choose_prompt(rows, higher_is_better=False, seed=seed)
     out["by_psi"] = by_psi
     for reading in ("by_options", "by_greedy"):
         rows = [[(a[reading] or {}).get("correct") for a in r["answers"]] for r in records if r.get("answers")]
@@ -283,6 +300,14 @@ def write_summary(folder: str | Path, summary: dict) -> None:
     (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     p, c = summary["psi"], summary["psi_reference_compat"]
     fmt = lambda v: "n/a" if v is None else f"{v:.4f}"  # noqa: E731
+    if p is None:  # psi=false: the answers alone
+        lines = [f"# Answers across prompts: {summary.get('model', {}).get('name', '?')}, "
+                 f"{summary.get('dataset', '?')}, {summary.get('variant', '?')} variants", "",
+                 f"{summary['num_sets']} prompt sets; {summary['note']}.", "",
+                 *accuracy_lines(summary.get("accuracy"), fmt), *prompt_choice_lines(summary.get("prompt_choice"), fmt),
+                 *paraphrase_quality_lines(summary.get("variant_details", {}).get("paraphrase_quality"))]
+        (folder / SUMMARY_MD).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return
     lines = [
         f"# POSIX: {summary.get('model', {}).get('name', '?')}, {summary.get('dataset', '?')}, "
         f"{summary.get('variant', '?')} variants",
@@ -371,4 +396,17 @@ def classification_summary_markdown(summary: dict) -> str:
                   f"Share of the prediction changes the rephrasings add beyond the noise: "
                   f"{'—' if share is None else f'{share:.1%}'}. {nf['stack_note'][:1].upper()}{nf['stack_note'][1:]}.",
                   *[f"Note: {note}." for note in (eq.get("note"), nf.get("note")) if note]]
+    structured = summary.get("structured")
+    if structured:
+        f = structured["failures"]
+        lines += ["", f"## Structured answers ({summary.get('structured_mode')} mode)", "",
+                  f"Answers that are no valid object of their schema (N/A in S and C): {f['rate']:.1%} "
+                  f"({', '.join(f'{k} {v}' for k, v in f['counts'].items())}).", ""]
+        if structured["per_dimension"]:
+            lines += ["| dimension | variants | S (original + variants) | C | failure rate |", "|---|---|---|---|---|"]
+            lines += [f"| {d['dimension']} | {d['num_variants']} | {_f(d['sensitivity'])} | {_f(d['consistency'])} | "
+                      f"{d['failure_rate']:.1%} |" for d in structured["per_dimension"]]
+            lines += ["", "| prompt | dimension | change | failure rate |", "|---|---|---|---|"]
+            lines += [f"| {p['prompt']} | {p['dimension']} | {str(p['change']).replace('|', '/')} | "
+                      f"{p['failure_rate']:.1%} |" for p in structured["per_prompt"]]
     return "\n".join(lines) + "\n"

@@ -100,6 +100,10 @@ class Tracker:
             return
         wandb = self.wandb
         p = summary["psi"]
+        if p is None:  # psi=false: the answers alone
+            self.run.summary.update({"num_sets": summary["num_sets"], **accuracy_metrics(summary.get("accuracy"))})
+            self._log_folder("posix-answers", {"num_sets": summary["num_sets"]})
+            return
         self.run.summary.update({
             "posix": p["posix"], "psi_mean": p["mean"], "psi_sd": p["sd"], "psi_median": p["median"],
             "psi_ci95_low": p["ci95"][0], "psi_ci95_high": p["ci95"][1], "num_sets": p["num_sets"],

@@ -274,15 +274,17 @@ def test_an_endpoint_moved_by_wording_only_has_sensitivity_and_no_floor(tmp_path
     assert floor["beyond_noise"]["flip_rate"]["value"] > 0.3
 
 
+@pytest.mark.slow  # 720 requests, one at a time
 def test_a_random_endpoint_has_a_floor_as_high_as_its_sensitivity(tmp_path, rephrasings):
-    rng, lock = random.Random(0), __import__("threading").Lock()
+    seen: dict[str, int] = {}
 
-    def at_random(body, n):
-        with lock:
-            return 200, {}, completion(rng.choice("ABCD"))
-    with ChatServer(at_random) as server:
-        summary = run(replace(chat_config(server.base_url, tmp_path, rephrasings, samples=60, q=6), repeats=2),
-                      progress=False)
+    def at_random(body, n):  # the k-th time a prompt comes, a draw seeded by (prompt, k): the same run every time
+        prompt = prompt_of(body)
+        seen[prompt] = seen.get(prompt, 0) + 1
+        return 200, {}, completion(random.Random(f"{prompt}/{seen[prompt]}").choice("ABCD"))
+    with ChatServer(at_random) as server:  # one request at a time: repeat 0 is the first to arrive
+        summary = run(replace(chat_config(server.base_url, tmp_path, rephrasings, samples=60, q=6,
+                                          max_concurrency=1), repeats=2), progress=False)
     floor = summary["noise_floor"]
     assert floor["fixed_prompt"]["flip_rate"] > 0.5 and not floor["deterministic"]
     low, high = floor["beyond_noise"]["sensitivity"]["ci95"]
@@ -309,3 +311,57 @@ def test_in_process_the_floor_is_exactly_zero(lm, tmp_path, rephrasings, probabi
     floor = run(cfg, lm=lm, progress=False)["noise_floor"]
     assert floor["deterministic"] and floor["fixed_prompt"]["sensitivity"] == 0.0
     assert floor["fixed_prompt"]["flip_rate"] == 0.0
+
+
+# --- the POSIX side without ψ (psi=false) ----------------------------------------------------------------------------
+
+def posix_config(base_url: str, tmp_path: Path, **kw):
+    from posixlab.data import DatasetSpec
+    from posixlab.tasks.posix import PosixConfig
+
+    return PosixConfig(model=chat_config(base_url, tmp_path, Path("unused")).model, dataset=DatasetSpec("mmlu"),
+                       variant="template", num_sets=4, num_variants=3, output_dir=str(tmp_path / "posix"),
+                       cache_dir=str(tmp_path / "cache"), embedding=None, **kw)
+
+
+def test_posix_needs_psi_false_on_a_chat_model(tmp_path):
+    with pytest.raises(ConfigError, match="cannot score.*psi=false"):
+        run(posix_config("http://127.0.0.1:9/v1", tmp_path), progress=False)
+
+
+def test_posix_answers_across_templates_from_a_chat_api(tmp_path):
+    """Every prompt of every template set answered once, read by the one parser: accuracy per prompt, its spread,
+    worst case, consistency and the held-out prompt choice; no ψ."""
+    def by_template(body, n):  # a model that answers right under some templates only
+        prompt = prompt_of(body)
+        return 200, {}, completion("(A)" if "Answer:" in prompt else "I am not sure")
+    with ChatServer(by_template) as server:
+        summary = run(posix_config(server.base_url, tmp_path, psi=False), progress=False)
+    assert server.requests == 4 * 4 and summary["psi"] is None and summary["engine"]["kind"] == "api"
+    greedy = summary["accuracy"]["by_greedy"]
+    assert summary["accuracy"]["by_options"] is None
+    records = [json.loads(line) for line in (tmp_path / "posix" / "sets.jsonl").read_text().splitlines()]
+    assert len(records) == 4 and all(len(r["responses"]) == 4 and "psi" not in r for r in records)
+    correct = [[a["by_greedy"]["correct"] for a in r["answers"]] for r in records]
+    assert greedy["accuracy"] == pytest.approx(sum(map(sum, correct)) / 16)
+    assert greedy["spread"]["min"] <= greedy["accuracy"] <= greedy["spread"]["max"]
+    assert summary["prompt_choice"] is not None and summary["prompt_choice"]["by_psi"] is None
+    assert (tmp_path / "posix" / "summary.md").read_text().startswith("# Answers across prompts")
+
+
+def test_psi_false_answers_are_the_greedy_answers_of_a_psi_run(lm, tmp_path):
+    """In process, psi=false runs each prompt alone and scores nothing; its greedy answers, and so its greedy
+    accuracy, are those of the full ψ run."""
+    from posixlab.data import DatasetSpec
+    from posixlab.tasks.posix import PosixConfig
+
+    spec = ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct")
+    common = dict(model=spec, dataset=DatasetSpec("mmlu"), variant="template", num_sets=3, num_variants=2,
+                  embedding=None, score_cache=False)
+    full = run(PosixConfig(**common, output_dir=str(tmp_path / "full")), lm=lm, progress=False)
+    answers = run(PosixConfig(**common, output_dir=str(tmp_path / "answers"), psi=False), lm=lm, progress=False)
+    texts = lambda folder: [[x["text"] for x in json.loads(line)["responses"]]  # noqa: E731
+                            for line in (tmp_path / folder / "sets.jsonl").read_text().splitlines()]
+    assert texts("answers") == texts("full")
+    assert answers["accuracy"]["by_greedy"] == full["accuracy"]["by_greedy"]
+    assert answers["psi"] is None and full["psi"]["posix"] > 0

@@ -30,8 +30,9 @@ OPENAI_URL = "https://api.openai.com/v1"
 class ChatAnswer:
     """One response: its text and what the server reported with it."""
 
-    text: str
+    text: str  # the message's content; in tools mode, the first tool call's arguments (JSON text)
     finish_reason: str | None = None
+    tool: str | None = None  # the function the model called (tools mode)
     served_model: str | None = None  # the response's ``model`` field: what actually answered
     system_fingerprint: str | None = None
     prompt_tokens: int = 0
@@ -39,13 +40,14 @@ class ChatAnswer:
     cached: bool = field(default=False, compare=False)  # read from the response cache, not sent this run
 
     def to_dict(self) -> dict:
-        return {"text": self.text, "finish_reason": self.finish_reason, "served_model": self.served_model,
+        return {"text": self.text, "tool": self.tool, "finish_reason": self.finish_reason,
+                "served_model": self.served_model,
                 "system_fingerprint": self.system_fingerprint, "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens}
 
     @classmethod
     def from_dict(cls, d: dict, cached: bool = False) -> ChatAnswer:
-        return cls(**d, cached=cached)
+        return cls(**{"tool": None, **d}, cached=cached)
 
 
 def api_key(api_key_env: str, base_url: str | None) -> str:
@@ -112,7 +114,12 @@ class ChatClient:
         if not isinstance(choices, list) or not choices or getattr(choices[0], "message", None) is None:
             raise self._malformed(f"no choices[0].message in {str(reply)[:200]!r}")
         usage = getattr(reply, "usage", None)
-        return ChatAnswer(text=choices[0].message.content or "", finish_reason=choices[0].finish_reason,
+        message = choices[0].message
+        text, tool = message.content or "", None
+        calls = getattr(message, "tool_calls", None) or []
+        if calls and getattr(calls[0], "function", None) is not None:  # tools mode: the call's arguments are the answer
+            text, tool = calls[0].function.arguments or "", calls[0].function.name
+        return ChatAnswer(text=text, tool=tool, finish_reason=choices[0].finish_reason,
                           served_model=getattr(reply, "model", None),
                           system_fingerprint=getattr(reply, "system_fingerprint", None),
                           prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),

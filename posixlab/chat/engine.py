@@ -13,6 +13,7 @@ once, with one message, after saving what had already come back.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -53,14 +54,14 @@ class ChatEngine:
     # --- what a run would send ---------------------------------------------------------------------------------------
     def jobs(self, requests) -> list[tuple[int, int, dict, int]]:
         """(request index, prompt index, body, repeat) for every prompt of every request."""
-        return [(i, k, self.lm.body(text, self.max_new_tokens), request.repeat)
+        return [(i, k, self.lm.body(text, self.max_new_tokens, request.structured), request.repeat)
                 for i, request in enumerate(requests) for k, text in enumerate(request.texts)]
 
     def plan(self, requests) -> dict:
         """What ``answer_sets`` would send, after cache hits, with an estimate of the tokens (``dry_run``)."""
         todo = [(body, repeat) for _, _, body, repeat in self.jobs(requests)
                 if self.cache is None or self.cache.get(self.lm.client.base_url, body, repeat) is None]
-        chars = sum(len(m["content"]) for body, _ in todo for m in body["messages"])
+        chars = sum(len(json.dumps({k: v for k, v in body.items() if k != "model"})) for body, _ in todo)
         return {"requests": len(self.jobs(requests)), "to_send": len(todo),
                 "cached": len(self.jobs(requests)) - len(todo),
                 "estimated_prompt_tokens": -(-chars // CHARS_PER_TOKEN),

@@ -15,12 +15,13 @@ import sys
 
 from posixlab.chat.client import ChatClient, api_key
 from posixlab.errors import ConfigError
-from posixlab.models.capabilities import GENERATE
+from posixlab.models.capabilities import GENERATE, STRUCTURED
 from posixlab.models.loading import ModelSpec
 
 
 class ChatModel:
-    capabilities = frozenset({GENERATE})  # text only: no token ids, no log-probabilities of given text
+    # text only (no token ids, no log-probabilities of given text); JSON objects of a schema through instructor
+    capabilities = frozenset({GENERATE, STRUCTURED})
 
     def __init__(self, spec: ModelSpec, client: ChatClient, listed: list[str] | None):
         self.spec = spec
@@ -39,10 +40,14 @@ class ChatModel:
     def __repr__(self) -> str:
         return f"ChatModel(model={self.model!r}, base_url={self.client.base_url!r})"
 
-    def body(self, text: str, max_new_tokens: int) -> dict:
-        """The request body for one prompt: every parameter that matters is in it, so the cache key holds them."""
-        body = {"model": self.model, "messages": [{"role": "user", "content": text}],
-                "temperature": self.spec.server.temperature, "max_tokens": max_new_tokens}
+    def body(self, text: str, max_new_tokens: int, structured=None) -> dict:
+        """The request body for one prompt: every parameter that matters is in it, so the cache key holds them.
+        ``structured`` (a ``ClassifierSchema``): the messages, ``response_format`` or ``tools`` that ``instructor``
+        sends for it, in its mode."""
+        messages = [{"role": "user", "content": text}]
+        extra = structured.request_kwargs(messages) if structured is not None else {"messages": messages}
+        body = {"model": self.model, **extra, "temperature": self.spec.server.temperature,
+                "max_tokens": max_new_tokens}
         if self.spec.server.seed is not None:
             body["seed"] = self.spec.server.seed
         return body

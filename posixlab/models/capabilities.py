@@ -3,3 +3,4 @@
 
 GENERATE = "generate"  # greedy text for a prompt: every model
 SCORE = "score"  # log P(continuation | prompt) on token ids: in-process transformers, vLLM
+STRUCTURED = "structured"  # a JSON object of a given schema through instructor (strategy=structured): chat APIs

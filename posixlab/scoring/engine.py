@@ -43,18 +43,28 @@ SHARING_MIN_SAVING = 64
 
 @dataclass
 class EngineOptions:
-    """How much work one forward pass and one wave may hold. The defaults suit a laptop CPU."""
+    """How much work one forward pass and one wave may hold. The defaults suit a laptop CPU and any GPU that holds
+    the model plus 8 GB.
+
+    Every default is a fixed number, so one configuration cuts the same batches on every run and every machine of
+    a device type (and batches change a log-probability by float rounding only). ``gpu_memory_gb=None`` restores
+    the old sizing from the GPU memory free at run time, which is not reproducible: two runs of one configuration
+    can batch differently (another process holding memory, a larger card)."""
 
     batch_tokens: int | None = None  # tokens (padding included) per forward pass; None: 4096 on CPU, 32768 on GPU
-    memory_gb: float | None = None  # key/value caches held by a wave + one pass's logits; None: 2 on CPU, half the free GPU memory
+    memory_gb: float | None = None  # key/value caches held by a wave + one pass's logits; None: 2 on CPU, gpu_memory_gb on a GPU
+    gpu_memory_gb: float | None = 8.0  # the GPU budget when memory_gb is unset; None: half the free GPU memory at run time (not reproducible)
     max_wave_rows: int = 128  # prompts per wave at most; more rows make decoding cheaper per token
 
     def resolve(self, device: torch.device) -> tuple[int, int]:
-        """(batch_tokens, memory budget in bytes) for ``device``."""
+        """(batch_tokens, memory budget in bytes) for ``device``: a function of the options and the device type
+        only, unless ``gpu_memory_gb`` is None on a GPU (then half the memory free now)."""
         gpu = device.type == "cuda"
         tokens = self.batch_tokens or (32768 if gpu else 4096)
         if self.memory_gb is not None:
             memory = int(self.memory_gb * 2**30)
+        elif gpu and self.gpu_memory_gb is not None:
+            memory = int(self.gpu_memory_gb * 2**30)
         elif gpu:
             memory = torch.cuda.mem_get_info(device)[0] // 2
         else:

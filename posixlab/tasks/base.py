@@ -30,6 +30,7 @@ class Request:
     max_new_tokens: int
     candidates: list[list[int]] = field(default_factory=list)
     repeat: int = 0  # the same request sent again (task.repeats): part of a chat API's cache key
+    structured: object = None  # a ``ClassifierSchema``: the answer is a JSON object of that schema (strategy=structured)
 
 
 def answer_texts(result, lm) -> list[str]:

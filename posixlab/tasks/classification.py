@@ -20,18 +20,21 @@ from pathlib import Path
 import numpy as np
 
 from posixlab.answers import accuracy_summary, parse_answer
+from posixlab.backends import text_only
 from posixlab.classification_prompts import DEFINITIONS, STRATEGIES, TASKS, TaskFrame
 from posixlab.data.classification import ALIASES, CLASSES, Sample, exemplars, load_samples, select_samples
 from posixlab.data.classifier_file import ClassifierDefinition, load_classifier, read_samples_file
 from posixlab.errors import ConfigError
 from posixlab.metrics.classification import NA, class_distribution, consistency, micro_f1, sensitivity
+from posixlab.metrics.noise import noise_floor_from_records
 from posixlab.models import ModelSpec
+from posixlab.models.capabilities import STRUCTURED
 from posixlab.paths import default_cache_dir
 from posixlab.rephrase import RephraserConfig, make_paraphrase_source
 from posixlab.results import REPHRASINGS_FILE, SAMPLES_FILE, write_classification_summary
 from posixlab.scoring import EngineOptions
 from posixlab.shards import parse_shard
-from posixlab.backends import text_only
+from posixlab.structured.summary import structured_summary
 from posixlab.tasks.base import GENERATE, SCORE, Request, Task, answer_texts
 
 PROBABILITY_MODES = ("greedy", "label_probs")
@@ -71,6 +74,11 @@ class ClassificationConfig:
     rephraser: RephraserConfig = field(default_factory=lambda: RephraserConfig(min_similarity=0.0))
     shard: str | None = None  # "K/N": the K-th of N slices of the samples (posixlab/shards.py)
     repeats: int = 1  # R: every prompt sent R times; R >= 2 gives the noise floor (the same prompt, answered again)
+    # strategy=structured: the answer is a JSON object of a schema built as instructor builds it (posixlab/structured/)
+    variants: str = "sentence"  # what the Q prompts vary: sentence (the task sentence's rephrasings) | schema
+    structured_mode: str = "json_schema"  # instructor's mode: json_schema | json | tools
+    schema_reasoning: str | None = None  # None | before | after: a reasoning field beside the label
+    schema_dimensions: tuple[str, ...] | None = None  # variants=schema: the dimensions varied; None: all that apply
     dry_run: bool = False  # say what the run would send (chat APIs: requests after cache hits, tokens), send nothing
 
 
@@ -80,6 +88,18 @@ def check(cfg: ClassificationConfig) -> None:
         raise ConfigError(f"unknown strategy {cfg.strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if cfg.probability not in PROBABILITY_MODES:
         raise ConfigError(f"probability must be one of {', '.join(PROBABILITY_MODES)}, got {cfg.probability!r}")
+    if cfg.variants not in ("sentence", "schema"):
+        raise ConfigError(f"task.variants must be sentence (rephrasings of the task sentence) or schema (variants of "
+                          f"the answer's JSON schema), got {cfg.variants!r}")
+    if cfg.variants == "schema" and cfg.strategy != "structured":
+        raise ConfigError("task.variants=schema varies the answer's JSON schema: it needs strategy=structured")
+    if cfg.strategy == "structured":
+        from posixlab.structured.schema import MODES, REASONING
+
+        if cfg.structured_mode not in MODES:
+            raise ConfigError(f"task.structured_mode must be one of {', '.join(MODES)}, got {cfg.structured_mode!r}")
+        if cfg.schema_reasoning not in REASONING:
+            raise ConfigError(f"task.schema_reasoning must be null, before or after, got {cfg.schema_reasoning!r}")
     if cfg.repeats < 1:
         raise ConfigError(f"task.repeats (R) must be at least 1, got {cfg.repeats}")
     if cfg.num_rephrasings < 1:
@@ -178,6 +198,12 @@ def label_continuations(lm, prompt: str, classes: list[str], chat_template: bool
     return out
 
 
+def structured_tokens(max_new_tokens: int, schema) -> int:
+    """The response length for a JSON answer: at least 64 tokens (an object with a label), 256 with a reasoning
+    field; ``max_new_tokens`` when larger. A cut-off object is invalid JSON, counted as a failure, never repaired."""
+    return max(max_new_tokens, 256 if schema.reasoning is not None else 64)
+
+
 def label_distribution(logprobs: list[float]) -> list[float]:
     """Label log-probabilities normalised into a distribution over the classes (softmax), in float64.
 
@@ -195,7 +221,8 @@ class ClassificationTask(Task):
     index_key = "sample_index"
     unit_name = "sample"
     in_order = True  # a sample's Q prompts are neighbours and share everything up to the task sentence
-    summary_keys = ("sensitivity", "consistency", "micro_f1", "na_share", "accuracy", "num_samples", "noise_floor")
+    summary_keys = ("sensitivity", "consistency", "micro_f1", "na_share", "accuracy", "num_samples", "noise_floor",
+                    "structured")
     input_files = (REPHRASINGS_FILE,)
 
     def __init__(self, cfg: ClassificationConfig):
@@ -207,11 +234,14 @@ class ClassificationTask(Task):
         self.rephrasings: list[str] = []
         self.rephraser_about: dict = {}
         self.label_ids: list[list[int]] | None = None
+        self.schemas: list = []  # strategy=structured: each prompt's SchemaVariant (posixlab/structured/)
 
     def check(self) -> None:
         check(self.cfg)
 
     def needs(self) -> dict[str, str]:
+        if self.cfg.strategy == "structured":  # in-process and vLLM constrained decoding: not built yet
+            return {GENERATE: "the answers", STRUCTURED: "strategy=structured (a JSON object of the schema)"}
         if self.cfg.probability == "label_probs":
             return {GENERATE: "the answers", SCORE: "probability=label_probs (the class labels' log-probabilities)"}
         # the greedy answers need text only; the engines that run them today also score (label tokens unused)
@@ -226,12 +256,34 @@ class ClassificationTask(Task):
         self.frame = TaskFrame(own.name if own else cfg.data.name,
                                cfg.task_sentence or (own.task_sentence if own else TASKS[cfg.data.name]),
                                self.classes, own.definitions if own else DEFINITIONS.get(cfg.data.name, {}), examples)
-        self.rephrasings, self.rephraser_about = rephrase(cfg, self.frame.task)
+        self.schemas = self._schemas()
+        if cfg.variants == "schema":  # the task sentence is held; the Q prompts are the schema's variants
+            self.rephrasings = [self.frame.task] * len(self.schemas)
+            self.rephraser_about = {"rephraser": None, "variants": "schema"}
+        else:
+            self.rephrasings, self.rephraser_about = rephrase(cfg, self.frame.task)
         return samples
+
+    def _schemas(self) -> list:
+        """strategy=structured: the schema of each of the Q prompts (variants=schema: the original and Q - 1
+        variants, ``SchemaVariant``s; otherwise the one schema, held); [] for free-text strategies."""
+        cfg = self.cfg
+        if cfg.strategy != "structured":
+            return []
+        from posixlab.structured.schema import ClassifierSchema
+        from posixlab.structured.variants import SchemaVariant, schema_variants
+
+        base = ClassifierSchema(classes=tuple(self.classes), descriptions=dict(self.frame.definitions),
+                                reasoning=cfg.schema_reasoning, mode=cfg.structured_mode)
+        if cfg.variants == "schema":
+            dims = tuple(cfg.schema_dimensions) if cfg.schema_dimensions else None
+            return schema_variants(base, cfg.num_rephrasings, cfg.seed, dims)
+        return [SchemaVariant(base, "original", "none")] * cfg.num_rephrasings
 
     def prepare(self, lm, units: list[Sample], out: Path) -> None:
         (out / REPHRASINGS_FILE).write_text(json.dumps(
-            {"original": self.frame.task, "rephrasings": self.rephrasings, "rephraser": self.rephraser_about},
+            {"original": self.frame.task, "rephrasings": self.rephrasings, "rephraser": self.rephraser_about,
+             "schemas": [v.to_dict() for v in self.schemas] or None},
             indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         if self.cfg.probability == "label_probs" and units:
             first = self._text(units[0], self.rephrasings[0], lm)
@@ -253,7 +305,9 @@ class ClassificationTask(Task):
                 ids = lm.encode(text, add_special_tokens=not self.cfg.chat_template)
                 lm.check_fits(ids, self.cfg.max_new_tokens,
                               what=f"the prompt of sample {sample.sample_id}, rephrasing {q}")
-            out += [Request([text], [ids] if ids else [], self.cfg.max_new_tokens, list(self.label_ids or []), r)
+            schema = self.schemas[q].schema if self.schemas else None
+            length = self.cfg.max_new_tokens if schema is None else structured_tokens(self.cfg.max_new_tokens, schema)
+            out += [Request([text], [ids] if ids else [], length, list(self.label_ids or []), r, schema)
                     for r in range(self.cfg.repeats)]
         return out
 
@@ -263,7 +317,7 @@ class ClassificationTask(Task):
         repeats = self.cfg.repeats
         for q, set_scores in enumerate(scores[::repeats]):  # repeat 0 of each rephrasing: the paper's answers
             answer = answer_texts(set_scores, lm)[0].strip()
-            parse = parse_answer(answer, classes, self.aliases, sample.fields.get("options"))
+            parse = self._parse(answer, sample, q)
             label = parse["label"]
             if self.label_ids is not None:
                 lp = set_scores.candidates[0].tolist()
@@ -278,7 +332,7 @@ class ClassificationTask(Task):
                 prediction["served"] = [served.served_model, served.system_fingerprint]
             if repeats > 1:  # every repeat's label, repeat 0 first (the noise floor: posixlab/metrics/noise.py)
                 prediction["repeat_labels"] = [label] + [
-                    self._label(again, lm, sample) for again in scores[q * repeats + 1:(q + 1) * repeats]]
+                    self._label(again, lm, sample, q) for again in scores[q * repeats + 1:(q + 1) * repeats]]
                 prediction["repeat_answers"] = [answer] + [answer_texts(again, lm)[0].strip()
                                                            for again in scores[q * repeats + 1:(q + 1) * repeats]]
             predictions.append(prediction)
@@ -287,13 +341,21 @@ class ClassificationTask(Task):
                 "label_logprobs": logprobs or None, "distribution": distribution.tolist(),
                 "sensitivity": sensitivity(distribution)}
 
-    def _label(self, result, lm, sample: Sample) -> str:
+    def _parse(self, answer: str, sample: Sample, q: int) -> dict:
+        """The parse record of one answer: the one parser's (free text), or the schema check (structured: an answer
+        that is not a valid object of its schema is N/A, with the failure named)."""
+        if not self.schemas:
+            return parse_answer(answer, self.classes, self.aliases, sample.fields.get("options"))
+        from posixlab.structured.schema import check_answer
+
+        label, failure = check_answer(answer, self.schemas[q].schema)
+        return {"label": NA if label is None else label, "rule": "schema", "failure": failure}
+
+    def _label(self, result, lm, sample: Sample, q: int) -> str:
         """The class one answer gives: the labels' most probable (label_probs) or the parsed greedy answer."""
         if self.label_ids is not None:
             return self.classes[int(np.argmax(result.candidates[0]))]
-        answer = answer_texts(result, lm)[0].strip()
-        aliases = getattr(self, "aliases", ALIASES.get(self.cfg.data.name))
-        return parse_answer(answer, self.classes, aliases, sample.fields.get("options"))["label"]
+        return self._parse(answer_texts(result, lm)[0].strip(), sample, q)["label"]
 
     def progress_note(self, record: dict) -> str:
         return f"S = {record['sensitivity']:.3f}"
@@ -309,7 +371,10 @@ class ClassificationTask(Task):
                 "strategy": cfg.strategy, "probability": cfg.probability, "frame": self.frame.describe(),
                 "max_new_tokens": cfg.max_new_tokens, "chat_template": cfg.chat_template,
                 "label_tokens": self.label_ids, "classes": [*self.classes, NA],
-                "num_rephrasings": len(self.rephrasings), "repeats": cfg.repeats}
+                "num_rephrasings": len(self.rephrasings), "repeats": cfg.repeats, "variants": cfg.variants,
+                "schema_dimensions": [v.dimension for v in self.schemas] or None,
+                "schema_changes": [v.change for v in self.schemas] or None,
+                "structured_mode": cfg.structured_mode if self.schemas else None}
 
     @classmethod
     def summarize(cls, records: list[dict], meta: dict) -> dict:
@@ -362,10 +427,11 @@ def build_classification_summary(records: list[dict], classes: list[str], num_re
                                  f"every sample and is left out (C uses the labelled samples)")]
     summary["na_share"] = float(np.mean([p["label"] == NA for r in records for p in r["predictions"]]))
     summary["accuracy"] = classification_accuracy(records, num_rephrasings, meta.get("seed", 0))
-    from posixlab.metrics.noise import noise_floor_from_records  # task.repeats: S and C of the repeats alone
-
+    # task.repeats: S and C of the repeats alone, beside the rephrasings'
     summary["noise_floor"] = noise_floor_from_records(records, classes, meta.get("seed", 0),
                                                       backend=(meta.get("model") or {}).get("backend"))
+    summary["structured"] = structured_summary(records, classes, meta.get("schema_dimensions"),
+                                               meta.get("schema_changes"))
     return summary
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from posixlab.answers import candidate_strings, set_answers
+from posixlab.backends import text_only
 from posixlab.data import DatasetSpec, load_items, select_items
 from posixlab.data.exemplars import exemplar_pool
 from posixlab.data.prompt_sets import UserPromptSet, read_prompt_set_file
@@ -27,7 +28,7 @@ from posixlab.rephrase import RephraserConfig, make_paraphrase_source
 from posixlab.results import SETS_FILE, build_summary, write_summary
 from posixlab.scoring import EngineOptions
 from posixlab.shards import parse_shard
-from posixlab.tasks.base import GENERATE, SCORE, Request, Task
+from posixlab.tasks.base import GENERATE, SCORE, Request, Task, answer_texts
 from posixlab.variants import VARIANT_TYPES, PromptSet, PromptVariant, VariantGenerator, get_variant_generator
 
 USER_SETS = "prompt_sets"  # the data set name of the user's own prompt sets (conf/dataset/prompt_sets.yaml)
@@ -64,6 +65,9 @@ class PosixConfig:
     option_text: bool = False
     shard: str | None = None  # "K/N": run the K-th of N deterministic slices of the sets (posixlab/shards.py)
     dry_run: bool = False  # say what the run would do (for a chat API: what it would send), do nothing
+    # False: greedy answers only (no ψ, no option log-likelihoods): what a text-only model (a chat API) allows, and a
+    # cheap accuracy run for any model: every prompt is answered once, nothing is scored
+    psi: bool = True
 
 
 def make_generator(cfg: PosixConfig) -> VariantGenerator:
@@ -186,6 +190,35 @@ def _set_record(prompt_set: PromptSet, model_texts, prompt_ids, scores, lm, max_
     }
 
 
+def _answers_record(prompt_set: PromptSet, requests: list[Request], results: list, lm, lead: str) -> dict:
+    """A set's record without ψ (``psi=false``): every prompt's greedy answer and its reading against the gold answer.
+    The same keys as a ψ record where they apply; no matrix, ψ or factors."""
+    texts = [answer_texts(result, lm)[0] for result in results]
+    responses = []
+    for text, result in zip(texts, results):
+        response = {"text": text}
+        if hasattr(result, "responses"):  # token ids, where the model has them
+            ids = result.responses[0]
+            response.update({"token_ids": ids, "length": len(ids), "ends_with_eos": bool(ids) and ids[-1] in lm.eos_ids})
+        elif getattr(result, "answers", None):  # a chat API: what answered
+            answer = result.answers[0]
+            response.update({"finish_reason": answer.finish_reason, "served": [answer.served_model,
+                                                                               answer.system_fingerprint]})
+        responses.append(response)
+    item = prompt_set.item
+    return {
+        "set_id": prompt_set.set_id, "item_id": item.item_id, "subject": item.subject, "answer": item.answer,
+        "variant_type": prompt_set.variant_type, "max_new_tokens": requests[0].max_new_tokens,
+        "exemplars": [ex.item_id for ex in prompt_set.shots],
+        "prompts": [{**p.to_dict(), "model_text": request.texts[0] if request.texts[0] != p.text else None,
+                     "num_tokens": len(request.ids[0]) if request.ids else None}
+                    for p, request in zip(prompt_set.prompts, requests)],
+        "responses": responses,
+        "answers": set_answers(item.options, item.answer, [p.record for p in prompt_set.prompts], texts, [], None,
+                               lead),
+    }
+
+
 class PosixTask(Task):
     name = "posix"
     records_file = SETS_FILE
@@ -206,19 +239,27 @@ class PosixTask(Task):
 
     def needs(self) -> dict[str, str]:
         # ψ scores every response under every prompt; option scoring reads each option's log-likelihood
-        return {GENERATE: "greedy responses", SCORE: "ψ (every response scored under every prompt of its set)"}
+        if not self.cfg.psi:
+            return {GENERATE: "greedy responses"}
+        return {GENERATE: "greedy responses",
+                SCORE: "ψ (every response scored under every prompt of its set; psi=false runs the greedy answers "
+                       "alone: accuracy per prompt, its spread, worst case, consistency)"}
 
     def build_units(self, progress: bool) -> list[PromptSet]:
         sets, self.about = build_prompt_sets(self.cfg, progress, self.given)
         return sets
 
     def prepare(self, lm, units: list[PromptSet], out: Path) -> None:
-        self.embedder = SentenceEmbedder(self.cfg.embedding) if self.cfg.embedding is not None else None
+        # responses are embedded for a factor of ψ (semantic coherence): not needed without ψ
+        use = self.cfg.embedding is not None and self.cfg.psi
+        self.embedder = SentenceEmbedder(self.cfg.embedding) if use else None
 
     def requests(self, prompt_set: PromptSet, lm) -> list[Request]:
         cfg = self.cfg
         # a set may carry its own response length (user prompt sets); every other set takes the run's
         length = prompt_set.item.meta.get("max_new_tokens") or cfg.max_new_tokens
+        if not cfg.psi:  # answers only: one request per prompt (a set of one needs no scoring)
+            return self._answer_requests(prompt_set, lm, length)
         texts = [lm.apply_chat_template(p.messages()) if cfg.chat_template else p.text for p in prompt_set.prompts]
         ids = [lm.encode(t, add_special_tokens=not cfg.chat_template) for t in texts]
         for k, prompt in enumerate(ids):
@@ -228,18 +269,34 @@ class PosixTask(Task):
         options = self._continuations(prompt_set)
         return [Request(texts, ids, length, [lm.encode(c, add_special_tokens=False) for c in options])]
 
+    def _answer_requests(self, prompt_set: PromptSet, lm, length: int) -> list[Request]:
+        if text_only(lm):  # a chat API: each prompt as the text of one user message (exemplars inline)
+            return [Request([p.text], [], length) for p in prompt_set.prompts]
+        out = []
+        for k, p in enumerate(prompt_set.prompts):
+            text = lm.apply_chat_template(p.messages()) if self.cfg.chat_template else p.text
+            ids = lm.encode(text, add_special_tokens=not self.cfg.chat_template)
+            lm.check_fits(ids, length, what=f"prompt {k} of set {prompt_set.set_id}")
+            out.append(Request([text], [ids], length))
+        return out
+
     def _continuations(self, prompt_set: PromptSet) -> list[str]:
-        if not self.cfg.score_options or prompt_set.item.answer is None:
+        if not self.cfg.psi or not self.cfg.score_options or prompt_set.item.answer is None:
             return []
         return candidate_strings(prompt_set.item.options, [v.record for v in prompt_set.prompts], self.lead,
                                  self.cfg.option_text)
 
     def record(self, prompt_set: PromptSet, requests: list[Request], scores: list, lm) -> dict:
+        if not self.cfg.psi:
+            return _answers_record(prompt_set, requests, scores, lm, self.lead)
         (request,), (set_scores,) = requests, scores
         return _set_record(prompt_set, request.texts, request.ids, set_scores, lm, request.max_new_tokens,
                            self.embedder, self._continuations(prompt_set), self.lead, self.cfg.option_text)
 
     def progress_note(self, record: dict) -> str:
+        if "psi" not in record:
+            greedy = [a["by_greedy"]["correct"] for a in record.get("answers") or []]
+            return f"correct {sum(map(bool, greedy))}/{len(greedy)}" if greedy else ""
         return f"ψ = {record['psi']:.3f}"
 
     def describe(self) -> str:
@@ -249,7 +306,8 @@ class PosixTask(Task):
         cfg = self.cfg
         return {"dataset": cfg.dataset.name, "dataset_source": cfg.dataset.source, "variant": cfg.variant,
                 "max_new_tokens": cfg.max_new_tokens, "chat_template": cfg.chat_template,
-                "embedding": self.embedder.identity if self.embedder is not None else None, **self.about}
+                "embedding": self.embedder.identity if self.embedder is not None else None, "psi_computed": cfg.psi,
+                **self.about}
 
     @classmethod
     def summarize(cls, records: list[dict], meta: dict) -> dict:

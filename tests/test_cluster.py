@@ -1,0 +1,56 @@
+"""The cluster path, run here: a sharded cell launched as a submitit job array through Hydra's submitit launcher
+(``hydra/launcher=submitit_local``: submitit's local executor, each shard a process of its own), then ``posixlab
+merge``. ``hydra/launcher=slurm`` goes through the same launcher class and the same submitit calls; only the
+executor (sbatch on a SLURM cluster) differs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from posixlab.results import read_sets
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # each job is a process loading the packaged model (~1 min for the array on 2 cores)
+
+# the smallest cell that still gives one shard two sets (3 sets cut in 2): 3 prompts a set, 2 new tokens
+CELL = ["num_sets=3", "num_variants=2", "max_new_tokens=2", "embedding=none", "logger=none", "variant=spelling",
+        "score_cache=false", "progress=false"]
+
+
+def posixlab(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return proc
+
+
+def test_a_sharded_cell_as_a_submitit_job_array_merges_into_the_single_run(tmp_path):
+    sweep = tmp_path / "sweep"
+    posixlab("-m", "hydra/launcher=submitit_local", "shard=1/2,2/2", *CELL, f"hydra.sweep.dir={sweep}")
+    # submitit ran the jobs: one job folder each, with its log and pickled result
+    assert len(list((sweep / ".submitit").glob("*/*_result.pkl"))) == 2
+    shards = sorted(p.parent for p in sweep.glob("*/summary.json"))
+    assert [json.loads((s / "summary.json").read_text())["shard"]["index"] for s in shards] == [1, 2]
+
+    merged = tmp_path / "merged"
+    proc = posixlab("merge", str(merged), *map(str, shards))
+    assert "3 sets from 2 shards" in proc.stdout
+
+    whole = tmp_path / "whole"
+    posixlab(*CELL, f"hydra.run.dir={whole}")
+    one, joined = json.loads((whole / "summary.json").read_text()), json.loads((merged / "summary.json").read_text())
+    assert joined["config_fingerprint"] == one["config_fingerprint"]
+    assert joined["psi"]["num_sets"] == 3
+    assert joined["psi"]["posix"] == pytest.approx(one["psi"]["posix"], abs=1e-4)
+    for a, b in zip(read_sets(whole), read_sets(merged), strict=True):
+        assert a["item_id"] == b["item_id"]
+        assert [r["token_ids"] for r in a["responses"]] == [r["token_ids"] for r in b["responses"]]
+        # each shard batches its own sets: scores within float32 rounding (tests/test_shards.py)
+        assert np.abs(np.array(a["logprob_matrix"]) - np.array(b["logprob_matrix"])).max() < 1e-4
+        assert a["psi"] == pytest.approx(b["psi"], abs=1e-4)

@@ -1,0 +1,197 @@
+"""Structured outputs (strategy=structured, posixlab/structured/): schemas as instructor builds them, schema variants
+with exactly the change they record, instructor's requests per mode, failures counted per prompt and per dimension
+against a scripted server, and a real llama.cpp server's JSON mode."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from chat_server import ChatServer, completion
+from posixlab.errors import ConfigError
+from posixlab.models import ModelSpec
+from posixlab.models.loading import ServerSettings
+from posixlab.runner import run
+from posixlab.structured.schema import ClassifierSchema, check_answer
+from posixlab.structured.variants import schema_variants
+from posixlab.tasks.classification import ClassificationConfig, ClassificationData
+
+BASE = ClassifierSchema(classes=("Number", "Entity", "Person"),
+                        descriptions={"Number": "a number", "Entity": "entity", "Person": "a person"})
+
+CLASSIFIER = """
+name: trec_mini
+task: Classify the question by the kind of answer it asks for.
+classes:
+  - {name: Number, definition: a number}
+  - {name: Entity, definition: entity}
+  - {name: Person, definition: a person}
+samples:
+  - {text: "How many moons does Mars have?", label: Number}
+  - {text: "What is the fastest land animal?", label: Entity}
+  - {text: "Who wrote Hamlet?", label: Person}
+"""
+
+
+def label_property(schema: dict) -> tuple[str, dict]:
+    return next((k, v) for k, v in schema["properties"].items() if "enum" in v)
+
+
+# --- the schema and its variants -----------------------------------------------------------------------------------
+
+def test_each_variant_changes_exactly_what_it_records():
+    base_json = BASE.json_schema()
+    for variant in schema_variants(BASE, 10, seed=3)[1:]:
+        new = variant.schema.json_schema()
+        name, prop = label_property(new)
+        base_name, base_prop = label_property(base_json)
+        if variant.dimension == "description":
+            target = variant.change.split(":")[0]
+            changed = [c for c in BASE.classes if variant.schema.descriptions[c] != BASE.descriptions[c]]
+            assert changed == [target] and prop["enum"] == base_prop["enum"] and new["title"] == base_json["title"]
+            assert prop["description"] != base_prop["description"]
+        elif variant.dimension == "order":
+            assert prop["enum"] != base_prop["enum"] and sorted(prop["enum"]) == sorted(base_prop["enum"])
+            assert variant.change == f"enum order {', '.join(prop['enum'])}"
+        elif variant.dimension == "names":
+            assert (name != base_name) != (new["title"] != base_json["title"])  # one name, not both
+            assert prop["description"] == base_prop["description"]
+        elif variant.dimension == "mode":
+            assert variant.schema.mode == "tools" and new == base_json  # the same schema, sent another way
+        else:
+            pytest.fail(variant.dimension)
+    assert schema_variants(BASE, 10, seed=3) == schema_variants(BASE, 10, seed=3)  # seeded
+    assert schema_variants(BASE, 10, seed=3) != schema_variants(BASE, 10, seed=4)
+
+
+def test_key_order_puts_the_reasoning_field_before_or_after_the_label():
+    after = replace(BASE, reasoning="after")
+    assert list(after.json_schema()["properties"]) == ["label", "reasoning"]
+    variant = next(v for v in schema_variants(after, 6, seed=0) if v.dimension == "key_order")
+    assert list(variant.schema.json_schema()["properties"]) == ["reasoning", "label"]
+    with pytest.raises(ConfigError, match="key_order dimension moves a reasoning field"):
+        schema_variants(BASE, 4, dimensions=("key_order",))
+    with pytest.raises(ConfigError, match="only 2 distinct variants"):
+        schema_variants(BASE, 4, dimensions=("mode",))
+
+
+def test_instructor_builds_the_request_of_each_mode():
+    messages = [{"role": "user", "content": "Who wrote Hamlet?"}]
+    as_schema = BASE.request_kwargs(messages)
+    assert as_schema["response_format"]["type"] == "json_schema"
+    assert label_property(as_schema["response_format"]["json_schema"]["schema"])[1]["enum"] == list(BASE.classes)
+    as_json = replace(BASE, mode="json").request_kwargs(messages)
+    assert as_json["response_format"] == {"type": "json_object"}
+    assert '"enum"' in as_json["messages"][0]["content"] and as_json["messages"][-1] == messages[0]
+    as_tools = replace(BASE, mode="tools").request_kwargs(messages)
+    assert as_tools["tools"][0]["function"]["name"] == "Classification"
+    assert as_tools["tool_choice"] == {"type": "function", "function": {"name": "Classification"}}
+
+
+@pytest.mark.parametrize("answer, expected", [
+    ('{"label": "Person"}', ("Person", None)), ('{"label": "Person", "reasoning": "x"}', ("Person", None)),
+    ('{"label": "person"}', (None, "out_of_enum")), ('{"label": 3}', (None, "out_of_enum")),
+    ('{"category": "Person"}', (None, "missing_field")), ('["Person"]', (None, "invalid_json")),
+    ('{"label": "Person"', (None, "invalid_json")), ("", (None, "invalid_json"))])
+def test_answers_are_checked_against_the_schema(answer, expected):
+    assert check_answer(answer, BASE) == expected
+
+
+# --- a run against a scripted server -------------------------------------------------------------------------------
+
+def schema_rule(body: dict) -> tuple[str, str | None]:
+    """The scripted model: answers the enum's first member under the field the schema names, except that a schema
+    named Prediction gets broken JSON and one named TextCategory an answer outside the enum; tools-mode requests
+    are answered with a tool call. Returns (the text it sends, the failure it should be counted as)."""
+    if "tools" in body:
+        schema = body["tools"][0]["function"]["parameters"]
+        title = body["tools"][0]["function"]["name"]
+    else:
+        schema = body["response_format"]["json_schema"]["schema"]
+        title = schema["title"]
+    name, prop = label_property(schema)
+    if title == "Prediction":
+        return '{"' + name + '": ', "invalid_json"
+    if title == "TextCategory":
+        return json.dumps({name: "Something else"}), "out_of_enum"
+    return json.dumps({name: prop["enum"][0]}), None
+
+
+def scripted(body, n):
+    text, _ = schema_rule(body)
+    if "tools" in body:
+        reply = completion("")
+        reply["choices"][0]["message"] = {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": body["tools"][0]["function"]["name"], "arguments": text}}]}
+        return 200, {}, reply
+    return 200, {}, completion(text)
+
+
+def structured_config(base_url: str, tmp_path: Path, **task) -> ClassificationConfig:
+    path = tmp_path / "trec_mini.yaml"
+    path.write_text(CLASSIFIER, encoding="utf-8")
+    model = ModelSpec("scripted", "api", "scripted", backend="chat",
+                      server=ServerSettings(base_url=base_url, max_concurrency=2))
+    return ClassificationConfig(model=model, data=ClassificationData(name="classifier", source="path",
+                                                                     path=str(path)),
+                                strategy="structured", output_dir=str(tmp_path / "run"),
+                                cache_dir=str(tmp_path / "cache"), **task)
+
+
+def test_schema_variants_failures_counted_per_prompt_and_dimension(tmp_path):
+    with ChatServer(scripted) as server:
+        summary = run(structured_config(server.base_url, tmp_path, variants="schema", num_rephrasings=12),
+                      progress=False)
+        bodies = server.bodies
+    assert len(bodies) == 3 * 12
+    saved = json.loads((tmp_path / "run" / "rephrasings.json").read_text())["schemas"]
+    # what the scripted model does with each prompt's schema, as saved with the run (the requests instructor builds)
+    schemas = [ClassifierSchema(**{**v["schema"], "classes": tuple(v["schema"]["classes"])}) for v in saved]
+    expected = [schema_rule(schema.request_kwargs([{"role": "user", "content": "x"}]))[1] for schema in schemas]
+    assert len(set(expected)) == 3  # valid answers and two kinds of failure among the variants
+    records = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    for record in records:
+        assert [p["parse"]["failure"] for p in record["predictions"]] == expected
+        assert all((p["label"] == "N/A") == (p["parse"]["failure"] is not None) for p in record["predictions"])
+    structured = summary["structured"]
+    assert structured["failures"]["rate"] == pytest.approx(sum(e is not None for e in expected) / 12)
+    assert [p["dimension"] for p in structured["per_prompt"]] == [s["dimension"] for s in saved]
+    dims = {d["dimension"]: d for d in structured["per_dimension"]}
+    assert set(dims) == {"description", "order", "names", "mode"}
+    names = [q for q, s in enumerate(saved) if s["dimension"] == "names"]
+    assert dims["names"]["failure_rate"] == pytest.approx(sum(expected[q] is not None for q in names) / len(names))
+    assert dims["mode"]["failures"] == {"invalid_json": 0, "missing_field": 0, "out_of_enum": 0}
+    # the enum's first member is the answer: moving the enum's members moves predictions, rewording does not
+    assert dims["order"]["sensitivity"] > 0 and dims["description"]["sensitivity"] == 0
+    tools = [b for b in bodies if "tools" in b]
+    assert tools and all(b["tool_choice"]["function"]["name"] == b["tools"][0]["function"]["name"] for b in tools)
+    assert "## Structured answers" in (tmp_path / "run" / "summary.md").read_text()
+
+
+def test_structured_needs_a_chat_model_for_now(tmp_path):
+    cfg = structured_config("http://127.0.0.1:9/v1", tmp_path)
+    local = replace(cfg, model=ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct"))
+    with pytest.raises(ConfigError, match="strategy=structured.*model.backend=chat"):
+        run(local, progress=False)
+    with pytest.raises(ConfigError, match="needs strategy=structured"):
+        run(replace(cfg, strategy="simple", variants="schema"), progress=False)
+
+
+@pytest.mark.slow
+def test_llama_cpp_json_mode_honours_json(llama_server, tmp_path):
+    """llama.cpp's server in instructor's JSON mode (json_object; the schema in a system message): every answer is
+    a JSON object, which the server's grammar enforces; whether its label is in the enum is the model's doing and
+    is counted, not assumed."""
+    from conftest import LLAMA_MODEL
+
+    cfg = structured_config(llama_server, tmp_path, structured_mode="json", num_rephrasings=1)
+    cfg = replace(cfg, model=replace(cfg.model, name=LLAMA_MODEL, path=LLAMA_MODEL))
+    summary = run(cfg, progress=False)
+    records = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    answers = [p["answer"] for r in records for p in r["predictions"]]
+    assert len(answers) == 3 and all(isinstance(json.loads(a), dict) for a in answers), answers
+    assert summary["structured"]["failures"]["counts"]["invalid_json"] == 0
