@@ -17,6 +17,7 @@ from posixlab.version import __version__
 
 _API = ("evaluate", "EvaluationResult", "load_result", "configured_models")
 _CLASSIFY_API = ("classify", "ClassificationResult", "load_classification")
+_CHAT_API = ("chat_model",)
 
 
 def __getattr__(name: str):
@@ -28,11 +29,15 @@ def __getattr__(name: str):
         from posixlab import classify_api
 
         return getattr(classify_api, name)
+    if name in _CHAT_API:
+        from posixlab.chat import model
+
+        return getattr(model, name)
     raise AttributeError(f"module 'posixlab' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_API, *_CLASSIFY_API])
+    return sorted([*globals(), *_API, *_CLASSIFY_API, *_CHAT_API])
 
 
-__all__ = ["__version__", *_API, *_CLASSIFY_API]
+__all__ = ["__version__", *_API, *_CLASSIFY_API, *_CHAT_API]

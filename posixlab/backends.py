@@ -61,7 +61,7 @@ def _check_in_process(spec: ModelSpec) -> None:
                           "model.backend=vllm")
 
 
-register(Backend("transformers", frozenset({GENERATE, SCORE}), load_model,
+register(Backend("transformers", frozenset({GENERATE, SCORE, STRUCTURED}), load_model,
                  lambda lm, n, options, cache: ScoringEngine(lm, n, options, cache), check=_check_in_process))
 register(Backend("vllm", frozenset({GENERATE, SCORE}), connect,
                  lambda lm, n, options, cache: ServerEngine(lm, n, cache), remote=True, check=_check_vllm))
@@ -113,9 +113,14 @@ def load(spec: ModelSpec, cache_dir=None) -> TokenizedModel:
 
 
 def engine_for(lm, max_new_tokens: int, options: EngineOptions | None = None,
-               cache: ScoreCache | None = None) -> SetScorer:
+               cache: ScoreCache | None = None, grammars: dict | None = None) -> SetScorer:
     """The engine that runs requests on ``lm``: ``ChatEngine`` for a chat API (``cache`` a ``ResponseCache``),
-    ``ServerEngine`` for a vLLM server, ``ScoringEngine`` in process."""
+    ``ServerEngine`` for a vLLM server, ``ScoringEngine`` in process (``ConstrainedEngine`` when ``grammars`` hold
+    each prompt's JSON grammar: strategy=structured)."""
+    if grammars:
+        from posixlab.structured.constrain import ConstrainedEngine
+
+        return ConstrainedEngine(lm, max_new_tokens, options, grammars)
     if isinstance(lm, ChatModel):
         return ChatEngine(lm, max_new_tokens, cache)
     if isinstance(lm, ServedModel):

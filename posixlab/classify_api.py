@@ -83,7 +83,9 @@ def classify(dataset: str | os.PathLike | ClassificationData = "mmlu_letters", m
              probability: str = "greedy", task_sentence: str | None = None,
              rephraser: RephraserConfig | None = None, max_new_tokens: int = 10, seed: int = 0,
              chat_template: bool = False, cache_dir: str | None = None, score_cache: bool | None = None,
-             engine: EngineOptions | None = None, shard: str | None = None,
+             engine: EngineOptions | None = None, shard: str | None = None, repeats: int = 1,
+             variants: str = "sentence", structured_mode: str = "json_schema", schema_reasoning: str | None = None,
+             schema_dimensions: tuple[str, ...] | None = None,
              output_dir: str | Path | None = None, progress: bool = True) -> ClassificationResult:
     """Sensitivity, consistency and micro-F1 of ``model`` classifying ``dataset`` under ``num_rephrasings`` - 1
     rephrasings of the task sentence (plus the original).
@@ -93,8 +95,13 @@ def classify(dataset: str | os.PathLike | ClassificationData = "mmlu_letters", m
     ``.json``: task sentence, classes, samples; ``posixlab/data/classifier_file.py``) or a ``ClassificationData``
     (a local copy: ``source="path"``; your own: ``name="classifier", path=...``). Without gold labels in the file,
     S is reported and C and micro-F1 are None (``summary["notes"]`` says so).
-    ``model``: as ``posixlab.evaluate`` takes it (a name, a ``ModelSpec``, a loaded model). ``rephraser``: who writes
-    the rephrasings (default: the packaged Qwen rephraser; ``RephraserConfig(backend="file", path=...)`` reads them).
+    ``model``: as ``posixlab.evaluate`` takes it (a name, a ``ModelSpec``, a loaded model), or a model behind a chat
+    API: ``posixlab.chat_model("gpt-4o-2024-08-06")`` (OpenAI, ``$OPENAI_API_KEY``) or
+    ``posixlab.chat_model("my-model", base_url="http://127.0.0.1:8080/v1")``. ``rephraser``: who writes the
+    rephrasings (default: the packaged Qwen rephraser; ``RephraserConfig(backend="file", path=...)`` reads them).
+    ``repeats``: every prompt sent R times, for the noise floor (``summary["noise_floor"]``). ``strategy="structured"``
+    with ``variants="schema"``: schema variants instead of rephrasings (``structured_mode``, ``schema_reasoning``,
+    ``schema_dimensions`` as ``task.*`` on the command line).
     """
     from posixlab.api import _model
 
@@ -119,7 +126,9 @@ def classify(dataset: str | os.PathLike | ClassificationData = "mmlu_letters", m
             model=spec, data=data, strategy=strategy, num_rephrasings=num_rephrasings, task_sentence=task_sentence,
             probability=probability, max_new_tokens=max_new_tokens, seed=seed, chat_template=chat_template,
             output_dir=str(out), cache_dir=cache_dir, score_cache=lm is None if score_cache is None else score_cache,
-            engine=engine or EngineOptions(), rephraser=rephraser or RephraserConfig(min_similarity=0.0), shard=shard)
+            engine=engine or EngineOptions(), rephraser=rephraser or RephraserConfig(min_similarity=0.0), shard=shard,
+            repeats=repeats, variants=variants, structured_mode=structured_mode, schema_reasoning=schema_reasoning,
+            schema_dimensions=schema_dimensions)
         summary = run(cfg, lm=lm, progress=progress)
         records = read_records(out, SAMPLES_FILE, ClassificationTask.index_key)
         rephrasings = json.loads((out / REPHRASINGS_FILE).read_text(encoding="utf-8"))

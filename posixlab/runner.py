@@ -106,6 +106,20 @@ def run(config_or_task, lm=None, progress: bool = True, given=None) -> dict:
     return summary
 
 
+def grammars(group: list) -> dict:
+    """Each structured request's prompt ids -> the llguidance grammar of its schema (in-process constrained decoding)."""
+    from posixlab.structured.constrain import grammar_for
+
+    out, built = {}, {}
+    for _, _, request in group:
+        key = id(request.structured)
+        if key not in built:
+            built[key] = grammar_for(request.structured)
+        for ids in request.ids:
+            out[tuple(ids)] = built[key]
+    return out
+
+
 def dry_run(task: Task, lm, units: list, requests: list, cache) -> dict:
     """What the run would do, without doing it: for a chat API, the requests it would send after cache hits and an
     estimate of their tokens (and cost, with prices); nothing is sent or written."""
@@ -148,6 +162,8 @@ def _work(task: Task, lm, units: list, positions: list[int], requests: list, cac
                     engine.cap = max(0, engine.cap - sum(e.sent for e in engines))
                 answers = engine.answer_sets([request for _, _, request in group], in_order=task.in_order)
             else:
+                if any(request.structured is not None for _, _, request in group):  # decoding held to a schema
+                    engine = engine_for(lm, length, task.cfg.engine, None, grammars(group))
                 candidates = [request.candidates for _, _, request in group]
                 answers = engine.score_sets([request.ids for _, _, request in group],
                                             candidates if any(candidates) else None, in_order=task.in_order)

@@ -365,3 +365,16 @@ def test_psi_false_answers_are_the_greedy_answers_of_a_psi_run(lm, tmp_path):
     assert texts("answers") == texts("full")
     assert answers["accuracy"]["by_greedy"] == full["accuracy"]["by_greedy"]
     assert answers["psi"] is None and full["psi"]["posix"] > 0
+
+
+def test_the_python_api_measures_a_chat_model(tmp_path, rephrasings):
+    import posixlab
+
+    with ChatServer(constant("C")) as server:
+        result = posixlab.classify("mmlu_letters", model=posixlab.chat_model("scripted", base_url=server.base_url),
+                                   num_samples=3, num_rephrasings=2, repeats=2, cache_dir=str(tmp_path / "cache"),
+                                   rephraser=RephraserConfig(backend="file", path=str(rephrasings),
+                                                             min_similarity=0.0), progress=False)
+    assert server.requests == 3 * 2 * 2 and result.sensitivity == 0.0
+    assert result.summary["api"]["requests_sent"] == 12 and result.summary["noise_floor"]["deterministic"]
+    assert len(result.to_pandas()) == 3

@@ -172,15 +172,38 @@ def test_schema_variants_failures_counted_per_prompt_and_dimension(tmp_path):
     assert "## Structured answers" in (tmp_path / "run" / "summary.md").read_text()
 
 
-def test_structured_needs_a_chat_model_for_now(tmp_path):
+def test_structured_settings_that_cannot_work_are_config_errors(tmp_path):
     cfg = structured_config("http://127.0.0.1:9/v1", tmp_path)
+    served = replace(cfg, model=ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct",
+                                          backend="vllm", server=ServerSettings(base_url="http://127.0.0.1:9/v1")))
+    with pytest.raises(ConfigError, match="strategy=structured.*model.backend=transformers, model.backend=chat"):
+        run(served, progress=False)
     local = replace(cfg, model=ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct"))
-    with pytest.raises(ConfigError, match="strategy=structured.*model.backend=chat"):
-        run(local, progress=False)
+    with pytest.raises(ConfigError, match="tools mode and the mode dimension need a chat model"):
+        run(replace(local, structured_mode="tools"), progress=False)
     with pytest.raises(ConfigError, match="needs strategy=structured"):
         run(replace(cfg, strategy="simple", variants="schema"), progress=False)
+    with pytest.raises(ConfigError, match="probability=greedy"):
+        run(replace(cfg, probability="label_probs"), progress=False)
 
 
+def test_in_process_constrained_decoding_gives_only_schema_valid_answers(lm, tmp_path):
+    """SmolLM2 in this process, its greedy decoding held to each variant's schema by llguidance: every answer is a
+    valid object of its schema (the failures are 0), under schema variants of every in-process dimension."""
+    cfg = structured_config("unused", tmp_path, variants="schema", num_rephrasings=4, schema_reasoning=None)
+    cfg = replace(cfg, model=ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct"),
+                  score_cache=False)
+    summary = run(cfg, lm=lm, progress=False)
+    records = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    saved = json.loads((tmp_path / "run" / "rephrasings.json").read_text())["schemas"]
+    assert [s["dimension"] for s in saved] == ["original", "description", "order", "names"]
+    for record in records:
+        for p, variant in zip(record["predictions"], saved):
+            answer = json.loads(p["answer"])
+            field = variant["schema"]["field_name"]
+            assert set(answer) == {field} and answer[field] in variant["schema"]["classes"], p["answer"]
+            assert p["parse"]["failure"] is None and p["label"] == answer[field]
+    assert summary["structured"]["failures"]["rate"] == 0.0
 @pytest.mark.slow
 def test_llama_cpp_json_mode_honours_json(llama_server, tmp_path):
     """llama.cpp's server in instructor's JSON mode (json_object; the schema in a system message): every answer is

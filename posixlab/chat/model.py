@@ -56,6 +56,21 @@ class ChatModel:
         pass
 
 
+def chat_model(name: str, base_url: str | None = None, **server) -> ModelSpec:
+    """A model behind a chat API, for the Python API (``posixlab.classify(..., model=chat_model(...))``): ``name``
+    the API's model name; ``base_url`` None for OpenAI itself; ``server``: any other ``model.server`` setting
+    (``api_key_env``, ``max_concurrency``, ``temperature``, ``seed``, ``max_requests``, the prices).
+
+    >>> spec = chat_model("gpt-4o-2024-08-06", max_concurrency=4)
+    >>> spec.backend, spec.server.api_key_env, spec.server.max_concurrency, spec.server.seed
+    ('chat', 'OPENAI_API_KEY', 4, 42)
+    """
+    from posixlab.models.loading import ServerSettings
+
+    settings = {"api_key_env": "OPENAI_API_KEY", "request_timeout": 120, "max_attempts": 4, **server}
+    return ModelSpec(name, "api", name, backend="chat", server=ServerSettings(base_url=base_url, **settings))
+
+
 def check_chat(spec: ModelSpec) -> None:
     """The chat backend's settings, before anything is built or sent."""
     s = spec.server

@@ -24,7 +24,7 @@ import torch
 from transformers import DynamicCache
 
 from posixlab.errors import ConfigError, ContextLengthError, PromptSetError
-from posixlab.models.capabilities import GENERATE, SCORE
+from posixlab.models.capabilities import GENERATE, SCORE, STRUCTURED
 
 
 
@@ -97,6 +97,9 @@ class TokenizedModel:
 
 class CausalLM(TokenizedModel):
     """A ``transformers`` model in this process."""
+
+    # greedy decoding held to a JSON schema (llguidance: posixlab/structured/constrain.py) as well
+    capabilities = frozenset({GENERATE, SCORE, STRUCTURED})
 
     def __init__(self, model, tokenizer, *, name: str, identity: dict):
         max_context = getattr(model.config, "max_position_embeddings", None) or getattr(

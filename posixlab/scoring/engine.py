@@ -373,14 +373,17 @@ class ScoringEngine(SetScorer):
         cache = self.lm.new_cache(block.kv)
         live = list(range(n))  # the block row of each cache row
         logits = block.first_logits
+        constraint = self._constraint(block)  # None: free greedy decoding (every engine but the constrained one)
         for step in range(self.max_new_tokens):
-            choice = logits.argmax(dim=-1)
-            chosen = token_logprobs(logits, choice)
+            choice = (logits if constraint is None else constraint.mask(logits, live)).argmax(dim=-1)
+            chosen = token_logprobs(logits, choice)  # the model's own probability of the token, before any mask
             for k, b in enumerate(live):
                 if not done[b]:
                     tokens[b].append(int(choice[k]))
                     logprobs[b].append(float(chosen[k]))
                     done[b] = tokens[b][-1] in self.lm.eos_ids or len(tokens[b]) == self.max_new_tokens
+                    if constraint is not None:
+                        constraint.accept(b, tokens[b][-1])
             going = [k for k, b in enumerate(live) if not done[b]]
             if not going:
                 break
@@ -397,6 +400,10 @@ class ScoringEngine(SetScorer):
             logits = self.lm.forward_masked(inputs, positions, visible, key_positions, cache)[:, -1]
             self._count(len(live), sum(not done[b] for b in live))
         return list(zip(tokens, logprobs))
+
+    def _constraint(self, block: _Block):
+        """What restricts a block's greedy tokens (``posixlab.structured.constrain``); None here: no restriction."""
+        return None
 
     @torch.inference_mode()
     def _score(self, block: _Block, prompts: list[Ids], tries: dict[int, ResponseTrie], scores: dict) -> None:

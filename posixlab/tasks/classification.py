@@ -98,6 +98,13 @@ def check(cfg: ClassificationConfig) -> None:
 
         if cfg.structured_mode not in MODES:
             raise ConfigError(f"task.structured_mode must be one of {', '.join(MODES)}, got {cfg.structured_mode!r}")
+        if cfg.model.backend != "chat" and (cfg.structured_mode == "tools" or "mode" in (cfg.schema_dimensions or ())):
+            raise ConfigError("in process, a structured answer is decoded under the schema shown in the prompt (as "
+                              "instructor's JSON mode shows it): tools mode and the mode dimension need a chat model "
+                              "(model=chat)")
+        if cfg.probability == "label_probs":
+            raise ConfigError("strategy=structured reads the class from the JSON answer (probability=greedy); the "
+                              "classes' probabilities in the JSON slot are not built yet")
         if cfg.schema_reasoning not in REASONING:
             raise ConfigError(f"task.schema_reasoning must be null, before or after, got {cfg.schema_reasoning!r}")
     if cfg.repeats < 1:
@@ -271,12 +278,14 @@ class ClassificationTask(Task):
         if cfg.strategy != "structured":
             return []
         from posixlab.structured.schema import ClassifierSchema
-        from posixlab.structured.variants import SchemaVariant, schema_variants
+        from posixlab.structured.variants import DIMENSIONS, SchemaVariant, schema_variants
 
         base = ClassifierSchema(classes=tuple(self.classes), descriptions=dict(self.frame.definitions),
                                 reasoning=cfg.schema_reasoning, mode=cfg.structured_mode)
         if cfg.variants == "schema":
             dims = tuple(cfg.schema_dimensions) if cfg.schema_dimensions else None
+            if dims is None and cfg.model.backend != "chat":  # in process, every mode is the schema in the prompt
+                dims = tuple(d for d in DIMENSIONS if d != "mode" and (d != "key_order" or base.reasoning))
             return schema_variants(base, cfg.num_rephrasings, cfg.seed, dims)
         return [SchemaVariant(base, "original", "none")] * cfg.num_rephrasings
 
@@ -289,8 +298,13 @@ class ClassificationTask(Task):
             first = self._text(units[0], self.rephrasings[0], lm)
             self.label_ids = label_continuations(lm, first, self.classes, self.cfg.chat_template)
 
-    def _text(self, sample: Sample, sentence: str, lm) -> str:
+    def _text(self, sample: Sample, sentence: str, lm, schema=None) -> str:
         text = self.frame.prompt(sentence, sample.text, self.cfg.strategy)
+        if schema is not None:  # in process: the messages instructor's JSON mode sends (the schema in a system turn)
+            messages = schema.request_kwargs([{"role": "user", "content": text}])["messages"]
+            if self.cfg.chat_template:
+                return lm.apply_chat_template(messages)
+            return "\n\n".join(m["content"].strip() for m in messages) + "\n"
         return lm.apply_chat_template(text) if self.cfg.chat_template else text
 
     def requests(self, sample: Sample, lm) -> list[Request]:
@@ -298,14 +312,14 @@ class ClassificationTask(Task):
         # log-probabilities when asked. A chat API gets the prompt text as one user message (its own template)
         out = []
         for q, sentence in enumerate(self.rephrasings):
+            schema = self.schemas[q].schema if self.schemas else None
             if text_only(lm):
                 text, ids = self.frame.prompt(sentence, sample.text, self.cfg.strategy), []
             else:
-                text = self._text(sample, sentence, lm)
+                text = self._text(sample, sentence, lm, schema)
                 ids = lm.encode(text, add_special_tokens=not self.cfg.chat_template)
                 lm.check_fits(ids, self.cfg.max_new_tokens,
                               what=f"the prompt of sample {sample.sample_id}, rephrasing {q}")
-            schema = self.schemas[q].schema if self.schemas else None
             length = self.cfg.max_new_tokens if schema is None else structured_tokens(self.cfg.max_new_tokens, schema)
             out += [Request([text], [ids] if ids else [], length, list(self.label_ids or []), r, schema)
                     for r in range(self.cfg.repeats)]
