@@ -116,7 +116,9 @@ def grammars(group: list) -> dict:
         if key not in built:
             built[key] = grammar_for(request.structured)
         for ids in request.ids:
-            out[tuple(ids)] = built[key]
+            if out.setdefault(tuple(ids), built[key]) != built[key]:  # one prompt, two schemas: it must show its own
+                raise ValueError("two structured requests share their prompt but not their schema; the prompt must "
+                                 "show the schema it is decoded under")
     return out
 
 

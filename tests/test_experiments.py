@@ -15,9 +15,12 @@ from posixlab.variants import VARIANT_TYPES
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "posixlab" / "conf"
+CLASSIFIERS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")
+                     if "override /task: classification" in p.read_text(encoding="utf-8"))
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")
-                     if not p.stem.startswith("_") and "errica" not in p.stem)
+                     if not p.stem.startswith("_") and p.stem not in CLASSIFIERS)
 ERRICA = ["offline_errica_table1", "paper_errica_table1"]  # the classification task's Table 1
+OTHER_CLASSIFIERS = [n for n in CLASSIFIERS if n not in ERRICA]  # API models, structured outputs
 OFFLINE_ONLY = {"offline_scale": 50}  # claims the paper makes from its grid, tested offline: name -> sets a cell
 PAPER_FAST = "paper_figure5"  # the smallest paper grid (BBH) keeps the paper branch below in the fast lane
 
@@ -84,6 +87,28 @@ def test_every_classification_experiment_composes_with_every_swept_value(name):
                 assert run_config.data.name in ("trec", "cb", "rte", "dbpedia14", "wos46985")
             else:
                 assert run_config.model.source == "packaged" and run_config.data.name == "mmlu_letters"
+
+
+@pytest.mark.parametrize("name", OTHER_CLASSIFIERS)
+def test_the_other_classification_experiments_compose(name):
+    """The classification experiments beyond Table 1 (chat models, structured outputs): each swept value composes
+    into a classification run of packaged models, or of the packaged model behind a local chat server."""
+    from posixlab.cli import to_classification_config
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"+experiment={name}"], return_hydra_config=True)
+        assert cfg.experiment_name == name and cfg.logger.tags == ["offline"]
+        params = dict(cfg.hydra.sweeper.params or {})
+        values = {key: str(value).split(",") for key, value in params.items()}
+        for combination in itertools.product(*values.values()):
+            overrides = [f"+experiment={name}", *(f"{k}={v}" for k, v in zip(values, combination))]
+            run_config = to_classification_config(compose(config_name="config", overrides=overrides), "out")
+            if run_config.model.backend == "chat":
+                assert run_config.model.server.base_url.startswith("http://127.0.0.1:")
+            else:
+                assert run_config.model.source == "packaged"
+            if run_config.data.path:
+                assert (ROOT / run_config.data.path).is_file()
 
 
 def test_paper_table2_is_the_papers_grid():

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math  # noqa: F401  (label_distribution's doctest)
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -300,8 +300,9 @@ class ClassificationTask(Task):
 
     def _text(self, sample: Sample, sentence: str, lm, schema=None) -> str:
         text = self.frame.prompt(sentence, sample.text, self.cfg.strategy)
-        if schema is not None:  # in process: the messages instructor's JSON mode sends (the schema in a system turn)
-            messages = schema.request_kwargs([{"role": "user", "content": text}])["messages"]
+        if schema is not None:  # in process: the messages instructor's JSON mode sends (the schema in a system turn),
+            # whatever the mode asked: the other modes carry the schema outside the messages, which no prompt shows
+            messages = replace(schema, mode="json").request_kwargs([{"role": "user", "content": text}])["messages"]
             if self.cfg.chat_template:
                 return lm.apply_chat_template(messages)
             return "\n\n".join(m["content"].strip() for m in messages) + "\n"
