@@ -212,6 +212,8 @@ def test_a_killed_run_resumes_sending_only_what_was_missing(tmp_path, rephrasing
         assert done.returncode == 0, done.stderr[-2000:]
         resent = server.requests - sent_before
     summary = json.loads((tmp_path / "resumed" / "summary.json").read_text())
+    print(f"killed after {sent_before} of {samples * q} requests had arrived; the resumed run sent {resent} and read "
+          f"{summary['api']['answers_from_cache']} from the cache")
     assert summary["num_samples"] == samples
     assert summary["api"]["requests_sent"] == resent
     # everything answered before the kill came from the cache; only what was in flight went out again

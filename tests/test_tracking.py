@@ -71,7 +71,8 @@ def test_offline_run_holds_config_summary_table_figures_and_artifact(tmp_path):
         assert row[column["unique_responses"]] == record["factors"]["unique_responses"]
         assert json.loads(row[column["responses"]]) == [r["text"] for r in record["responses"]]
     images = {p.name.split("_")[0] for p in (run_dir / "files" / "media" / "images" / "figures").glob("*.png")}
-    assert images == {"psi", "factors", "accuracy"}  # MMLU has gold answers: the run's accuracy per prompt too
+    # MMLU has gold answers: the run's accuracy per prompt too; and the highest-ψ set's matrix (set_matrix)
+    assert images == {"psi", "factors", "accuracy", "set"}
     assert (out / "figures" / "accuracy_per_prompt.png").stat().st_size > 10_000
     assert summary["accuracy"]["num_sets"] == 3 and len(summary["accuracy"]["by_options"]["per_prompt"]) == 4
     assert logged["accuracy/by_options/accuracy"] == summary["accuracy"]["by_options"]["accuracy"]
