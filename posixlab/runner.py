@@ -147,7 +147,8 @@ def dry_run(task: Task, lm, units: list, requests: list, cache) -> dict:
 
 def _work(task: Task, lm, units: list, positions: list[int], requests: list, cache, out: Path,
           progress: bool) -> list:
-    """Run every request, one engine per response length; write each unit's record when its last one is done."""
+    """Run every request, one engine per response length (and repeat); write each unit's record when its last one is
+    done."""
     flat = [(u, k, request) for u, unit_requests in enumerate(requests) for k, request in enumerate(unit_requests)]
     results = [[None] * len(unit_requests) for unit_requests in requests]
     remaining = [len(unit_requests) for unit_requests in requests]
@@ -156,10 +157,15 @@ def _work(task: Task, lm, units: list, positions: list[int], requests: list, cac
     bar = tqdm(total=len(units), desc=desc, unit=task.unit_name, disable=not progress, file=sys.stderr)
     started, done = time.monotonic(), 0
     with SetWriter(out, task.records_file) as writer:
-        for length in sorted({request.max_new_tokens for _, _, request in flat}):
-            engine = engine_for(lm, length, task.cfg.engine, cache)
-            group = [(u, k, request) for u, k, request in flat if request.max_new_tokens == length]
-            if text_only(lm):  # a chat API: texts in, texts out; one request budget for the whole run
+        text = text_only(lm)
+        # one pass per response length; for a model that computes here or on a vLLM server, also one per repeat
+        # (task.repeats): a repeat runs again, in waves of its own and past the score cache, so the noise floor of
+        # such a model is a measurement of the stack, not a cache hit (a chat API's cache keys on the repeat itself)
+        for length, repeat in sorted({(r.max_new_tokens, 0 if text else r.repeat) for _, _, r in flat}):
+            engine = engine_for(lm, length, task.cfg.engine, cache if repeat == 0 else None)
+            group = [(u, k, request) for u, k, request in flat
+                     if request.max_new_tokens == length and (text or request.repeat == repeat)]
+            if text:  # a chat API: texts in, texts out; one request budget for the whole run
                 if engine.cap is not None:
                     engine.cap = max(0, engine.cap - sum(e.sent for e in engines))
                 answers = engine.answer_sets([request for _, _, request in group], in_order=task.in_order)

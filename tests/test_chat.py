@@ -310,9 +310,13 @@ def test_in_process_the_floor_is_exactly_zero(lm, tmp_path, rephrasings, probabi
                                data=ClassificationData(num_samples=2), num_rephrasings=2, repeats=2,
                                probability=probability, output_dir=str(tmp_path / "run"), score_cache=False,
                                rephraser=RephraserConfig(backend="file", path=str(rephrasings), min_similarity=0.0))
-    floor = run(cfg, lm=lm, progress=False)["noise_floor"]
+    summary = run(cfg, lm=lm, progress=False)
+    floor = summary["noise_floor"]
     assert floor["deterministic"] and floor["fixed_prompt"]["sensitivity"] == 0.0
     assert floor["fixed_prompt"]["flip_rate"] == 0.0
+    # a measurement, not a copy: the repeat ran through the model again, as much work as the first answers
+    once = run(replace(cfg, repeats=1, output_dir=str(tmp_path / "once")), lm=lm, progress=False)
+    assert summary["engine"]["forward_tokens"] == 2 * once["engine"]["forward_tokens"] > 0
 
 
 # --- the POSIX side without ψ (psi=false) ----------------------------------------------------------------------------
