@@ -85,7 +85,7 @@ def classify(dataset: str | os.PathLike | ClassificationData = "mmlu_letters", m
              chat_template: bool = False, cache_dir: str | None = None, score_cache: bool | None = None,
              engine: EngineOptions | None = None, shard: str | None = None, repeats: int = 1,
              variants: str = "sentence", structured_mode: str = "json_schema", schema_reasoning: str | None = None,
-             schema_dimensions: tuple[str, ...] | None = None,
+             schema_dimensions: tuple[str, ...] | None = None, schema=None,
              output_dir: str | Path | None = None, progress: bool = True) -> ClassificationResult:
     """Sensitivity, consistency and micro-F1 of ``model`` classifying ``dataset`` under ``num_rephrasings`` - 1
     rephrasings of the task sentence (plus the original).
@@ -101,7 +101,9 @@ def classify(dataset: str | os.PathLike | ClassificationData = "mmlu_letters", m
     rephrasings (default: the packaged Qwen rephraser; ``RephraserConfig(backend="file", path=...)`` reads them).
     ``repeats``: every prompt sent R times, for the noise floor (``summary["noise_floor"]``). ``strategy="structured"``
     with ``variants="schema"``: schema variants instead of rephrasings (``structured_mode``, ``schema_reasoning``,
-    ``schema_dimensions`` as ``task.*`` on the command line).
+    ``schema_dimensions`` as ``task.*`` on the command line). ``schema``: your own, a Pydantic model class (its label
+    a ``Literal`` or ``Enum`` of the data set's classes), its JSON schema (a dict) or a JSON schema file's path
+    (``posixlab.structured.schema.read_schema`` says what is read); the schema variants vary it.
     """
     from posixlab.api import _model
 
@@ -128,11 +130,20 @@ def classify(dataset: str | os.PathLike | ClassificationData = "mmlu_letters", m
             output_dir=str(out), cache_dir=cache_dir, score_cache=lm is None if score_cache is None else score_cache,
             engine=engine or EngineOptions(), rephraser=rephraser or RephraserConfig(min_similarity=0.0), shard=shard,
             repeats=repeats, variants=variants, structured_mode=structured_mode, schema_reasoning=schema_reasoning,
-            schema_dimensions=schema_dimensions)
+            schema_dimensions=schema_dimensions, schema=_schema_data(schema))
         summary = run(cfg, lm=lm, progress=progress)
         records = read_records(out, SAMPLES_FILE, ClassificationTask.index_key)
         rephrasings = json.loads((out / REPHRASINGS_FILE).read_text(encoding="utf-8"))
     return ClassificationResult(summary=summary, records=records, rephrasings=rephrasings)
+
+
+def _schema_data(schema):
+    """A Pydantic model class becomes its JSON schema (the config holds data); a dict or a path stays as given."""
+    from pydantic import BaseModel
+
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        return schema.model_json_schema()
+    return str(schema) if isinstance(schema, os.PathLike) else schema
 
 
 def load_classification(folder: str | Path) -> ClassificationResult:

@@ -41,6 +41,7 @@ from posixlab.gate import (METRICS, GateConfig, check_gate, check_gate_applies, 
 from posixlab.models import ModelSpec, spec_from_dict
 from posixlab.rephrase import RephraserConfig
 from posixlab.rephrase.quality import describe_summary
+from posixlab.structured.schema import load_schema_file
 from posixlab.results import read_sets
 from posixlab.runner import run
 from posixlab.scoring import EngineOptions
@@ -145,6 +146,7 @@ def to_classification_config(cfg: DictConfig, output_dir: str) -> Classification
         structured_mode=task["structured_mode"],
         schema_reasoning=task["schema_reasoning"],
         schema_dimensions=None if task["schema_dimensions"] is None else tuple(task["schema_dimensions"]),
+        schema=None if task.get("schema") is None else load_schema_file(task["schema"]),
         **_shared_settings(c, output_dir),
     )
 

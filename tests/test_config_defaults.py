@@ -86,3 +86,14 @@ def test_every_model_config_restates_no_default_and_takes_the_server_settings_fr
     server = composed("model=llama2-7b").model.server
     assert dict(server) == {k: list(v) if isinstance(v, tuple) else v
                             for k, v in dataclasses.asdict(ModelSpec("m", "hub", "m").server).items()}
+
+
+def test_task_schema_on_the_command_line_reads_the_file_into_the_config(tmp_path):
+    """task.schema=FILE.json: the run's config holds the schema itself (its fingerprint follows the file)."""
+    import json
+
+    schema = {"title": "T", "type": "object", "properties": {"label": {"enum": ["A", "B", "C", "D"]}}}
+    (tmp_path / "s.json").write_text(json.dumps(schema))
+    built = to_classification_config(composed("task=classification", "strategy=structured",
+                                              f"task.schema={tmp_path / 's.json'}"), "out")
+    assert built.schema == schema

@@ -219,3 +219,109 @@ def test_llama_cpp_json_mode_honours_json(llama_server, tmp_path):
     answers = [p["answer"] for r in records for p in r["predictions"]]
     assert len(answers) == 3 and all(isinstance(json.loads(a), dict) for a in answers), answers
     assert summary["structured"]["failures"]["counts"]["invalid_json"] == 0
+
+
+# --- your own schema -----------------------------------------------------------------------------------------------
+
+def test_your_own_pydantic_model_is_read_and_rebuilt_exactly():
+    """An instructor-style model (a Literal label whose description names each class, a reasoning field before it)
+    is read into its parts and rebuilt to the very same JSON schema; the variants vary its own names."""
+    from typing import Literal
+
+    from pydantic import BaseModel, Field
+
+    from posixlab.structured.schema import read_schema
+
+    class QuestionType(BaseModel):
+        """What kind of answer the question expects."""
+        thoughts: str = Field(description="Think first.")
+        kind: Literal["Person", "Number", "Entity"] = Field(
+            description="The answer's type. Person: a person. Number: a number. Entity: entity.")
+
+    schema = read_schema(QuestionType)
+    assert (schema.model_name, schema.docstring, schema.field_name, schema.field_intro) == \
+        ("QuestionType", "What kind of answer the question expects.", "kind", "The answer's type.")
+    assert schema.classes == ("Person", "Number", "Entity")
+    assert schema.descriptions == {"Person": "a person", "Number": "a number", "Entity": "entity"}
+    assert (schema.reasoning, schema.reasoning_name, schema.reasoning_description) == ("before", "thoughts",
+                                                                                       "Think first.")
+    assert schema.json_schema() == QuestionType.model_json_schema()
+    variants = schema_variants(schema, 6, seed=0)
+    assert variants[0].schema.json_schema() == QuestionType.model_json_schema()
+    key_order = next(v for v in variants if v.dimension == "key_order").schema.json_schema()
+    assert list(key_order["properties"]) == ["kind", "thoughts"]
+
+
+def test_enum_and_const_schemas_from_files_are_read(tmp_path):
+    """An Enum label (a $ref into $defs) with the classes described in the field's description, and a oneOf of
+    consts each with its description, both from JSON files; names and order as written."""
+    import enum
+
+    from pydantic import BaseModel, Field
+
+    from posixlab.structured.schema import read_schema
+
+    class Kind(str, enum.Enum):
+        NUM = "NUM"
+        ENTY = "ENTY"
+
+    class Answer(BaseModel):
+        """Classify."""
+        category: Kind = Field(description="NUM: a number. ENTY: entity.")
+
+    path = tmp_path / "enum.json"
+    path.write_text(json.dumps(Answer.model_json_schema()))
+    schema = read_schema(str(path))
+    assert (schema.model_name, schema.field_name, schema.classes) == ("Answer", "category", ("NUM", "ENTY"))
+    assert schema.descriptions == {"NUM": "a number", "ENTY": "entity"} and schema.field_intro == ""
+    const = {"title": "T", "type": "object", "required": ["label"], "properties": {"label": {
+        "description": "The class.", "oneOf": [{"const": "B", "description": "bee"}, {"const": "A"}]}}}
+    path.write_text(json.dumps(const))
+    schema = read_schema(path)
+    assert schema.classes == ("B", "A") and schema.descriptions == {"B": "bee"} and schema.field_intro == "The class."
+    assert schema.docstring is None and "description" not in schema.json_schema()
+
+
+@pytest.mark.parametrize("schema, message", [
+    ({"properties": {"a": {"enum": ["x"]}, "b": {"enum": ["y"]}}}, "exactly one label field.*it has 2: a, b"),
+    ({"properties": {"a": {"type": "string"}}}, "exactly one label field.*it has 0"),
+    ({"properties": {"a": {"enum": ["x", "y"]}, "n": {"type": "integer"}}}, "at most one free-text string field"),
+    ({"properties": {"a": {"enum": ["x", "x"]}}}, "distinct string classes"),
+    ({"type": "object"}, "not a JSON schema of an object with properties"),
+])
+def test_schemas_posixlab_cannot_vary_are_clear_errors(schema, message):
+    from posixlab.structured.schema import read_schema
+
+    with pytest.raises(ConfigError, match=message):
+        read_schema(schema)
+
+
+def test_your_own_schema_runs_and_is_checked_before_any_request(tmp_path):
+    """task.schema: the scripted server receives your model's name and field, answers are read from your field; a
+    schema whose classes are not the data set's, a file that is not JSON, or a schema without strategy=structured
+    is a ConfigError before any request is sent."""
+    own = {"title": "QuestionKind", "description": "Classify the question.", "type": "object",
+           "required": ["kind"], "properties": {"kind": {
+               "description": "Kind. Entity: entity. Number: a number. Person: a person.",
+               "enum": ["Entity", "Number", "Person"], "type": "string"}}}
+    with ChatServer(scripted) as server:
+        summary = run(structured_config(server.base_url, tmp_path, schema=own, variants="schema", num_rephrasings=1),
+                      progress=False)
+        bodies = server.bodies
+        with pytest.raises(ConfigError, match=r"lists \['Entity', 'Number'\], but the data set's classes are"):
+            bad = {**own, "properties": {"kind": {**own["properties"]["kind"], "enum": ["Entity", "Number"]}}}
+            run(structured_config(server.base_url, tmp_path, schema=bad), progress=False)
+        with pytest.raises(ConfigError, match="add strategy=structured"):
+            run(replace(structured_config(server.base_url, tmp_path, schema=own), strategy="simple"), progress=False)
+        assert len(server.bodies) == len(bodies)  # nothing sent for the bad configurations
+    sent = bodies[0]["response_format"]["json_schema"]
+    assert sent["name"] == "QuestionKind"
+    assert sent["schema"]["properties"]["kind"]["enum"] == own["properties"]["kind"]["enum"]
+    records = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    assert {p["label"] for r in records for p in r["predictions"]} == {"Entity"}  # the enum's first member
+    assert summary["structured"]["failures"]["rate"] == 0.0
+    (tmp_path / "broken.json").write_text("{not json")
+    from posixlab.structured.schema import load_schema_file
+
+    with pytest.raises(ConfigError, match="broken.json is not JSON"):
+        load_schema_file(tmp_path / "broken.json")

@@ -50,6 +50,7 @@ class ClassifierSchema:
     field_intro: str = "The class of the text."  # the field description's first sentence, before the classes'
     reasoning: str | None = None  # None | before | after: a free-text reasoning field and where it sits
     reasoning_name: str = "reasoning"
+    reasoning_description: str = "Your reasoning, in one or two sentences."
     mode: str = "json_schema"  # json_schema | json | tools (MODES)
 
     def to_dict(self) -> dict:
@@ -67,11 +68,10 @@ class ClassifierSchema:
         label = (Literal[tuple(self.classes)], Field(description=self.field_description()))
         fields = {self.field_name: label}
         if self.reasoning is not None:
-            thought = (str, Field(description="Your reasoning, in one or two sentences."))
+            thought = (str, Field(description=self.reasoning_description))
             fields = ({self.reasoning_name: thought, **fields} if self.reasoning == "before"
                       else {**fields, self.reasoning_name: thought})
-        model = create_model(self.model_name, __doc__=self.docstring, **fields)
-        return model
+        return create_model(self.model_name, __doc__=self.docstring, **fields)
 
     def json_schema(self) -> dict:
         return self.pydantic_model().model_json_schema()
@@ -85,6 +85,122 @@ class ClassifierSchema:
         mode = {"json_schema": instructor.Mode.JSON_SCHEMA, "json": instructor.Mode.JSON,
                 "tools": instructor.Mode.TOOLS}[self.mode]
         return handle_response_model(self.pydantic_model(), mode=mode, messages=messages)[1]
+
+
+def read_schema(source, mode: str = "json_schema") -> ClassifierSchema:
+    """Your own classifier schema as a ``ClassifierSchema``: ``source`` is a Pydantic model class, its JSON schema
+    (a dict), or a JSON schema file's path.
+
+    What is read: the model's title and description (its docstring); one label field, the only property whose
+    values are a closed set (a ``Literal`` or ``enum``, inline or a ``$ref`` to an ``Enum``, or a ``oneOf``/``anyOf`` of
+    ``const`` values, each with its own description); its name, description and the classes in order; and at most
+    one free-text string field, the reasoning field, before or after the label. Class descriptions are read from the
+    ``const`` entries, or from the label's description where it names every class as ``instructor`` users write it
+    ("The class. NUM: a number. ENTY: an entity."); otherwise the whole description is the field's introduction and
+    the classes have none (the ``description`` dimension then has nothing to edit). The schema is rebuilt from what
+    was read, in the ``Literal`` form: an instructor-style model comes back exactly (tested), an ``Enum`` one as
+    the same wording with the enum inline, and every variant differs from it in one dimension.
+
+    >>> from typing import Literal
+    >>> from pydantic import BaseModel, Field
+    >>> class QuestionType(BaseModel):
+    ...     \"\"\"The kind of answer a question expects.\"\"\"
+    ...     category: Literal["NUM", "ENTY"] = Field(description="The type. NUM: a number. ENTY: an entity.")
+    >>> schema = read_schema(QuestionType)
+    >>> schema.model_name, schema.field_name, schema.classes, schema.descriptions
+    ('QuestionType', 'category', ('NUM', 'ENTY'), {'NUM': 'a number', 'ENTY': 'an entity'})
+    >>> schema.json_schema() == QuestionType.model_json_schema()
+    True
+    """
+    import os
+
+    from posixlab.errors import ConfigError
+
+    where = "your schema"
+    if isinstance(source, (str, os.PathLike)):
+        where, source = f"the schema file {source}", load_schema_file(source)
+    elif isinstance(source, type) and issubclass(source, BaseModel):
+        where = f"your Pydantic model {source.__name__}"
+        source = source.model_json_schema()
+    if not isinstance(source, dict) or not isinstance(source.get("properties"), dict) or not source["properties"]:
+        raise ConfigError(f"{where} is not a JSON schema of an object with properties: give a Pydantic model, "
+                          f"its model_json_schema(), or a file holding it")
+    defs = source.get("$defs", source.get("definitions", {}))
+
+    def resolve(prop: dict) -> dict:
+        ref = prop.get("$ref") or next((p.get("$ref") for p in prop.get("allOf", []) if "$ref" in p), None)
+        if ref:
+            target = defs.get(ref.rsplit("/", 1)[-1], {})
+            return {**target, **{k: v for k, v in prop.items() if k not in ("$ref", "allOf")}}
+        return prop
+
+    def members(prop: dict) -> tuple[list, dict] | None:
+        if isinstance(prop.get("enum"), list):
+            return prop["enum"], {}
+        for key in ("oneOf", "anyOf"):
+            options = prop.get(key)
+            if isinstance(options, list) and options and all(isinstance(o, dict) and "const" in o for o in options):
+                return [o["const"] for o in options], {o["const"]: o["description"] for o in options
+                                                       if o.get("description")}
+        return None
+
+    properties = {name: resolve(prop) for name, prop in source["properties"].items()}
+    labels = {name: members(prop) for name, prop in properties.items() if members(prop) is not None}
+    if len(labels) != 1:
+        raise ConfigError(f"{where} needs exactly one label field, a property whose values are a closed set (Literal "
+                          f"or enum); it has {len(labels)}{': ' + ', '.join(labels) if labels else ''}")
+    (label, (classes, descriptions)), = labels.items()
+    if not classes or not all(isinstance(c, str) for c in classes) or len(set(classes)) != len(classes):
+        raise ConfigError(f"{where}: the label field {label!r} must list distinct string classes, got {classes}")
+    others = [name for name in properties if name != label]
+    if len(others) > 1 or others and properties[others[0]].get("type") != "string":
+        raise ConfigError(f"{where}: besides the label {label!r}, posixlab takes at most one free-text string field "
+                          f"(a reasoning field); found {', '.join(others)}: remove the others, or measure them "
+                          f"with your own code")
+    intro = properties[label].get("description", "")
+    if not descriptions:
+        intro, descriptions = _split_description(intro, classes)
+    read = {"classes": tuple(classes), "descriptions": descriptions, "field_name": label, "field_intro": intro,
+            "model_name": source.get("title", "Classification"), "docstring": source.get("description"),
+            "mode": mode}
+    if others:
+        names = list(properties)
+        read.update(reasoning="before" if names.index(others[0]) < names.index(label) else "after",
+                    reasoning_name=others[0], reasoning_description=properties[others[0]].get("description", ""))
+    return ClassifierSchema(**read)
+
+
+def load_schema_file(path) -> dict:
+    """A JSON schema file's contents (the CLI reads ``task.schema`` so: the run's config then holds the schema
+    itself, and its fingerprint changes when the file does)."""
+    from posixlab.errors import ConfigError
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as exc:
+        raise ConfigError(f"the schema file {path} cannot be read ({exc.strerror}): give a JSON schema file's path "
+                          f"(task.schema=FILE.json)") from None
+    except ValueError as exc:
+        raise ConfigError(f"the schema file {path} is not JSON ({exc}): write the schema as JSON (from Pydantic: "
+                          f"json.dumps(MyModel.model_json_schema()))") from None
+
+
+def _split_description(text: str, classes) -> tuple[str, dict]:
+    """("The class.", {class: description}) from "The class. NUM: a number. ENTY: an entity." when every class
+    appears as "CLASS: " in order; (text, {}) otherwise."""
+    positions, start = [], 0
+    for c in classes:
+        at = text.find(f"{c}: ", start)
+        if at < 0 or (at > 0 and not text[at - 1].isspace()):
+            return text, {}
+        positions.append(at)
+        start = at + len(c) + 2
+    pieces = {}
+    for k, c in enumerate(classes):
+        end = positions[k + 1] if k + 1 < len(classes) else len(text)
+        pieces[c] = text[positions[k] + len(c) + 2:end].strip().rstrip(".")
+    return text[:positions[0]].strip(), pieces
 
 
 def check_answer(answer: str | dict | None, schema: ClassifierSchema) -> tuple[str | None, str | None]:

@@ -79,6 +79,9 @@ class ClassificationConfig:
     structured_mode: str = "json_schema"  # instructor's mode: json_schema | json | tools
     schema_reasoning: str | None = None  # None | before | after: a reasoning field beside the label
     schema_dimensions: tuple[str, ...] | None = None  # variants=schema: the dimensions varied; None: all that apply
+    # your own schema: a JSON schema file's path (CLI: task.schema=FILE.json) or the schema itself (a dict; Python:
+    # classify(schema=MyModel)); its label field's classes must be the data set's. None: built from the data set
+    schema: str | dict | None = None
     dry_run: bool = False  # say what the run would send (chat APIs: requests after cache hits, tokens), send nothing
 
 
@@ -107,6 +110,10 @@ def check(cfg: ClassificationConfig) -> None:
                               "classes' probabilities in the JSON slot are not built yet")
         if cfg.schema_reasoning not in REASONING:
             raise ConfigError(f"task.schema_reasoning must be null, before or after, got {cfg.schema_reasoning!r}")
+        if cfg.schema is not None:
+            own_schema(cfg, None)  # read and checked before any model is loaded
+    elif cfg.schema is not None:
+        raise ConfigError("task.schema is the JSON schema of a structured answer: add strategy=structured")
     if cfg.repeats < 1:
         raise ConfigError(f"task.repeats (R) must be at least 1, got {cfg.repeats}")
     if cfg.num_rephrasings < 1:
@@ -117,6 +124,24 @@ def check(cfg: ClassificationConfig) -> None:
     if cfg.data.name not in CLASSES:
         raise ConfigError(f"unknown classification dataset {cfg.data.name!r}; choose one of {', '.join(CLASSES)}, "
                           f"or {CLASSIFIER} (your own: dataset.path=my_task.yaml)")
+
+
+def own_schema(cfg: ClassificationConfig, classes: list[str] | None):
+    """Your own schema (``task.schema``), read (``posixlab.structured.schema.read_schema``) and held to the data's
+    classes: the same set, in the schema's order. ``classes`` None: the built-in data set's, or the classifier file's."""
+    from posixlab.structured.schema import read_schema
+
+    if cfg.schema_reasoning is not None:
+        raise ConfigError("task.schema_reasoning adds a reasoning field to posixlab's own schema; with task.schema, "
+                          "put the reasoning field in your schema (or leave it out) and remove task.schema_reasoning")
+    schema = read_schema(cfg.schema, cfg.structured_mode)
+    if classes is None:
+        own = classifier_definition(cfg)
+        classes = own.classes if own is not None else CLASSES.get(cfg.data.name)
+    if classes is not None and set(schema.classes) != set(classes):
+        raise ConfigError(f"the schema's label field {schema.field_name!r} lists {list(schema.classes)}, but the data "
+                          f"set's classes are {list(classes)}: make the enum the same classes (any order)")
+    return schema
 
 
 CLASSIFIER = "classifier"  # dataset=classifier: your own classifier from one file (posixlab/data/classifier_file.py)
@@ -280,8 +305,9 @@ class ClassificationTask(Task):
         from posixlab.structured.schema import ClassifierSchema
         from posixlab.structured.variants import DIMENSIONS, SchemaVariant, schema_variants
 
-        base = ClassifierSchema(classes=tuple(self.classes), descriptions=dict(self.frame.definitions),
-                                reasoning=cfg.schema_reasoning, mode=cfg.structured_mode)
+        base = own_schema(cfg, self.classes) if cfg.schema is not None else \
+            ClassifierSchema(classes=tuple(self.classes), descriptions=dict(self.frame.definitions),
+                             reasoning=cfg.schema_reasoning, mode=cfg.structured_mode)
         if cfg.variants == "schema":
             dims = tuple(cfg.schema_dimensions) if cfg.schema_dimensions else None
             if dims is None and cfg.model.backend != "chat":  # in process, every mode is the schema in the prompt
