@@ -183,7 +183,7 @@ def test_structured_settings_that_cannot_work_are_config_errors(tmp_path):
         run(replace(local, structured_mode="tools"), progress=False)
     with pytest.raises(ConfigError, match="needs strategy=structured"):
         run(replace(cfg, strategy="simple", variants="schema"), progress=False)
-    with pytest.raises(ConfigError, match="probability=greedy"):
+    with pytest.raises(ConfigError, match="needs the model's log-probabilities"):
         run(replace(cfg, probability="label_probs"), progress=False)
 
 
@@ -325,3 +325,50 @@ def test_your_own_schema_runs_and_is_checked_before_any_request(tmp_path):
 
     with pytest.raises(ConfigError, match="broken.json is not JSON"):
         load_schema_file(tmp_path / "broken.json")
+
+
+# --- the classes' probabilities in the JSON slot (probability=label_probs, in process) -----------------------------
+
+def test_slot_logprobs_read_each_class_where_the_label_s_value_starts(lm):
+    """The context is the prompt and the answer up to the label's value (a reasoning field first included); each
+    class is scored as its tokens and the closing quote, in the task's class order whatever the enum's order; an
+    answer without the label's slot gives None."""
+    from posixlab.tasks.classification import slot_logprobs
+
+    prompt = lm.encode("Classify: Who wrote Hamlet?\n", add_special_tokens=False)
+    classes = ["Number", "Entity", "Person"]
+    reordered = replace(BASE, classes=("Person", "Number", "Entity"), reasoning="before")
+    for schema, head in ((BASE, '{"label": "'), (reordered, '{"reasoning": "a name", "label": "')):
+        response = lm.encode(head, add_special_tokens=False) + lm.encode('Person"}', add_special_tokens=False)
+        expected = [lm.score_full(prompt + lm.encode(head, add_special_tokens=False),
+                                  lm.encode(f'{c}"', add_special_tokens=False)) for c in classes]
+        assert slot_logprobs(lm, prompt, response, schema, classes) == pytest.approx(expected, abs=1e-6)
+    whole = lm.encode('{"label": "Person"}', add_special_tokens=False)  # tokens as the tokenizer joins them
+    got = slot_logprobs(lm, prompt, whole, BASE, classes)
+    assert got is not None and len(got) == 3 and all(x < 0 for x in got)
+    assert slot_logprobs(lm, prompt, lm.encode('{"class": "Person"}', add_special_tokens=False), BASE,
+                         classes) is None
+
+
+def test_label_probs_in_the_json_slot_end_to_end(lm, tmp_path):
+    """strategy=structured probability=label_probs in process: every prediction's class is the argmax of its slot
+    probabilities, which are a distribution over the classes; a chat model is refused before any request."""
+    import numpy as np
+
+    cfg = structured_config("unused", tmp_path, variants="schema", num_rephrasings=3, probability="label_probs")
+    cfg = replace(cfg, model=ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct"),
+                  score_cache=False)
+    summary = run(cfg, lm=lm, progress=False)
+    records = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    classes = ["Number", "Entity", "Person"]
+    agree = 0
+    for record in records:
+        assert len(record["label_logprobs"]) == 3
+        for p, lp in zip(record["predictions"], record["label_logprobs"]):
+            assert p["label"] == classes[int(np.argmax(lp))]
+            agree += p["parse"]["label"] == p["label"]
+    assert agree >= 5, agree  # the slot's most probable class is mostly the class greedy decoding wrote
+    assert sum(record["distribution"]) == pytest.approx(1.0)
+    assert 0.0 <= summary["sensitivity"]["mean"] <= 1.0
+    with pytest.raises(ConfigError, match="needs the model's log-probabilities"):
+        run(structured_config("http://127.0.0.1:9/v1", tmp_path, probability="label_probs"), progress=False)

@@ -105,9 +105,10 @@ def check(cfg: ClassificationConfig) -> None:
             raise ConfigError("in process, a structured answer is decoded under the schema shown in the prompt (as "
                               "instructor's JSON mode shows it): tools mode and the mode dimension need a chat model "
                               "(model=chat)")
-        if cfg.probability == "label_probs":
-            raise ConfigError("strategy=structured reads the class from the JSON answer (probability=greedy); the "
-                              "classes' probabilities in the JSON slot are not built yet")
+        if cfg.probability == "label_probs" and cfg.model.backend == "chat":
+            raise ConfigError("strategy=structured with probability=label_probs reads each class's probability in "
+                              "the answer's JSON slot, which needs the model's log-probabilities: run the model in "
+                              "process (model.backend=transformers), or use probability=greedy with a chat model")
         if cfg.schema_reasoning not in REASONING:
             raise ConfigError(f"task.schema_reasoning must be null, before or after, got {cfg.schema_reasoning!r}")
         if cfg.schema is not None:
@@ -230,6 +231,37 @@ def label_continuations(lm, prompt: str, classes: list[str], chat_template: bool
     return out
 
 
+def slot_logprobs(lm, prompt_ids: list[int], response: list[int], schema, classes) -> list[float] | None:
+    """log P(class + '"' | prompt, the answer up to its label's value) for each of ``classes`` (the task's order,
+    whatever order the schema's enum lists them in); None where the answer has no label slot (a failure, counted as N/A).
+
+    The context is the greedy (schema-held) answer's own tokens up to where the label's value starts (its reasoning
+    field too, when that comes first), so the probability is read where the model answered; where a token runs
+    across that point, the answer's text up to it is encoded afresh. Each class is scored as its own tokens and the
+    closing quote, by the raw model (no grammar mask), and the classes are normalised among themselves by the caller
+    (``label_distribution``): the model's preference among the enum's members at the slot, which is the greedy
+    answer's class wherever the value's first token decides it."""
+    import re
+
+    eos = lm.eos_ids
+    tokens = [t for t in response if t not in eos]
+    text = lm.decode(tokens)
+    found = re.search(r'"' + re.escape(schema.field_name) + r'"\s*:\s*"', text)
+    if found is None:
+        return None
+    start = found.end()
+    context = None
+    for k in range(len(tokens) + 1):
+        piece = lm.decode(tokens[:k])
+        if len(piece) >= start:
+            if piece == text[:start]:
+                context = list(prompt_ids) + tokens[:k]
+            break
+    if context is None:  # a token runs across the slot's start: the text up to it, encoded afresh
+        context = list(prompt_ids) + lm.encode(text[:start], add_special_tokens=False)
+    return [lm.score_full(context, lm.encode(f'{c}"', add_special_tokens=False)) for c in classes]
+
+
 def structured_tokens(max_new_tokens: int, schema) -> int:
     """The response length for a JSON answer: at least 64 tokens (an object with a label), 256 with a reasoning
     field; ``max_new_tokens`` when larger. A cut-off object is invalid JSON, counted as a failure, never repaired."""
@@ -320,7 +352,7 @@ class ClassificationTask(Task):
             {"original": self.frame.task, "rephrasings": self.rephrasings, "rephraser": self.rephraser_about,
              "schemas": [v.to_dict() for v in self.schemas] or None},
             indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        if self.cfg.probability == "label_probs" and units:
+        if self.cfg.probability == "label_probs" and units and not self.schemas:
             first = self._text(units[0], self.rephrasings[0], lm)
             self.label_ids = label_continuations(lm, first, self.classes, self.cfg.chat_template)
 
@@ -360,11 +392,15 @@ class ClassificationTask(Task):
             answer = answer_texts(set_scores, lm)[0].strip()
             parse = self._parse(answer, sample, q)
             label = parse["label"]
-            if self.label_ids is not None:
-                lp = set_scores.candidates[0].tolist()
+            lp = self._label_logprobs(set_scores, requests[q * repeats], q, lm)
+            if lp is not None:
                 logprobs.append(lp)
                 per_rephrasing.append([*label_distribution(lp), 0.0])
                 label = classes[int(np.argmax(lp))]
+            elif self.schemas and self.cfg.probability == "label_probs":  # no JSON slot in the answer: N/A
+                logprobs.append(None)
+                per_rephrasing.append(class_distribution([NA], all_classes).tolist())
+                label = NA
             else:
                 per_rephrasing.append(class_distribution([label], all_classes).tolist())
             prediction = {"rephrasing": q, "answer": answer, "label": label, "parse": parse}
@@ -373,7 +409,8 @@ class ClassificationTask(Task):
                 prediction["served"] = [served.served_model, served.system_fingerprint]
             if repeats > 1:  # every repeat's label, repeat 0 first (the noise floor: posixlab/metrics/noise.py)
                 prediction["repeat_labels"] = [label] + [
-                    self._label(again, lm, sample, q) for again in scores[q * repeats + 1:(q + 1) * repeats]]
+                    self._label(again, lm, sample, q, requests[q * repeats + r])
+                    for r, again in enumerate(scores[q * repeats + 1:(q + 1) * repeats], start=1)]
                 prediction["repeat_answers"] = [answer] + [answer_texts(again, lm)[0].strip()
                                                            for again in scores[q * repeats + 1:(q + 1) * repeats]]
             predictions.append(prediction)
@@ -392,11 +429,24 @@ class ClassificationTask(Task):
         label, failure = check_answer(answer, self.schemas[q].schema)
         return {"label": NA if label is None else label, "rule": "schema", "failure": failure}
 
-    def _label(self, result, lm, sample: Sample, q: int) -> str:
+    def _label(self, result, lm, sample: Sample, q: int, request: Request) -> str:
         """The class one answer gives: the labels' most probable (label_probs) or the parsed greedy answer."""
-        if self.label_ids is not None:
-            return self.classes[int(np.argmax(result.candidates[0]))]
+        lp = self._label_logprobs(result, request, q, lm)
+        if lp is not None:
+            return self.classes[int(np.argmax(lp))]
+        if self.schemas and self.cfg.probability == "label_probs":
+            return NA
         return self._parse(answer_texts(result, lm)[0].strip(), sample, q)["label"]
+
+    def _label_logprobs(self, result, request: Request, q: int, lm) -> list[float] | None:
+        """The classes' log-probabilities as the answer: after the prompt (free text, scored by the engine), or in
+        the JSON slot of the structured answer (``slot_logprobs``); None in greedy mode or where the answer has no
+        slot."""
+        if self.label_ids is not None:
+            return result.candidates[0].tolist()
+        if self.schemas and self.cfg.probability == "label_probs":
+            return slot_logprobs(lm, request.ids[0], result.responses[0], self.schemas[q].schema, self.classes)
+        return None
 
     def progress_note(self, record: dict) -> str:
         return f"S = {record['sensitivity']:.3f}"
