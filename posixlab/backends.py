@@ -63,7 +63,7 @@ def _check_in_process(spec: ModelSpec) -> None:
 
 register(Backend("transformers", frozenset({GENERATE, SCORE, STRUCTURED}), load_model,
                  lambda lm, n, options, cache: ScoringEngine(lm, n, options, cache), check=_check_in_process))
-register(Backend("vllm", frozenset({GENERATE, SCORE}), connect,
+register(Backend("vllm", frozenset({GENERATE, SCORE, STRUCTURED}), connect,
                  lambda lm, n, options, cache: ServerEngine(lm, n, cache), remote=True, check=_check_vllm))
 
 
@@ -113,13 +113,21 @@ def load(spec: ModelSpec, cache_dir=None) -> TokenizedModel:
 
 
 def engine_for(lm, max_new_tokens: int, options: EngineOptions | None = None,
-               cache: ScoreCache | None = None, grammars: dict | None = None) -> SetScorer:
+               cache: ScoreCache | None = None, schemas: dict | None = None) -> SetScorer:
     """The engine that runs requests on ``lm``: ``ChatEngine`` for a chat API (``cache`` a ``ResponseCache``),
-    ``ServerEngine`` for a vLLM server, ``ScoringEngine`` in process (``ConstrainedEngine`` when ``grammars`` hold
-    each prompt's JSON grammar: strategy=structured)."""
-    if grammars:
-        from posixlab.structured.constrain import ConstrainedEngine
+    ``ServerEngine`` for a vLLM server, ``ScoringEngine`` in process. ``schemas`` (strategy=structured: each prompt's
+    ``ClassifierSchema``) hold greedy decoding to the schema: llguidance grammars in process (``ConstrainedEngine``),
+    vLLM's ``structured_outputs`` on a server (no score cache either way: a cached answer is a free one)."""
+    if schemas and isinstance(lm, ServedModel):
+        return ServerEngine(lm, max_new_tokens, None, schemas)
+    if schemas:
+        from posixlab.structured.constrain import ConstrainedEngine, grammar_for
 
+        built, grammars = {}, {}  # one grammar per schema, however many prompts show it
+        for ids, schema in schemas.items():
+            if id(schema) not in built:
+                built[id(schema)] = grammar_for(schema)
+            grammars[ids] = built[id(schema)]
         return ConstrainedEngine(lm, max_new_tokens, options, grammars)
     if isinstance(lm, ChatModel):
         return ChatEngine(lm, max_new_tokens, cache)

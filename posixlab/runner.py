@@ -106,17 +106,12 @@ def run(config_or_task, lm=None, progress: bool = True, given=None) -> dict:
     return summary
 
 
-def grammars(group: list) -> dict:
-    """Each structured request's prompt ids -> the llguidance grammar of its schema (in-process constrained decoding)."""
-    from posixlab.structured.constrain import grammar_for
-
-    out, built = {}, {}
+def prompt_schemas(group: list) -> dict:
+    """Each structured request's prompt ids -> its schema (constrained decoding, in process or on a vLLM server)."""
+    out = {}
     for _, _, request in group:
-        key = id(request.structured)
-        if key not in built:
-            built[key] = grammar_for(request.structured)
         for ids in request.ids:
-            if out.setdefault(tuple(ids), built[key]) != built[key]:  # one prompt, two schemas: it must show its own
+            if out.setdefault(tuple(ids), request.structured) != request.structured:  # a prompt shows its own schema
                 raise ValueError("two structured requests share their prompt but not their schema; the prompt must "
                                  "show the schema it is decoded under")
     return out
@@ -171,7 +166,7 @@ def _work(task: Task, lm, units: list, positions: list[int], requests: list, cac
                 answers = engine.answer_sets([request for _, _, request in group], in_order=task.in_order)
             else:
                 if any(request.structured is not None for _, _, request in group):  # decoding held to a schema
-                    engine = engine_for(lm, length, task.cfg.engine, None, grammars(group))
+                    engine = engine_for(lm, length, task.cfg.engine, None, prompt_schemas(group))
                 candidates = [request.candidates for _, _, request in group]
                 answers = engine.score_sets([request.ids for _, _, request in group],
                                             candidates if any(candidates) else None, in_order=task.in_order)

@@ -176,14 +176,16 @@ def test_structured_settings_that_cannot_work_are_config_errors(tmp_path):
     cfg = structured_config("http://127.0.0.1:9/v1", tmp_path)
     served = replace(cfg, model=ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct",
                                           backend="vllm", server=ServerSettings(base_url="http://127.0.0.1:9/v1")))
-    with pytest.raises(ConfigError, match="strategy=structured.*model.backend=transformers, model.backend=chat"):
-        run(served, progress=False)
+    with pytest.raises(ConfigError, match="tools mode and the mode dimension need a chat model"):
+        run(replace(served, structured_mode="tools"), progress=False)
+    with pytest.raises(ConfigError, match="scored in this process"):
+        run(replace(served, probability="label_probs"), progress=False)
     local = replace(cfg, model=ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct"))
     with pytest.raises(ConfigError, match="tools mode and the mode dimension need a chat model"):
         run(replace(local, structured_mode="tools"), progress=False)
     with pytest.raises(ConfigError, match="needs strategy=structured"):
         run(replace(cfg, strategy="simple", variants="schema"), progress=False)
-    with pytest.raises(ConfigError, match="needs the model's log-probabilities"):
+    with pytest.raises(ConfigError, match="scored in this process"):
         run(replace(cfg, probability="label_probs"), progress=False)
 
 
@@ -370,5 +372,5 @@ def test_label_probs_in_the_json_slot_end_to_end(lm, tmp_path):
     assert agree >= 5, agree  # the slot's most probable class is mostly the class greedy decoding wrote
     assert sum(record["distribution"]) == pytest.approx(1.0)
     assert 0.0 <= summary["sensitivity"]["mean"] <= 1.0
-    with pytest.raises(ConfigError, match="needs the model's log-probabilities"):
+    with pytest.raises(ConfigError, match="scored in this process"):
         run(structured_config("http://127.0.0.1:9/v1", tmp_path, probability="label_probs"), progress=False)

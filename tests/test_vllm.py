@@ -156,6 +156,36 @@ def test_the_classification_task_through_the_server(lm, served, tmp_path):
         assert np.max(np.abs(np.array(a["label_logprobs"]) - np.array(b["label_logprobs"]))) < 1e-4  # 1-2 tokens
 
 
+@pytest.mark.slow
+def test_structured_answers_through_the_server_honour_every_schema(lm, served, tmp_path):
+    """strategy=structured on vLLM: each prompt's generation held to its schema variant by the server's
+    structured_outputs; every answer is a valid object of its own schema (its field name, its enum), checked here
+    rather than trusted from a 200. The in-process run (llguidance) on the same prompts is reported beside it."""
+    from posixlab.runner import run as run_classification
+    from posixlab.tasks.classification import ClassificationConfig, ClassificationData
+
+    records, saved = {}, None
+    for name, model in (("vllm", served), ("here", lm)):
+        cfg = ClassificationConfig(model=served.spec if name == "vllm" else ModelSpec(
+            "smollm2-135m-instruct", "packaged", "smollm2-135m-instruct"), data=ClassificationData(num_samples=3),
+            strategy="structured", variants="schema", num_rephrasings=4, schema_dimensions=("order", "names"),
+            chat_template=True, output_dir=str(tmp_path / name), score_cache=False)
+        summary = run_classification(cfg, lm=model, progress=False)
+        records[name] = [json.loads(line) for line in (tmp_path / name / "samples.jsonl").read_text().splitlines()]
+        saved = json.loads((tmp_path / name / "rephrasings.json").read_text())["schemas"]
+        if name == "vllm":
+            assert summary["structured"]["failures"]["rate"] == 0.0
+    assert {v["dimension"] for v in saved} == {"original", "order", "names"}
+    for record in records["vllm"]:
+        for p, variant in zip(record["predictions"], saved):
+            answer = json.loads(p["answer"])
+            field = variant["schema"]["field_name"]
+            assert set(answer) == {field} and answer[field] in variant["schema"]["classes"], p["answer"]
+    same = [a["label"] == b["label"] for ra, rb in zip(records["vllm"], records["here"])
+            for a, b in zip(ra["predictions"], rb["predictions"])]
+    print(f"vLLM (xgrammar) and in-process (llguidance) structured labels agree on {sum(same)} of {len(same)}")
+
+
 # --------------------------------------------------------------------------------------------- cache and identity
 
 

@@ -72,12 +72,16 @@ class VLLMClient:
         return [int(t) for t in answer.json()["tokens"]]
 
     # --- the two requests --------------------------------------------------------------------------------------------
-    def generate(self, model: str, prompt_ids: list[int], max_new_tokens: int,
-                 stop_ids: list[int]) -> tuple[list[int], list[float]]:
-        """Greedy response token ids (ending with a stop id when one came) and each token's log-probability."""
+    def generate(self, model: str, prompt_ids: list[int], max_new_tokens: int, stop_ids: list[int],
+                 json_schema: dict | None = None) -> tuple[list[int], list[float]]:
+        """Greedy response token ids (ending with a stop id when one came) and each token's log-probability;
+        ``json_schema``: held to that schema by the server's structured outputs (vLLM's ``structured_outputs``)."""
+        extra = {"return_tokens_as_token_ids": True, "stop_token_ids": stop_ids, "skip_special_tokens": False,
+                 "top_k": -1}
+        if json_schema is not None:
+            extra["structured_outputs"] = {"json": json_schema}
         reply = self._complete(model=model, prompt=list(prompt_ids), max_tokens=max_new_tokens, temperature=0,
-                               logprobs=0, extra_body={"return_tokens_as_token_ids": True, "stop_token_ids": stop_ids,
-                                                       "skip_special_tokens": False, "top_k": -1})
+                               logprobs=0, extra_body=extra)
         logprobs = reply.choices[0].logprobs
         if logprobs is None or logprobs.tokens is None:
             raise ServerResponseError(f"the server at {self.base_url} returned no log-probabilities for a generation")

@@ -29,8 +29,10 @@ WAVE_PROMPTS = 256  # distinct prompts per wave: the unit of concurrency and of 
 
 
 class ServerEngine(SetScorer):
-    def __init__(self, lm: ServedModel, max_new_tokens: int, cache=None):
+    def __init__(self, lm: ServedModel, max_new_tokens: int, cache=None, schemas: dict | None = None):
         super().__init__(lm, max_new_tokens, cache)
+        # strategy=structured: prompt ids -> ClassifierSchema; its generation is held to the schema by vLLM
+        self.schemas = {ids: s.decoding_schema() for ids, s in (schemas or {}).items()}
         self.client = lm.client
         self.model = lm.served_name
         self.stop_ids = sorted(lm.eos_ids)
@@ -55,7 +57,7 @@ class ServerEngine(SetScorer):
         prompts = list(unique)
 
         outputs = self._parallel(lambda p: self.client.generate(self.model, list(p), self.max_new_tokens,
-                                                                 self.stop_ids), prompts)
+                                                                 self.stop_ids, self.schemas.get(p)), prompts)
         generated = dict(enumerate(outputs))
         needs = self._responses_needed(slots, [extra for _, _, extra in items], generated)
         pairs = [(u, r) for u, need in needs.items() for r in need]

@@ -28,9 +28,7 @@ def grammar_for(schema) -> str:
     held to a schema should not invent fields the schema does not name)."""
     import llguidance
 
-    body = schema.json_schema()
-    body["additionalProperties"] = False
-    return llguidance.grammar_from("json_schema", json.dumps(body))
+    return llguidance.grammar_from("json_schema", json.dumps(schema.decoding_schema()))
 
 
 def _ll_tokenizer(lm):

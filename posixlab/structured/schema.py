@@ -76,6 +76,12 @@ class ClassifierSchema:
     def json_schema(self) -> dict:
         return self.pydantic_model().model_json_schema()
 
+    def decoding_schema(self) -> dict:
+        """The JSON schema that constrained decoding holds an answer to (llguidance in process, vLLM's
+        ``structured_outputs``): this schema with no keys beyond its own (a model held to a schema should not invent
+        fields the schema does not name)."""
+        return {**self.json_schema(), "additionalProperties": False}
+
     def request_kwargs(self, messages: list[dict]) -> dict:
         """What ``instructor`` sends for this schema in its mode (messages, ``response_format`` or ``tools`` and
         ``tool_choice``): its own request builder, so the request is the one engineers' code sends."""

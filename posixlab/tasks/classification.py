@@ -102,13 +102,13 @@ def check(cfg: ClassificationConfig) -> None:
         if cfg.structured_mode not in MODES:
             raise ConfigError(f"task.structured_mode must be one of {', '.join(MODES)}, got {cfg.structured_mode!r}")
         if cfg.model.backend != "chat" and (cfg.structured_mode == "tools" or "mode" in (cfg.schema_dimensions or ())):
-            raise ConfigError("in process, a structured answer is decoded under the schema shown in the prompt (as "
-                              "instructor's JSON mode shows it): tools mode and the mode dimension need a chat model "
-                              "(model=chat)")
-        if cfg.probability == "label_probs" and cfg.model.backend == "chat":
+            raise ConfigError("in process and on vLLM, a structured answer is decoded under the schema shown in "
+                              "the prompt (as instructor's JSON mode shows it): tools mode and the mode dimension "
+                              "need a chat model (model=chat)")
+        if cfg.probability == "label_probs" and cfg.model.backend != "transformers":
             raise ConfigError("strategy=structured with probability=label_probs reads each class's probability in "
-                              "the answer's JSON slot, which needs the model's log-probabilities: run the model in "
-                              "process (model.backend=transformers), or use probability=greedy with a chat model")
+                              "the answer's JSON slot, scored in this process: run the model in process "
+                              "(model.backend=transformers), or use probability=greedy")
         if cfg.schema_reasoning not in REASONING:
             raise ConfigError(f"task.schema_reasoning must be null, before or after, got {cfg.schema_reasoning!r}")
         if cfg.schema is not None:
