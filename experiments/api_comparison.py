@@ -22,7 +22,7 @@ def runs(sweep: Path) -> dict[str, Path]:
     """strategy -> run folder, for every run of a sweep folder."""
     out = {}
     for folder in sorted(p for p in sweep.iterdir() if (p / "summary.json").is_file()):
-        out[json.loads((folder / "summary.json").read_text())["strategy"]] = folder
+        out[json.loads((folder / "summary.json").read_text(encoding="utf-8"))["strategy"]] = folder
     return out
 
 
@@ -60,7 +60,7 @@ def main(argv=None) -> int:
         entry = {}
         for side, found in sides.items():
             folder = found[strategy]
-            summary = json.loads((folder / "summary.json").read_text())
+            summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
             entry[side] = row(summary)
             keep = args.out / f"{side}_{strategy}"
             keep.mkdir(parents=True, exist_ok=True)
@@ -83,8 +83,8 @@ def main(argv=None) -> int:
     lines += ["", "Same answer, chat and in process, per (sample, prompt) at repeat 0: " +
               ", ".join(f"{s} {e['same_answer']:.1%}" for s, e in report.items())]
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "comparison.json").write_text(json.dumps(report, indent=1) + "\n")
-    (args.out / "comparison.md").write_text("\n".join(lines) + "\n")
+    (args.out / "comparison.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    (args.out / "comparison.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
     return 0
 
