@@ -374,3 +374,38 @@ def test_label_probs_in_the_json_slot_end_to_end(lm, tmp_path):
     assert 0.0 <= summary["sensitivity"]["mean"] <= 1.0
     with pytest.raises(ConfigError, match="scored in this process"):
         run(structured_config("http://127.0.0.1:9/v1", tmp_path, probability="label_probs"), progress=False)
+
+
+def test_rewording_replaces_a_description_by_the_rephraser_s_checked_paraphrase(tmp_path):
+    """schema_dimensions=rewording,order: each rewording variant swaps one class's description for a paraphrase
+    from the rephraser (here a paraphrase file), the change recorded and sent in the schema; a paraphrase the quality
+    rules drop is never used; without enough paraphrases the run stops before any request."""
+    from posixlab.rephrase import RephraserConfig
+
+    file = tmp_path / "descriptions.jsonl"
+    file.write_text("\n".join(json.dumps(r) for r in [
+        {"original": "a number", "paraphrases": ["a numerical quantity", "an amount or count"]},
+        {"original": "entity", "paraphrases": ["a thing or object", "an object"]},
+        {"original": "a person", "paraphrases": ["a human being", "someone"]}]) + "\n")
+    rephraser = RephraserConfig(backend="file", path=str(file), min_similarity=0.0, validate=False)
+    with ChatServer(scripted) as server:
+        cfg = replace(structured_config(server.base_url, tmp_path, variants="schema", num_rephrasings=5,
+                                        schema_dimensions=("rewording", "order")), rephraser=rephraser)
+        run(cfg, progress=False)
+        bodies = list(server.bodies)
+        thin = tmp_path / "thin.jsonl"
+        thin.write_text(json.dumps({"original": "a number", "paraphrases": []}) + "\n")
+        with pytest.raises(Exception, match="paraphrases of 'a number'"):
+            run(replace(cfg, output_dir=str(tmp_path / "thin"), rephraser=replace(rephraser, path=str(thin))),
+                progress=False)
+        assert len(server.bodies) == len(bodies)  # stopped before any request
+    saved = json.loads((tmp_path / "run" / "rephrasings.json").read_text())
+    reworded = [v for v in saved["schemas"] if v["dimension"] == "rewording"]
+    assert len(reworded) == 2 and saved["rephraser"]["variants"] == "schema"
+    paraphrases = {"Number": ["a numerical quantity"], "Entity": ["a thing or object"], "Person": ["a human being"]}
+    for v in reworded:
+        changed = {c: d for c, d in v["schema"]["descriptions"].items() if d != BASE.descriptions[c]}
+        (cls, new), = changed.items()
+        assert new in paraphrases[cls] and "reworded by the rephraser" in v["change"]
+        sent = [b for b in bodies if new in json.dumps(b)]
+        assert sent, f"no request carried the reworded description {new!r}"

@@ -5,6 +5,9 @@ Dimensions (Errica et al. §1 and Fig. 1; ``blackbox-apis.md`` §3):
 
 - ``description``: one class's description edited the way the paper's was ("ENTY: entity" → "an entity"): an
   article added or dropped, a capital changed, a word swapped for a synonym;
+- ``rewording``: one class's description replaced by a paraphrase of it, written by the rephraser and kept only if
+  it passes the paraphrase quality checks (``rewordings``: class -> its paraphrases; asked for by name, since it
+  costs rephraser requests);
 - ``order``: the enum's members in another order;
 - ``names``: the field's name (``label`` → ``category``, ``answer`` ...) or the model's (``Classification`` →
   ``QuestionType`` ...);
@@ -33,7 +36,8 @@ from dataclasses import dataclass, replace
 from posixlab.errors import ConfigError
 from posixlab.structured.schema import ClassifierSchema
 
-DIMENSIONS = ("description", "order", "names", "key_order", "mode")
+DIMENSIONS = ("description", "order", "names", "key_order", "mode", "rewording")
+ON_REQUEST = ("rewording",)  # left out of the default dimensions: it needs the rephraser's paraphrases
 FIELD_NAMES = ("label", "category", "answer", "class_name", "prediction")
 MODEL_NAMES = ("Classification", "QuestionType", "Prediction", "TextCategory", "Label")
 ARTICLES = ("a ", "an ", "the ")
@@ -78,7 +82,8 @@ def edit_description(text: str, rng: random.Random) -> tuple[str, str]:
     return rng.choice(edits)
 
 
-def _variant(base: ClassifierSchema, dimension: str, rng: random.Random) -> tuple[ClassifierSchema, str]:
+def _variant(base: ClassifierSchema, dimension: str, rng: random.Random,
+             rewordings: dict | None = None) -> tuple[ClassifierSchema, str]:
     if dimension == "description":
         described = [c for c in base.classes if base.descriptions.get(c)]
         if not described:
@@ -88,6 +93,11 @@ def _variant(base: ClassifierSchema, dimension: str, rng: random.Random) -> tupl
         new, how = edit_description(base.descriptions[target], rng)
         return replace(base, descriptions={**base.descriptions, target: new}), \
             f"{target}: {base.descriptions[target]!r} -> {new!r} ({how})"
+    if dimension == "rewording":
+        target = rng.choice(sorted(c for c in base.classes if (rewordings or {}).get(c)))
+        new = rng.choice(rewordings[target])
+        return replace(base, descriptions={**base.descriptions, target: new}), \
+            f"{target}: {base.descriptions.get(target, '')!r} -> {new!r} (reworded by the rephraser)"
     if dimension == "order":
         order = list(base.classes)
         while len(order) > 1 and order == list(base.classes):
@@ -108,19 +118,24 @@ def _variant(base: ClassifierSchema, dimension: str, rng: random.Random) -> tupl
     raise ConfigError(f"unknown schema dimension {dimension!r}; choose from {', '.join(DIMENSIONS)}")
 
 
-def schema_variants(base: ClassifierSchema, count: int, seed: int = 0,
-                    dimensions: tuple[str, ...] | None = None) -> list[SchemaVariant]:
+def schema_variants(base: ClassifierSchema, count: int, seed: int = 0, dimensions: tuple[str, ...] | None = None,
+                    rewordings: dict | None = None) -> list[SchemaVariant]:
     """The original (first) and ``count - 1`` distinct variants, dealt round-robin over ``dimensions`` (default:
-    all of them; ``key_order`` only when the schema has a reasoning field). A dimension with no new variant left
-    (``mode`` has one; ``key_order`` one) leaves the rotation; too few variants in all is a ``ConfigError``."""
+    all of them but ``rewording``; ``key_order`` only when the schema has a reasoning field). A dimension with no new
+    variant left (``mode`` has one; ``key_order`` one) leaves the rotation; too few variants in all is a
+    ``ConfigError``. ``rewordings``: class -> paraphrases of its description, for the ``rewording`` dimension."""
     if dimensions is None:
-        dimensions = tuple(d for d in DIMENSIONS if d != "key_order" or base.reasoning is not None)
+        dimensions = tuple(d for d in DIMENSIONS
+                           if d not in ON_REQUEST and (d != "key_order" or base.reasoning is not None))
     unknown = set(dimensions) - set(DIMENSIONS)
     if unknown or not dimensions:
         raise ConfigError(f"task.schema_dimensions must name some of {', '.join(DIMENSIONS)}, got {list(dimensions)}")
     if "key_order" in dimensions and base.reasoning is None:
         raise ConfigError("the key_order dimension moves a reasoning field: add one with task.schema_reasoning=after "
                           "(or before), or leave key_order out of task.schema_dimensions")
+    if "rewording" in dimensions and not any((rewordings or {}).values()):
+        raise ConfigError("the rewording dimension replaces a class description by the rephraser's paraphrase of it: "
+                          "the classes need descriptions, and the rephraser paraphrases (none were given)")
     out = [SchemaVariant(base, "original", "none")]
     seen = {_key(base)}
     rotation, drawn = list(dimensions), {d: 0 for d in dimensions}
@@ -131,7 +146,7 @@ def schema_variants(base: ClassifierSchema, count: int, seed: int = 0,
         dimension = rotation[(len(out) - 1) % len(rotation)]
         for attempt in range(50):
             rng = random.Random(f"{seed}/{dimension}/{drawn[dimension]}/{attempt}")
-            schema, change = _variant(base, dimension, rng)
+            schema, change = _variant(base, dimension, rng, rewordings)
             if _key(schema) not in seen:
                 seen.add(_key(schema))
                 drawn[dimension] += 1

@@ -323,7 +323,8 @@ class ClassificationTask(Task):
         self.schemas = self._schemas()
         if cfg.variants == "schema":  # the task sentence is held; the Q prompts are the schema's variants
             self.rephrasings = [self.frame.task] * len(self.schemas)
-            self.rephraser_about = {"rephraser": None, "variants": "schema"}
+            if not self.rephraser_about:  # set by _rewordings where the rephraser wrote some
+                self.rephraser_about = {"rephraser": None, "variants": "schema"}
         else:
             self.rephrasings, self.rephraser_about = rephrase(cfg, self.frame.task)
         return samples
@@ -335,7 +336,7 @@ class ClassificationTask(Task):
         if cfg.strategy != "structured":
             return []
         from posixlab.structured.schema import ClassifierSchema
-        from posixlab.structured.variants import DIMENSIONS, SchemaVariant, schema_variants
+        from posixlab.structured.variants import DIMENSIONS, ON_REQUEST, SchemaVariant, schema_variants
 
         base = own_schema(cfg, self.classes) if cfg.schema is not None else \
             ClassifierSchema(classes=tuple(self.classes), descriptions=dict(self.frame.definitions),
@@ -343,9 +344,30 @@ class ClassificationTask(Task):
         if cfg.variants == "schema":
             dims = tuple(cfg.schema_dimensions) if cfg.schema_dimensions else None
             if dims is None and cfg.model.backend != "chat":  # in process, every mode is the schema in the prompt
-                dims = tuple(d for d in DIMENSIONS if d != "mode" and (d != "key_order" or base.reasoning))
-            return schema_variants(base, cfg.num_rephrasings, cfg.seed, dims)
+                dims = tuple(d for d in DIMENSIONS
+                             if d not in ("mode", *ON_REQUEST) and (d != "key_order" or base.reasoning))
+            rewordings = self._rewordings(base, dims) if dims and "rewording" in dims else None
+            return schema_variants(base, cfg.num_rephrasings, cfg.seed, dims, rewordings)
         return [SchemaVariant(base, "original", "none")] * cfg.num_rephrasings
+
+    def _rewordings(self, base, dims: tuple[str, ...]) -> dict[str, list[str]]:
+        """The rewording dimension's paraphrases: each class description paraphrased by the run's rephraser, through
+        the paraphrase machinery (its file, its quality checks), enough for every rewording variant to differ."""
+        import math
+
+        described = [c for c in base.classes if base.descriptions.get(c)]
+        if not described:
+            return {}
+        needed = math.ceil((self.cfg.num_rephrasings - 1) / len(dims))  # rewording variants at most
+        per_class = max(1, math.ceil(needed / len(described)))
+        source = make_paraphrase_source(self.cfg.rephraser, self.cfg.cache_dir or default_cache_dir())
+        found, records = {}, []
+        for c in described:
+            found[c], record = source.paraphrases(base.descriptions[c], per_class)
+            records.append((len(found[c]), record))
+        self.rephraser_about = {**source.describe(), "variants": "schema",
+                                "rephrasing_quality": source.quality_summary(records)}
+        return found
 
     def prepare(self, lm, units: list[Sample], out: Path) -> None:
         (out / REPHRASINGS_FILE).write_text(json.dumps(
