@@ -50,6 +50,18 @@ def compact(answer: str) -> str:
         return answer.replace("\n", " ")
 
 
+def render(report: dict) -> str:
+    """The Markdown tables of a report (``figure1_example.json``)."""
+    lines = [f"Question: \"{report['question']}\" (gold: Entity). Schema as instructor builds it from a Pydantic "
+             f"model; greedy decoding held to each schema (llguidance), in process.", ""]
+    for name, per_edit in report["models"].items():
+        lines += [f"**{name}**", "", "| schema | this question's answer | predictions changed (of 36) | accuracy |",
+                  "|---|---|---|---|"]
+        lines += [f"| {r['edit']} | `{compact(r['answer'])}` | {r['changed']} | {r['accuracy']:.3f} |" for r in per_edit]
+        lines.append("")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
@@ -82,15 +94,9 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "figure1_example.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n",
                                               encoding="utf-8")
-    lines = [f"Question: \"{report['question']}\" (gold: Entity). Schema as instructor builds it from a Pydantic "
-             f"model; greedy decoding held to each schema (llguidance), in process.", ""]
-    for name, per_edit in report["models"].items():
-        lines += [f"**{name}**", "", "| schema | this question's answer | predictions changed (of 36) | accuracy |",
-                  "|---|---|---|---|"]
-        lines += [f"| {r['edit']} | `{compact(r['answer'])}` | {r['changed']} | {r['accuracy']:.3f} |" for r in per_edit]
-        lines.append("")
-    (out / "figure1_example.md").write_text("\n".join(lines), encoding="utf-8")
-    print("\n".join(lines))
+    text = render(report)
+    (out / "figure1_example.md").write_text(text, encoding="utf-8")
+    print(text)
     return 0
 
 
