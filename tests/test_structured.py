@@ -409,3 +409,26 @@ def test_rewording_replaces_a_description_by_the_rephraser_s_checked_paraphrase(
         assert new in paraphrases[cls] and "reworded by the rephraser" in v["change"]
         sent = [b for b in bodies if new in json.dumps(b)]
         assert sent, f"no request carried the reworded description {new!r}"
+
+
+def test_classify_takes_your_own_pydantic_model(tmp_path):
+    """posixlab.classify(schema=MyModel): the model's own name and field reach the request, answers are read from it."""
+    from typing import Literal
+
+    from pydantic import BaseModel, Field
+
+    import posixlab
+
+    class QuestionKind(BaseModel):
+        """Classify the question."""
+        kind: Literal["Person", "Number", "Entity"] = Field(description="Kind. Person: a person. Number: a number.")
+
+    path = tmp_path / "trec_mini.yaml"
+    path.write_text(CLASSIFIER, encoding="utf-8")
+    with ChatServer(scripted) as server:
+        result = posixlab.classify(str(path), posixlab.chat_model("scripted", base_url=server.base_url),
+                                   strategy="structured", variants="schema", num_rephrasings=1, schema=QuestionKind,
+                                   cache_dir=str(tmp_path / "cache"), progress=False)
+        bodies = server.bodies
+    assert {b["response_format"]["json_schema"]["name"] for b in bodies} == {"QuestionKind"}
+    assert [r["predictions"][0]["label"] for r in result.records] == ["Person"] * 3  # the enum's first member
