@@ -118,40 +118,11 @@ def read_schema(source, mode: str = "json_schema") -> ClassifierSchema:
     >>> schema.json_schema() == QuestionType.model_json_schema()
     True
     """
-    import os
-
     from posixlab.errors import ConfigError
 
-    where = "your schema"
-    if isinstance(source, (str, os.PathLike)):
-        where, source = f"the schema file {source}", load_schema_file(source)
-    elif isinstance(source, type) and issubclass(source, BaseModel):
-        where = f"your Pydantic model {source.__name__}"
-        source = source.model_json_schema()
-    if not isinstance(source, dict) or not isinstance(source.get("properties"), dict) or not source["properties"]:
-        raise ConfigError(f"{where} is not a JSON schema of an object with properties: give a Pydantic model, "
-                          f"its model_json_schema(), or a file holding it")
-    defs = source.get("$defs", source.get("definitions", {}))
-
-    def resolve(prop: dict) -> dict:
-        ref = prop.get("$ref") or next((p.get("$ref") for p in prop.get("allOf", []) if "$ref" in p), None)
-        if ref:
-            target = defs.get(ref.rsplit("/", 1)[-1], {})
-            return {**target, **{k: v for k, v in prop.items() if k not in ("$ref", "allOf")}}
-        return prop
-
-    def members(prop: dict) -> tuple[list, dict] | None:
-        if isinstance(prop.get("enum"), list):
-            return prop["enum"], {}
-        for key in ("oneOf", "anyOf"):
-            options = prop.get(key)
-            if isinstance(options, list) and options and all(isinstance(o, dict) and "const" in o for o in options):
-                return [o["const"] for o in options], {o["const"]: o["description"] for o in options
-                                                       if o.get("description")}
-        return None
-
-    properties = {name: resolve(prop) for name, prop in source["properties"].items()}
-    labels = {name: members(prop) for name, prop in properties.items() if members(prop) is not None}
+    where, source = _as_json_schema(source)
+    properties = _resolved_properties(source)
+    labels = {name: found for name, prop in properties.items() if (found := _closed_set(prop)) is not None}
     if len(labels) != 1:
         raise ConfigError(f"{where} needs exactly one label field, a property whose values are a closed set (Literal "
                           f"or enum); it has {len(labels)}{': ' + ', '.join(labels) if labels else ''}")
@@ -174,6 +145,51 @@ def read_schema(source, mode: str = "json_schema") -> ClassifierSchema:
         read.update(reasoning="before" if names.index(others[0]) < names.index(label) else "after",
                     reasoning_name=others[0], reasoning_description=properties[others[0]].get("description", ""))
     return ClassifierSchema(**read)
+
+
+def _as_json_schema(source) -> tuple[str, dict]:
+    """(how errors name it, the JSON schema) of a file path, a Pydantic model class or a dict."""
+    import os
+
+    from posixlab.errors import ConfigError
+
+    where = "your schema"
+    if isinstance(source, (str, os.PathLike)):
+        where, source = f"the schema file {source}", load_schema_file(source)
+    elif isinstance(source, type) and issubclass(source, BaseModel):
+        where, source = f"your Pydantic model {source.__name__}", source.model_json_schema()
+    if not isinstance(source, dict) or not isinstance(source.get("properties"), dict) or not source["properties"]:
+        raise ConfigError(f"{where} is not a JSON schema of an object with properties: give a Pydantic model, "
+                          f"its model_json_schema(), or a file holding it")
+    return where, source
+
+
+def _resolved_properties(source: dict) -> dict:
+    """The schema's properties in order, each ``$ref`` (bare or in an ``allOf``, as Pydantic writes an ``Enum``
+    field) replaced by its definition, the property's own keys (its description) kept."""
+    defs = source.get("$defs", source.get("definitions", {}))
+
+    def resolve(prop: dict) -> dict:
+        ref = prop.get("$ref") or next((p.get("$ref") for p in prop.get("allOf", []) if "$ref" in p), None)
+        if ref:
+            target = defs.get(ref.rsplit("/", 1)[-1], {})
+            return {**target, **{k: v for k, v in prop.items() if k not in ("$ref", "allOf")}}
+        return prop
+
+    return {name: resolve(prop) for name, prop in source["properties"].items()}
+
+
+def _closed_set(prop: dict) -> tuple[list, dict] | None:
+    """(the values, their descriptions) of a property that takes a closed set of values: an ``enum``, or a
+    ``oneOf``/``anyOf`` of ``const``s (each may carry a description); None for any other property."""
+    if isinstance(prop.get("enum"), list):
+        return prop["enum"], {}
+    for key in ("oneOf", "anyOf"):
+        options = prop.get(key)
+        if isinstance(options, list) and options and all(isinstance(o, dict) and "const" in o for o in options):
+            return [o["const"] for o in options], {o["const"]: o["description"] for o in options
+                                                   if o.get("description")}
+    return None
 
 
 def load_schema_file(path) -> dict:
