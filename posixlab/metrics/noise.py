@@ -280,7 +280,18 @@ def noise_floor(labels, gold: Sequence[str | None] | None, classes: Sequence[str
         "note": (f"the last {dropped} of the Q = {q} prompts (Q mod R) are in no block: left out of S and C on this "
                  f"side (the flip rate uses all Q)" if dropped else None)}
 
-    # beyond the noise, with paired bootstrap intervals over samples
+    c_floor, c_reph = result["fixed_prompt"]["consistency"], result["rephrasings_at_equal_count"]["consistency"]
+    result["beyond_noise"] = _beyond_noise((floor_s, reph_s), (floor_flip, reph_flip), (c_floor, c_reph),
+                                           (floor_means, reph_means), gold, seed, resamples)
+    return result
+
+
+def _beyond_noise(s_sides, flip_sides, c_sides, pair_means, gold, seed: int, resamples: int) -> dict:
+    """What the rephrasings add beyond the floor (rephrasing side minus floor side, per sample), with paired
+    bootstrap intervals over samples; each argument pair is (floor, rephrasings)."""
+    (floor_s, reph_s), (floor_flip, reph_flip), (c_floor, c_reph) = s_sides, flip_sides, c_sides
+    floor_means, reph_means = pair_means
+    n = len(floor_s)
     rng = np.random.default_rng(seed)
     samples = rng.integers(0, n, size=(resamples, n))
     d_s, d_flip = reph_s - floor_s, reph_flip - floor_flip
@@ -292,13 +303,11 @@ def noise_floor(labels, gold: Sequence[str | None] | None, classes: Sequence[str
                                                    if flip_reph > 0 else None),
               "bootstrap": {"resamples": resamples, "seed": seed, "unit": "samples", "level": 0.95,
                             "method": "percentile, paired (one resample of the samples for both sides)"}}
-    c_floor, c_reph = result["fixed_prompt"]["consistency"], result["rephrasings_at_equal_count"]["consistency"]
     if c_floor is not None and c_reph is not None:
         values, used_resamples = _consistency_bootstrap(floor_means, reph_means, list(gold), samples)
         beyond["consistency"] = {"value": c_floor - c_reph, "ci95": _interval(values),
                                  "resamples_used": used_resamples}
-    result["beyond_noise"] = beyond
-    return result
+    return beyond
 
 
 def noise_floor_from_records(records: list[dict], classes: Sequence[str], seed: int = 0,
