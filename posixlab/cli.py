@@ -208,7 +208,7 @@ def main(cfg: DictConfig) -> float | None:
             headline = summary["sensitivity"]["mean"]
         else:
             summary = run_posix_job(cfg, resolved, output_dir, group)
-            headline = summary["psi"]["posix"]
+            headline = summary["psi"]["posix"] if summary.get("psi") else None  # psi=false: answers only
         rows = check_gate(summary, gate)  # one the run's data has no metric for (no gold labels): exit 2 too
     except PosixlabError as exc:
         print(f"\nposixlab error: {exc}", file=sys.stderr)

@@ -371,6 +371,20 @@ def test_psi_false_answers_are_the_greedy_answers_of_a_psi_run(lm, tmp_path):
     assert texts("answers") == texts("full")
     assert answers["accuracy"]["by_greedy"] == full["accuracy"]["by_greedy"]
     assert answers["psi"] is None and full["psi"]["posix"] > 0
+    # the analysis takes the psi=false run as a refresh of the ψ cell's greedy answers, ψ kept
+    from posixlab.analysis.collect import load_rows, write_rows
+
+    rows = load_rows(tmp_path / "full")
+    for row in rows:  # stale greedy answers (as an older parser's would be)
+        row["correct_greedy"], row["pred_greedy"] = "-" * len(row["correct_greedy"]), "-" * len(row["pred_greedy"])
+    write_rows(rows, tmp_path / "per_set.csv")
+    refreshed = load_rows(tmp_path / "per_set.csv", tmp_path / "answers")
+    assert [r["psi"] for r in refreshed] == pytest.approx([r["psi"] for r in load_rows(tmp_path / "full")])
+    assert [r["pred_greedy"] for r in refreshed] == [r["pred_greedy"] for r in load_rows(tmp_path / "full")]
+    assert any(c != "-" for r in refreshed for c in r["pred_greedy"])  # some answers were read: the refresh shows
+    assert all(r["source"].endswith(f"; greedy: {tmp_path / 'answers'}") for r in refreshed)
+    with pytest.raises(ConfigError, match="give the per_set.csv .* first"):
+        load_rows(tmp_path / "answers")
 
 
 def test_the_python_api_measures_a_chat_model(tmp_path, rephrasings):

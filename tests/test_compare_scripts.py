@@ -131,3 +131,27 @@ def test_reparse_answers_reads_saved_responses_again_and_counts_what_changed(sma
     assert [r["answers"] for r in read_sets(folder)] == [r["answers"] for r in right]
     assert new["psi"] == old["psi"] and new["accuracy"]["by_options"] == old["accuracy"]["by_options"]
     assert reparse(folder)[0] == {}, "a second reading changes nothing"
+
+
+def test_structured_figure_regenerates_the_committed_table(tmp_path):
+    """figures/structured/table.json is what experiments.structured_figure makes of the committed run folders: the
+    schema runs give a row per dimension, the task-sentence runs one "task sentence" row each."""
+    import json
+    from pathlib import Path
+
+    from experiments import structured_figure
+
+    committed = Path(__file__).resolve().parent.parent / "figures" / "structured"
+    table = json.loads((committed / "table.json").read_text(encoding="utf-8"))
+    runs = sorted(p for p in committed.iterdir() if (p / "summary.json").is_file())
+    assert structured_figure.main([*map(str, runs), "--out", str(tmp_path)]) == 0
+    made = json.loads((tmp_path / "table.json").read_text(encoding="utf-8"))
+    key = lambda r: (r["model"], r["dimension"])  # noqa: E731
+    assert sorted(made["per_dimension"], key=key) == sorted(table["per_dimension"], key=key)
+    sentence = [r for r in made["per_dimension"] if r["dimension"] == "task sentence"]
+    assert len(sentence) == 2 and all(r["variants"] == 12 for r in sentence)
+    for run in runs:  # the sentence rows are the runs' own S
+        summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+        if summary["variants"] == "sentence":
+            assert any(r["S"] == summary["sensitivity"]["mean"] for r in sentence)
+    assert (tmp_path / "s_per_dimension.png").stat().st_size > 10_000

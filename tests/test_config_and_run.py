@@ -81,6 +81,16 @@ def test_run_py_end_to_end_writes_the_results(tmp_path):
 
 
 @pytest.mark.slow
+def test_run_py_answers_only_with_psi_false(tmp_path):
+    out = tmp_path / "run"
+    proc = _run_py(["num_sets=1", "num_variants=2", "psi=false", "progress=false", f"hydra.run.dir={out}"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["psi"] is None and summary["psi_computed"] is False
+    assert len(read_sets(out)[0]["answers"]) == 3
+
+
+@pytest.mark.slow
 def test_sweep_runs_every_job(tmp_path):
     proc = _run_py(["-m", "variant=spelling,template", "num_sets=1", "num_variants=2", "progress=false",
                     f"hydra.sweep.dir={tmp_path}", "score_cache=false"])

@@ -15,8 +15,17 @@ from posixlab.variants import VARIANT_TYPES
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "posixlab" / "conf"
-CLASSIFIERS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")
-                     if "override /task: classification" in p.read_text(encoding="utf-8"))
+
+
+def _is_classifier(name: str) -> bool:
+    """An experiment of task=classification: it says so, or it extends one that does (``- offline_structured``)."""
+    text = (CONF / "experiment" / f"{name}.yaml").read_text(encoding="utf-8")
+    parents = [line.strip()[2:] for line in text.splitlines()
+               if line.strip().startswith("- ") and (CONF / "experiment" / f"{line.strip()[2:]}.yaml").is_file()]
+    return "override /task: classification" in text or any(_is_classifier(p) for p in parents)
+
+
+CLASSIFIERS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml") if _is_classifier(p.stem))
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")
                      if not p.stem.startswith("_") and p.stem not in CLASSIFIERS)
 ERRICA = ["offline_errica_table1", "paper_errica_table1"]  # the classification task's Table 1

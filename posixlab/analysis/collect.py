@@ -5,7 +5,9 @@ four factors. Rows come from run folders (``summary.json`` + ``sets.jsonl``, fou
 given) or from a ``per_set.csv`` written by an earlier regeneration, so figures can be redrawn from that file alone.
 
 When two runs cover the same cell, the one whose folder sorts last (the newest, for Hydra's dated folders) is kept
-and a warning names both.
+and a warning names both. A ``psi=false`` run (greedy answers, no ψ) does not replace a cell: it refreshes the greedy
+answers (``correct_greedy``, ``pred_greedy``) of the cell an earlier source holds, set by set, so that a cell's greedy
+accuracy can be recomputed (a new answer parser, a model's answers again) without scoring its sets again.
 """
 
 from __future__ import annotations
@@ -67,6 +69,10 @@ def load_rows(*sources: str | Path) -> list[dict]:
             groups = {cell: runs for cell, runs in groups.items()}
         for cell, runs in groups.items():
             for origin, rows in runs:
+                if rows[0].get("answers_only"):
+                    by_cell[cell] = (by_cell[cell][0] if cell in by_cell else origin,
+                                     refresh_greedy(by_cell.get(cell, (None, None))[1], rows, _label(cell), origin))
+                    continue
                 if cell in by_cell:
                     warnings.warn(f"{_label(cell)} has results in {by_cell[cell][0]} and {origin}; keeping the "
                                   f"latter", GridWarning, stacklevel=2)
@@ -102,6 +108,10 @@ def _rows_from_run(folder: Path) -> list[dict]:
         data = f"{data}:{Path(dataset['path']).name}"
     base = {"model": summary["model"]["name"], "dataset": summary["dataset"], "variant": summary["variant"],
             "shots": int(summary.get("shots", 0)), "data": data, "source": str(folder)}
+    if not summary.get("psi_computed", True):  # psi=false: the greedy answers only (refresh_greedy)
+        return [{**base, "item_id": r["item_id"], "subject": r.get("subject"), "answers_only": True,
+                 **{k: v for k, v in per_prompt_columns(r).items() if k.endswith("_greedy")}}
+                for r in read_sets(folder)]
     rows = []
     for record in read_sets(folder):
         factors = record.get("factors")
@@ -111,6 +121,35 @@ def _rows_from_run(folder: Path) -> list[dict]:
                      "psi_reference_compat": record.get("psi_reference_compat"), **factors,
                      **per_prompt_columns(record)})
     return rows
+
+
+def refresh_greedy(rows: list[dict] | None, answers: list[dict], label: str, origin: str) -> list[dict]:
+    """The cell's rows with their greedy answers replaced by a ``psi=false`` run's (``answers``), set by set. The run
+    must cover the cell's sets exactly, each with as many prompts: otherwise its answers are of other prompts.
+
+    >>> old = [{"item_id": "q1", "psi": 0.4, "correct_greedy": "10", "pred_greedy": "AB", "source": "runs/a"}]
+    >>> new = [{"item_id": "q1", "answers_only": True, "correct_greedy": "11", "pred_greedy": "AA"}]
+    >>> refresh_greedy(old, new, "cell", "runs/b")[0]
+    {'item_id': 'q1', 'psi': 0.4, 'correct_greedy': '11', 'pred_greedy': 'AA', 'source': 'runs/a; greedy: runs/b'}
+    """
+    if rows is None:
+        raise ConfigError(f"{origin} is a psi=false run (greedy answers, no ψ) of {label}, and no source given before "
+                          f"it holds that cell: give the per_set.csv (or the ψ run) first, then this run")
+    by_item = {a["item_id"]: a for a in answers}
+    if set(by_item) != {r["item_id"] for r in rows}:
+        raise ConfigError(f"{origin} answers other sets than {label} holds ({len(by_item)} against {len(rows)}): "
+                          f"run it with the cell's own settings (data set, num_sets, seed)")
+    out = []
+    for row in rows:
+        new = by_item[row["item_id"]]
+        if len(new["correct_greedy"] or "") != len(row.get("correct_greedy") or new["correct_greedy"] or ""):
+            raise ConfigError(f"{origin}: set {row['item_id']} of {label} has {len(new['correct_greedy'])} prompts "
+                              f"there and {len(row['correct_greedy'])} in the cell: run it with the cell's settings")
+        source = row.get("source") or ""
+        source = source.split("; greedy: ")[0]
+        out.append({**row, "correct_greedy": new["correct_greedy"], "pred_greedy": new["pred_greedy"],
+                    "source": f"{source}; greedy: {origin}"})
+    return out
 
 
 def per_prompt_columns(record: dict) -> dict:
