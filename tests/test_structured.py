@@ -1,6 +1,6 @@
 """Structured outputs (strategy=structured, posixlab/structured/): schemas as instructor builds them, schema variants
 with exactly the change they record, instructor's requests per mode, failures counted per prompt and per dimension
-against a scripted server, and a real llama.cpp server's JSON mode."""
+against a scripted server, and a real llama.cpp server's JSON and tools modes."""
 
 from __future__ import annotations
 
@@ -222,6 +222,23 @@ def test_llama_cpp_json_mode_honours_json(llama_server, tmp_path):
     assert len(answers) == 3 and all(isinstance(json.loads(a), dict) for a in answers), answers
     assert summary["structured"]["failures"]["counts"]["invalid_json"] == 0
 
+
+
+@pytest.mark.slow
+def test_llama_cpp_tools_mode_answers_by_a_named_tool_call(llama_server, tmp_path):
+    """llama.cpp's server takes instructor's tools mode (the schema as a function's parameters, the call named by
+    tool_choice) and answers with a tool call whose arguments its grammar holds to that schema: every answer is an
+    object with the label field and a class of the enum (checked, not assumed from the status)."""
+    from conftest import LLAMA_MODEL
+
+    cfg = structured_config(llama_server, tmp_path, structured_mode="tools", num_rephrasings=1)
+    cfg = replace(cfg, model=replace(cfg.model, name=LLAMA_MODEL, path=LLAMA_MODEL))
+    summary = run(cfg, progress=False)
+    records = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    answers = [json.loads(p["answer"]) for r in records for p in r["predictions"]]
+    assert len(answers) == 3 and summary["structured_mode"] == "tools"
+    assert all(set(a) == {"label"} and a["label"] in summary["classes"] for a in answers), answers
+    assert summary["structured"]["failures"]["rate"] == 0.0
 
 # --- your own schema -----------------------------------------------------------------------------------------------
 
