@@ -56,7 +56,8 @@ def main(argv=None) -> int:
             continue
         summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
         name, kind = label(summary), run_kind(summary)
-        suffix = "" if kind == "schema" else "_" + kind.replace("schema: ", "").replace(", ", "-").replace(" ", "_")
+        asked = summary["config"].get("schema_dimensions")  # a run of named dimensions keeps a folder of its own
+        suffix = "_task_sentence" if kind == SENTENCE else ("_" + "-".join(asked) if asked else "")
         keep = args.out / f"{summary['model']['name']}_{summary['config']['model'].get('backend', 'transformers')}{suffix}"
         keep.mkdir(parents=True, exist_ok=True)
         for file in KEPT:

@@ -69,9 +69,9 @@ def load_rows(*sources: str | Path) -> list[dict]:
             groups = {cell: runs for cell, runs in groups.items()}
         for cell, runs in groups.items():
             for origin, rows in runs:
-                if rows[0].get("answers_only"):
-                    by_cell[cell] = (by_cell[cell][0] if cell in by_cell else origin,
-                                     refresh_greedy(by_cell.get(cell, (None, None))[1], rows, _label(cell), origin))
+                if rows[0].get("answers_only"):  # psi=false: the cell's greedy answers, refreshed in place
+                    kept_origin, kept_rows = by_cell.get(cell, (origin, None))
+                    by_cell[cell] = (kept_origin, refresh_greedy(kept_rows, rows, _label(cell), origin))
                     continue
                 if cell in by_cell:
                     warnings.warn(f"{_label(cell)} has results in {by_cell[cell][0]} and {origin}; keeping the "
@@ -141,12 +141,11 @@ def refresh_greedy(rows: list[dict] | None, answers: list[dict], label: str, ori
                           f"run it with the cell's own settings (data set, num_sets, seed)")
     out = []
     for row in rows:
-        new = by_item[row["item_id"]]
-        if len(new["correct_greedy"] or "") != len(row.get("correct_greedy") or new["correct_greedy"] or ""):
-            raise ConfigError(f"{origin}: set {row['item_id']} of {label} has {len(new['correct_greedy'])} prompts "
-                              f"there and {len(row['correct_greedy'])} in the cell: run it with the cell's settings")
-        source = row.get("source") or ""
-        source = source.split("; greedy: ")[0]
+        new, old = by_item[row["item_id"]], row.get("correct_greedy")
+        if old and len(old) != len(new["correct_greedy"] or ""):  # a cell with no greedy answers yet takes any
+            raise ConfigError(f"{origin}: set {row['item_id']} of {label} has {len(new['correct_greedy'] or '')} "
+                              f"prompts there and {len(old)} in the cell: run it with the cell's settings")
+        source = (row.get("source") or "").split("; greedy: ")[0]  # a refresh replaces an earlier refresh
         out.append({**row, "correct_greedy": new["correct_greedy"], "pred_greedy": new["pred_greedy"],
                     "source": f"{source}; greedy: {origin}"})
     return out
