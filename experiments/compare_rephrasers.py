@@ -2,7 +2,7 @@
 paraphrases per rephraser to read by hand.
 
     python -m experiments.compare_rephrasers figures/paraphrases/qwen2.5-coder-0.5b-instruct.jsonl \\
-        figures/paraphrases/qwen2.5-coder-1.5b-instruct.jsonl --sample 20 --out figures/rephrasers.md
+        posixlab/data/paraphrases/mmlu_sample.qwen2.5-coder-1.5b-instruct.jsonl --sample 20 --out figures/rephrasers.md
 
 Only the originals every file has are compared, so the rows describe the same questions. Per rephraser: how many
 candidate lines its replies held and the share that passed every check (the basic ones and the quality rules the

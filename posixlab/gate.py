@@ -16,6 +16,11 @@ threshold                   summary key                                    task
 ``min_worst_case_accuracy`` ``accuracy.by_<reading>.worst_case``           both (gold answers)
 =========================== ============================================== ==============================
 
+``max_answer_share`` (default 0.95; ``answers.majority_share``, classification) guards the others: whenever a
+classification run is gated, it also fails when that share of its answers name one class (a constant classifier
+has S = 0 and C = 1, which would pass every sensitivity and consistency threshold). ``gate.max_answer_share=null``
+turns it off (a data set that is itself nearly one class), a value sets it; it is never checked on its own.
+
 ``max_`` thresholds pass when the value is at most the threshold, ``min_`` ones when it is at least the threshold.
 The accuracy reading (``accuracy_reading``): ``options`` (the best-scoring option, lm-evaluation-harness's multiple
 choice) or ``greedy`` (the greedy response parsed); unset, ``options`` when the run scored the options, else
@@ -53,6 +58,8 @@ class GateConfig:
     max_accuracy_spread: float | None = None  # accuracy.by_<reading>.spread.range (max - min over prompts)
     min_worst_case_accuracy: float | None = None  # accuracy.by_<reading>.worst_case
     accuracy_reading: str | None = None  # options | greedy; None: options when the run has them, else greedy
+    # answers.majority_share: checked beside any other threshold of a classification run (a constant classifier)
+    max_answer_share: float | None = 0.95
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,8 @@ METRICS = {
     "max_accuracy_spread": _Metric("accuracy.by_{reading}.spread.range", None),
     "min_worst_case_accuracy": _Metric("accuracy.by_{reading}.worst_case", None),
 }
+# checked whenever a threshold of METRICS is, never alone
+GUARDS = {"max_answer_share": _Metric("answers.majority_share", "classification")}
 
 # why a summary has null (or nothing) at a key, by the first key on the path that is missing
 WHY_MISSING = {
@@ -100,18 +109,18 @@ def make_gate(values: dict | None) -> GateConfig:
     number.
 
     >>> make_gate({"max_sensitivity": 0.2, "min_consistency": None})
-    GateConfig(max_posix=None, max_sensitivity=0.2, min_consistency=None, min_micro_f1=None, min_accuracy=None, max_accuracy_spread=None, min_worst_case_accuracy=None, accuracy_reading=None)
+    GateConfig(max_posix=None, max_sensitivity=0.2, min_consistency=None, min_micro_f1=None, min_accuracy=None, max_accuracy_spread=None, min_worst_case_accuracy=None, accuracy_reading=None, max_answer_share=0.95)
     >>> make_gate({"max_sensitvity": 0.2})
     Traceback (most recent call last):
     ...
-    posixlab.errors.ConfigError: gate has no setting max_sensitvity (the thresholds are max_posix, max_sensitivity, min_consistency, min_micro_f1, min_accuracy, max_accuracy_spread, min_worst_case_accuracy; and accuracy_reading)
+    posixlab.errors.ConfigError: gate has no setting max_sensitvity (the thresholds are max_posix, max_sensitivity, min_consistency, min_micro_f1, min_accuracy, max_accuracy_spread, min_worst_case_accuracy; and accuracy_reading, max_answer_share)
     """
     values = dict(values or {})
     unknown = sorted(set(values) - {f.name for f in dataclasses.fields(GateConfig)})
     if unknown:
         raise ConfigError(f"gate has no setting {', '.join(unknown)} (the thresholds are {', '.join(METRICS)}; and "
-                          f"accuracy_reading)")
-    for name in METRICS:
+                          f"accuracy_reading, max_answer_share)")
+    for name in (*METRICS, *GUARDS):
         value = values.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or not math.isfinite(value)):
@@ -217,6 +226,11 @@ def check_gate(summary: dict, gate: GateConfig) -> list[GateRow]:
     [('complete', False), ('min_consistency', True)]
     >>> check_gate(summary, GateConfig())
     []
+    >>> constant = {**summary, "sensitivity": {"mean": 0.0}, "consistency": {"mean": 1.0},
+    ...             "answers": {"majority_share": 1.0}}          # every answer one class
+    >>> [(r.metric, r.value, r.passed) for r in check_gate(constant, GateConfig(max_sensitivity=0.2,
+    ...                                                                          min_consistency=0.8))]
+    [('max_sensitivity', 0.0, True), ('min_consistency', 1.0, True), ('max_answer_share', 1.0, False)]
     """
     thresholds = thresholds_of(gate)
     if not thresholds:
@@ -233,6 +247,10 @@ def check_gate(summary: dict, gate: GateConfig) -> list[GateRow]:
         value = _lookup(summary, name, key)
         passed = value <= threshold if name.startswith("max_") else value >= threshold  # NaN never passes
         rows.append(GateRow(name, threshold, value, passed, key))
+    share = (summary.get("answers") or {}).get("majority_share")  # runs written before it existed have none
+    if gate.max_answer_share is not None and summary.get("task") == "classification" and share is not None:
+        rows.append(GateRow("max_answer_share", gate.max_answer_share, float(share),
+                            share <= gate.max_answer_share, GUARDS["max_answer_share"].key))
     return rows
 
 

@@ -353,12 +353,24 @@ def _f(x, digits: int = 3) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
+def answer_spread_lines(answers: dict | None) -> list[str]:
+    """The most frequent answer and its share (``summary["answers"]``), one line and a blank; none in older runs."""
+    if not answers:
+        return []
+    gold = "" if answers["gold_majority_class"] is None else (
+        f" (the most frequent gold class, {answers['gold_majority_class']!r}, is "
+        f"{answers['gold_majority_share']:.0%} of the samples)")
+    flag = " **One class: a (nearly) constant classifier.**" if answers["one_class"] else ""
+    return [f"Most frequent answer: {answers['majority_class']!r}, {answers['majority_share']:.0%} of the "
+            f"{answers['num_answers']} answers{gold}.{flag}", ""]
+
+
 def classification_summary_markdown(summary: dict) -> str:
     s, c, f1 = summary["sensitivity"], summary["consistency"], summary["micro_f1"]
     lines = [f"# Classification: {summary['model'].get('name')} · {summary['dataset']} · {summary['strategy']} · "
              f"{summary['probability']}", "",
              f"{summary['num_samples']} samples × Q = {summary['num_rephrasings']} rephrasings of the task sentence; "
-             f"answers naming no class (N/A): {summary['na_share']:.1%}.", "",
+             f"answers naming no class (N/A): {summary['na_share']:.1%}.", "", *answer_spread_lines(summary.get("answers")),
              *[f"Note: {note}." for note in summary.get("notes") or []], *([""] if summary.get("notes") else []),
              "| metric | value |", "|---|---|",
              f"| sensitivity S_τ (mean ± sd over samples) | {_f(s['mean'])} ± {_f(s['sd'])} |",
@@ -366,7 +378,9 @@ def classification_summary_markdown(summary: dict) -> str:
              f"| consistency, pooled over pairs / with self-pairs | "
              f"{_f(c['pooled']) if c else '—'} / {_f(c['mean_with_self_pairs']) if c else '—'} |",
              f"| micro-F1 (mean ± sd over rephrasings) | "
-             f"{_f(f1['mean']) + ' ± ' + _f(f1['sd']) if f1 else '—'} |", "",
+             f"{_f(f1['mean']) + ' ± ' + _f(f1['sd']) if f1 else '—'} |",
+             *([f"| micro-F1 of always answering the majority gold class | {_f(f1['majority_baseline'])} |"]
+               if f1 and f1.get("majority_baseline") is not None else []), "",
              "| class | sensitivity | consistency |", "|---|---|---|"]
     for cls in [x for x in summary["classes"] if x != NA]:
         lines.append(f"| {cls} | {_f(s['per_class'].get(cls))} | "

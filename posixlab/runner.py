@@ -1,7 +1,8 @@
 """The one run skeleton: every task (``posixlab/tasks/``) runs through ``run``, top to bottom.
 
 1. **Check** the task's settings and that the model can do what the task needs (``Task.needs``, the backend's
-   capabilities): a config error before anything is loaded.
+   capabilities): a config error before anything is loaded. A hub model is looked up last: a complete local snapshot,
+   or the hub's answer for its files (gated, missing, down: one message before any input is built).
 2. **Server first**: a model behind a server is connected before any input is built, so a dead one is reported at
    once.
 3. **Inputs**: the task builds its units (prompt sets; samples with their rephrased prompts); ``shard=K/N`` keeps
@@ -30,6 +31,7 @@ from tqdm.auto import tqdm
 from posixlab.backends import backend_of, check_capabilities, check_model, engine_for, load, text_only
 from posixlab.chat import ResponseCache, api_report
 from posixlab.models.capabilities import SCORE
+from posixlab.models.loading import check_hub_model
 from posixlab.paths import default_cache_dir
 from posixlab.results import SetWriter, read_records
 from posixlab.scoring import ScoreCache
@@ -45,12 +47,17 @@ def check(task: Task, lm=None) -> None:
     if lm is None:
         check_model(task.cfg.model)
     check_capabilities(task.needs(), task.cfg.model, lm)
+    if lm is None and task.cfg.model.source == "hub":  # last: the one check that may ask the network
+        check_hub_model(task.cfg.model)  # gated without a token, a wrong id, a hub down: said before any work
 
 
 def run(config_or_task, lm=None, progress: bool = True, given=None) -> dict:
     """Run a task (or the task of a config: ``PosixConfig``, ``ClassificationConfig``) and write its results to its
     ``output_dir``; returns the summary. ``lm`` reuses a loaded model (the caller keeps it; a model loaded here is
-    closed at the end, which stops a server it started); ``given``: the user's own POSIX prompt sets."""
+    closed at the end, which stops a server it started); ``given``: the user's own POSIX prompt sets. ``progress``:
+    True, bars; ``"lines"``, one plain line per finished unit (for logs: sweeps, cluster jobs); False, quiet."""
+    lines = progress == "lines"
+    progress = progress is True or (isinstance(progress, str) and progress.lower() == "true")
     task = config_or_task if isinstance(config_or_task, Task) else make_task(config_or_task, given=given)
     cfg = task.cfg
     check(task, lm)
@@ -77,7 +84,7 @@ def run(config_or_task, lm=None, progress: bool = True, given=None) -> dict:
         if getattr(cfg, "dry_run", False):
             return dry_run(task, lm, units, requests, cache)
         tokens_before = lm.forward_tokens
-        engines = _work(task, lm, units, positions, requests, cache, out, progress)
+        engines = _work(task, lm, units, positions, requests, cache, out, progress, lines)
         meta = {
             "task": task.name,
             "model": lm.identity,
@@ -141,7 +148,7 @@ def dry_run(task: Task, lm, units: list, requests: list, cache) -> dict:
 
 
 def _work(task: Task, lm, units: list, positions: list[int], requests: list, cache, out: Path,
-          progress: bool) -> list:
+          progress: bool, lines: bool = False) -> list:
     """Run every request, one engine per response length (and repeat); write each unit's record when its last one is
     done."""
     flat = [(u, k, request) for u, unit_requests in enumerate(requests) for k, request in enumerate(unit_requests)]
@@ -185,7 +192,7 @@ def _work(task: Task, lm, units: list, positions: list[int], requests: list, cac
                 note = task.progress_note(record)
                 if progress:
                     bar.set_postfix_str(note, refresh=False)
-                else:  # no bar (sweeps, logs): one plain line per finished unit, so a log shows how far it got
+                elif lines:  # no bar (sweeps, logs): one plain line per finished unit, so a log shows how far it got
                     print(f"posixlab: {desc}: {done}/{len(units)} {task.unit_name}s, "
                           f"{time.monotonic() - started:.0f} s, {task.unit_name} {positions[u]} {note}",
                           file=sys.stderr, flush=True)

@@ -60,6 +60,10 @@ class Tracker:
             raise ConfigError(f"logger.mode must be one of {', '.join(MODES)}, got {mode!r}")
         if mode == "disabled":
             return
+        # W&B's own console lines (its Weave advertisement when openai is imported, sync hints) would bury the run's;
+        # set by default only, so that a user's own WANDB_SILENT=false or WANDB_DISABLE_WEAVE=false still wins
+        os.environ.setdefault("WANDB_SILENT", "true")
+        os.environ.setdefault("WANDB_DISABLE_WEAVE", "true")
         import wandb
 
         self.wandb = wandb

@@ -101,9 +101,9 @@ def llama_server(tmp_path_factory):
 
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.fail(f"llama-cpp-python is not installed; these tests need its server. Install it with: {LLAMA_INSTALL}")
-    # the README's way to find the file: `python -m experiments.gguf_path qwen2.5-coder-0.5b-instruct`
-    found = subprocess.run([sys.executable, "-m", "experiments.gguf_path", LLAMA_MODEL],
-                           capture_output=True, text=True, cwd=ROOT)
+    # the README's way to find the file: `posixlab gguf-path qwen2.5-coder-0.5b-instruct`
+    found = subprocess.run([sys.executable, "-m", "posixlab", "gguf-path", LLAMA_MODEL],  # from any folder
+                           capture_output=True, text=True, cwd=tmp_path_factory.mktemp("elsewhere"))
     assert found.returncode == 0, found.stderr
     gguf = Path(found.stdout.strip())
     assert gguf == assemble_gguf(PACKAGED_MODELS[LLAMA_MODEL]) and gguf.is_file()

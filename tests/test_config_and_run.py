@@ -92,14 +92,14 @@ def test_run_py_answers_only_with_psi_false(tmp_path):
 
 @pytest.mark.slow
 def test_sweep_runs_every_job(tmp_path):
-    proc = _run_py(["-m", "variant=spelling,template", "num_sets=1", "num_variants=2", "progress=false",
+    proc = _run_py(["-m", "variant=spelling,template", "num_sets=1", "num_variants=2", "progress=lines",
                     f"hydra.sweep.dir={tmp_path}", "score_cache=false"])
     assert proc.returncode == 0, proc.stderr[-2000:]
     jobs = sorted(p.name for p in tmp_path.iterdir() if p.is_dir())
     assert jobs == ["0_smollm2-135m-instruct_mmlu_spelling_0shot", "1_smollm2-135m-instruct_mmlu_template_0shot"]
     for job in jobs:
         assert len(read_sets(tmp_path / job)[0]["prompts"]) == 3
-    # no bars in a sweep (progress=false), but one plain line per finished set in the log
+    # no bars with progress=lines, but one plain line per finished set in the log
     assert "posixlab: smollm2-135m-instruct · template: 1/1 sets" in proc.stderr
 
 

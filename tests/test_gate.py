@@ -73,7 +73,8 @@ def test_every_threshold_reads_a_number_of_a_real_summary():
     for name, metric in METRICS.items():
         summary = cls if metric.task == "classification" else posix
         rows = check_gate(summary, make_gate({name: 0.5}))
-        assert [r.metric for r in rows] == [name]
+        # a classification run's gate also checks the constant-classifier guard, last
+        assert [r.metric for r in rows] == [name] + (["max_answer_share"] if summary is cls else [])
         assert rows[0].value == read_at(summary, rows[0].key)
         assert isinstance(rows[0].value, float)
     # the accuracy reading: options when the run scored them, else greedy; classification runs have greedy only
@@ -135,7 +136,8 @@ def test_a_metric_the_data_leaves_out_is_an_error_naming_key_and_why():
 def test_a_run_that_stopped_early_fails_even_when_its_numbers_pass():
     summary = {**classification_summary(LABELS, GOLD), "stopped": "budget reached after 40 of 100 samples"}
     rows = check_gate(summary, GateConfig(max_sensitivity=1.0))
-    assert [(r.metric, r.passed) for r in rows] == [("complete", False), ("max_sensitivity", True)]
+    assert [(r.metric, r.passed) for r in rows] == [("complete", False), ("max_sensitivity", True),
+                                                    ("max_answer_share", True)]
     table = gate_table(rows)
     assert "| complete | stopped | the run finished | stopped early: budget reached after 40 of 100 samples | FAIL |" \
         in table
@@ -155,7 +157,7 @@ def test_gate_command_exit_status_and_table(tmp_path, capsys):
     met = [f"gate.max_sensitivity={s + 0.05}", f"gate.min_consistency={c - 0.05}"]
     assert gate_command([str(run), *met]) == 0
     out = capsys.readouterr().out
-    assert f"{run}: gate passed" in out and out.count("| pass |") == 2 and "FAIL" not in out
+    assert f"{run}: gate passed" in out and out.count("| pass |") == 3 and "FAIL" not in out  # + max_answer_share
 
     assert gate_command([str(run), f"gate.max_sensitivity={s - 0.05}", f"gate.min_consistency={c - 0.05}"]) == 1
     out = capsys.readouterr().out
@@ -231,7 +233,7 @@ def test_a_run_with_a_threshold_its_task_has_no_metric_for_stops_before_it_start
     written = {p.name for p in (tmp_path / "run").iterdir()}
     assert "config.yaml" in written and not written & {"summary.json", "samples.jsonl", "rephrasings.json"}, written
     typo = _cli("gate.max_posx=0.1", "logger=none", f"hydra.run.dir={tmp_path / 'typo'}")
-    assert typo.returncode == 2 and "Could not override 'gate.max_posx'" in typo.stderr  # Hydra's 1 becomes 2
+    assert typo.returncode == 2 and "gate.max_posx is not a setting: did you mean gate.max_posix?" in typo.stderr
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """Every chat response on disk (SQLite), so that a rerun sends nothing and a killed run sends only what was in flight.
 
-The key is a SHA-256 of everything the answer can depend on: the endpoint's base URL, the whole request body as sent
+The key is a SHA-256 of everything the answer can depend on: the endpoint's base URL (``endpoint_key``: ``localhost`` and
+``127.0.0.1`` are one endpoint), the whole request body as sent
 (the model, the messages, every generation parameter: temperature, seed, max_tokens, response format, tools ...)
 and the repeat index (``task.repeats``: repeats are distinct requests on purpose). Evaluation tools' caches have keyed
 on less (not the model, not the sampling parameters, not the seed) and served wrong answers; here changing any byte of
@@ -37,8 +38,32 @@ from posixlab.errors import CacheError
 FILE = "responses.sqlite"
 
 
+LOOPBACK = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "::"}  # names of this machine a local server answers on
+
+
+def endpoint_key(base_url: str) -> str:
+    """The endpoint as the cache keys it: scheme and host in lower case, this machine's names folded into 127.0.0.1,
+    a default port dropped, no trailing slash; so ``http://localhost:8765/v1/`` and ``http://127.0.0.1:8765/v1`` (one
+    server) share their answers. Other host names are kept as written: two names of one remote host are not told
+    apart without a DNS look-up, which would make the key depend on the network.
+
+    >>> endpoint_key("http://LocalHost:8765/v1/")
+    'http://127.0.0.1:8765/v1'
+    >>> endpoint_key("https://api.openai.com:443/v1")
+    'https://api.openai.com/v1'
+    """
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base_url.strip())
+    host = (parts.hostname or "").lower()
+    host = "127.0.0.1" if host in LOOPBACK else f"[{host}]" if ":" in host else host
+    scheme = parts.scheme.lower()
+    port = "" if parts.port is None or (scheme, parts.port) in (("http", 80), ("https", 443)) else f":{parts.port}"
+    return f"{scheme}://{host}{port}{parts.path.rstrip('/')}"
+
+
 def request_key(base_url: str, body: dict, repeat: int) -> str:
-    text = json.dumps({"base_url": base_url.rstrip("/"), "body": body, "repeat": repeat}, sort_keys=True,
+    text = json.dumps({"base_url": endpoint_key(base_url), "body": body, "repeat": repeat}, sort_keys=True,
                       ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -261,6 +261,7 @@ def noise_floor(labels, gold: Sequence[str | None] | None, classes: Sequence[str
     if blocks == 0:
         result["note"] = (f"Q = {q} prompts < R = {r} repeats: no block of R prompts, so no rephrasing side at equal "
                           f"count")
+        result["reading"] = noise_reading(result)
         return result
 
     # the rephrasings at equal count: per repeat, consecutive blocks of R prompts
@@ -283,7 +284,36 @@ def noise_floor(labels, gold: Sequence[str | None] | None, classes: Sequence[str
     c_floor, c_reph = result["fixed_prompt"]["consistency"], result["rephrasings_at_equal_count"]["consistency"]
     result["beyond_noise"] = _beyond_noise((floor_s, reph_s), (floor_flip, reph_flip), (c_floor, c_reph),
                                            (floor_means, reph_means), gold, seed, resamples)
+    result["reading"] = noise_reading(result)
     return result
+
+
+def noise_reading(result: dict) -> str:
+    """The noise floor block in one line: how often the same prompt's answer changes, how often a rephrasing's does,
+    and whether the rephrasings move answers beyond that noise (the interval of S's difference excludes 0).
+
+    >>> noise_reading({"repeats": 2, "fixed_prompt": {"sensitivity": 0.0, "flip_rate": 0.0},
+    ...                "rephrasings_at_equal_count": {"sensitivity": 0.2, "flip_rate": 0.25},
+    ...                "beyond_noise": {"sensitivity": {"value": 0.2, "ci95": [0.1, 0.3]},
+    ...                                 "share_of_changes_from_rephrasing": 1.0},
+    ...                "stack_note": "the endpoint answered every repeat alike"})
+    'noise floor (R = 2): the same prompt changes answer in 0.0% of pairs, a rephrasing in 25.0%; S beyond the noise 0.200 (95% CI 0.100 to 0.300): the rephrasings move answers beyond the noise · 100% of the changes come from rephrasing · the endpoint answered every repeat alike'
+    """
+    fixed, equal, beyond = result["fixed_prompt"], result.get("rephrasings_at_equal_count"), result.get("beyond_noise")
+    line = f"noise floor (R = {result['repeats']}): the same prompt changes answer in {fixed['flip_rate']:.1%} of pairs"
+    if equal:
+        line += f", a rephrasing in {equal['flip_rate']:.1%}"
+    if beyond:
+        d = beyond["sensitivity"]
+        low, high = d["ci95"] if d.get("ci95") else (None, None)
+        verdict = ("" if low is None else ": the rephrasings move answers beyond the noise" if low > 0 else
+                   ": not distinguishable from the noise" if low <= 0 <= high else ": less than the noise")
+        line += (f"; S beyond the noise {d['value']:.3f}"
+                 + ("" if low is None else f" (95% CI {low:.3f} to {high:.3f})") + verdict)
+        share = beyond.get("share_of_changes_from_rephrasing")
+        if share is not None:
+            line += f" · {share:.0%} of the changes come from rephrasing"
+    return f"{line} · {result['stack_note']}"
 
 
 def _beyond_noise(s_sides, flip_sides, c_sides, pair_means, gold, seed: int, resamples: int) -> dict:

@@ -162,7 +162,7 @@ def collect_paraphrases(rephraser: Rephraser, instruction: Instruction, original
                         per_request: int = 5, samples: int = 4, max_requests: int = 6,
                         length_ratio: tuple[float, float] = (0.5, 2.0), existing: list[str] = (),
                         existing_quality: list[dict] = (), first_request: int = 0, scorer=None,
-                        rules=None) -> Collected:
+                        rules=None, on_request=None) -> Collected:
     """``n`` distinct valid paraphrases of ``original`` (``existing`` ones first), or a ``RephraserError``.
 
     Each request asks for ``per_request`` rewrites in ``samples`` independent replies. Line breaks in the original
@@ -173,7 +173,8 @@ def collect_paraphrases(rephraser: Rephraser, instruction: Instruction, original
     reject the clear failures; ``existing_quality`` holds the measures of ``existing``. Request seeds count on from
     ``first_request`` (the requests an earlier call made), so a top-up never asks the same question twice, and
     ``max_requests`` bounds the requests of every call together: a question given up on is not asked again (each
-    resumed run would otherwise spend a whole budget on it) until ``max_requests`` is raised.
+    resumed run would otherwise spend a whole budget on it) until ``max_requests`` is raised. ``on_request``, when
+    given, is called with the ``Collected`` so far after each request (a progress bar).
     """
     stem, statements = split_statement_list(original)  # a numbered statement list is kept as written
     text = re.sub(r"\s*\n\s*", " ", stem).strip()
@@ -210,6 +211,8 @@ def collect_paraphrases(rephraser: Rephraser, instruction: Instruction, original
                     found.paraphrases.append(f"{candidate}\n{statements}" if statements else candidate)
                     if scores is not None:
                         found.quality.append(scores)
+        if on_request is not None:
+            on_request(found)
     if len(found.paraphrases) < n:
         rejected = ", ".join(f"{count} {reason}" for reason, count in found.rejected.most_common()) or "none"
         error = RephraserError(

@@ -2,6 +2,8 @@
 
 Backends (``RephraserConfig.backend``):
 
+- ``auto`` (the default): a chat run's own endpoint and model (``model=chat``: the rephraser is the classifier, as in
+  Errica et al.), otherwise ``hf`` with the packaged Qwen2.5-Coder-1.5B-Instruct (``resolve_rephraser``);
 - ``hf``: a local transformers chat model; offline default the packaged Qwen2.5-Coder-1.5B-Instruct;
 - ``openai``: any OpenAI-compatible chat endpoint (OpenAI, as the paper's GPT-3.5-Turbo, or a local vLLM,
   llama.cpp or Ollama server), the key read from an environment variable, never from config;
@@ -11,18 +13,21 @@ Backends (``RephraserConfig.backend``):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from posixlab.errors import ConfigError
 from posixlab.rephrase.base import Rephraser
 
-BACKENDS = ("hf", "openai", "file")
+BACKENDS = ("auto", "hf", "openai", "file")
+DEFAULT_REPHRASER = "qwen2.5-coder-1.5b-instruct"  # the packaged model that writes paraphrases in process
+# the instructions ship with the package, beside the Hydra configs that select them (conf/rephraser/instruction/)
+INSTRUCTIONS = Path(__file__).resolve().parents[1] / "conf" / "rephraser" / "instruction"
 
 
 @dataclass
 class RephraserConfig:
-    backend: str = "hf"  # hf | openai | file
+    backend: str = "auto"  # auto | hf | openai | file (auto: a chat run's own endpoint, else hf)
     model: str = "qwen2.5-coder-1.5b-instruct"  # hf: packaged name, hub id or folder; openai: the served model name
     source: str = "packaged"  # hf only: packaged | hub | local
     revision: str | None = None  # hf only
@@ -50,10 +55,57 @@ class RephraserConfig:
     keep_numbers: bool = True  # reject a paraphrase whose numbers differ from the original's
     keep_entities: bool = True  # reject a paraphrase that drops a name of the original
     reject_borrowed: bool = True  # reject a paraphrase that uses the worked examples' words the original lacks
-    instruction: dict = field(default_factory=dict)  # {system, request, examples}: conf/rephraser/instruction/
+    # {system, request, examples}, or the name of a packaged one (conf/rephraser/instruction/: default,
+    # task_sentence, class_description); empty: the one the use asks for (questions: default; a classifier's task
+    # sentence: task_sentence; class descriptions: class_description)
+    instruction: dict | str = field(default_factory=dict)
+    # use the paraphrases that ship with posixlab (posixlab/data/paraphrases/: the bundled MMLU questions and the
+    # built-in classifiers' task sentences, written by the packaged Qwen2.5-Coder-1.5B-Instruct and checked) when this
+    # rephraser is that model with the same instruction; false: only the paraphrase file and the rephraser
+    shipped: bool = True
+
+
+def packaged_instruction(name: str) -> dict:
+    """A packaged rephraser instruction (``conf/rephraser/instruction/NAME.yaml``) as a dict.
+
+    >>> sorted(packaged_instruction("task_sentence"))
+    ['examples', 'request', 'system']
+    """
+    import yaml
+
+    path = INSTRUCTIONS / f"{name}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in INSTRUCTIONS.glob("*.yaml")))
+        raise ConfigError(f"no packaged rephraser instruction {name!r}; choose one of {known}, or give the "
+                          f"instruction itself ({{system, request, examples}})")
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def resolve_rephraser(cfg: RephraserConfig, model=None, instruction: str = "default") -> RephraserConfig:
+    """``cfg`` made concrete for a run of ``model`` (a ``ModelSpec``): ``backend=auto`` becomes the run's own chat
+    endpoint (``model=chat``: its base URL, model name, key variable and timeout; Errica et al. rephrase with the
+    classifier itself) or ``hf`` (the packaged Qwen2.5-Coder-1.5B-Instruct: the small in-process models cannot
+    rewrite an instruction), and an empty (or named) instruction becomes the packaged ``instruction`` for the use.
+
+    >>> resolve_rephraser(RephraserConfig()).backend
+    'hf'
+    >>> resolve_rephraser(RephraserConfig(), instruction="task_sentence").instruction["request"][:30]
+    'Rewrite the following instruct'
+    """
+    if cfg.backend == "auto":
+        if model is not None and getattr(model, "backend", None) == "chat":
+            server = model.server
+            cfg = replace(cfg, backend="openai", model=server.served_name or model.name, base_url=server.base_url,
+                          api_key_env=server.api_key_env, timeout=server.request_timeout, source=None)
+        else:
+            cfg = replace(cfg, backend="hf")
+    if cfg.backend != "file" and (isinstance(cfg.instruction, str) or not cfg.instruction):
+        cfg = replace(cfg, instruction=packaged_instruction(cfg.instruction or instruction))
+    return cfg
 
 
 def make_rephraser(cfg: RephraserConfig, cache_dir: str | None = None) -> Rephraser | None:
+    cfg = resolve_rephraser(cfg)
     if cfg.backend == "hf":
         from posixlab.models.loading import ModelSpec
         from posixlab.rephrase.hf_backend import HFRephraser
@@ -73,5 +125,6 @@ def make_rephraser(cfg: RephraserConfig, cache_dir: str | None = None) -> Rephra
 
 
 def default_paraphrase_path(cfg: RephraserConfig, cache_dir: str | Path) -> Path:
+    cfg = resolve_rephraser(cfg)
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{cfg.backend}-{cfg.model}")
     return Path(cache_dir) / "paraphrases" / f"{slug}.jsonl"

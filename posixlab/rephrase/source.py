@@ -6,21 +6,43 @@ With quality checks on (``rephraser.validate``, the default), every paraphrase a
 again: one written before the measures existed, or measured with another embedding model, is re-scored; paraphrases
 that fail the current rules are dropped (and, with a rephraser, replaced by new ones), never silently trusted.
 
+Paraphrases that ship with posixlab (``posixlab/data/paraphrases/``: every bundled MMLU question of the offline cells
+and the built-in classifiers' task sentences, written by the packaged Qwen2.5-Coder-1.5B-Instruct and checked) are
+read when the paraphrase file lacks a text and the rephraser is that same model with the same instruction, so the
+offline paraphrase runs write nothing. ``plan`` says, before any work, how many texts are ready and what the
+rephraser still has to write (requests, and minutes when it runs in this process).
+
 ``make_paraphrase_source`` builds the source a ``RephraserConfig`` describes. Nothing here knows about prompt
 variants: ``posixlab.variants.paraphrase`` uses a source, this package never imports the variants.
 """
 
 from __future__ import annotations
 
+import math
+import sys
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
+from tqdm.auto import tqdm
+
 from posixlab.errors import ConfigError, RephraserError
 from posixlab.rephrase.base import Instruction, Rephraser, collect_paraphrases
-from posixlab.rephrase.config import RephraserConfig, default_paraphrase_path, make_rephraser
+from posixlab.rephrase.config import RephraserConfig, default_paraphrase_path, make_rephraser, resolve_rephraser
 from posixlab.rephrase.quality import QualityRules, QualityScorer, summarize
 from posixlab.rephrase.store import ParaphraseFile, record_key
+
+SHIPPED = Path(__file__).resolve().parents[1] / "data" / "paraphrases"  # read-only, inside the package
+# what one request of the packaged 1.5B rephraser costs in this process, measured on 2 CPU cores (float32): about
+# 190 s for a question's 20 paraphrases, which took 3.8 requests of 4 sampled replies on average
+# (posixlab/data/paraphrases/); and the accepted paraphrases per request, from the same records
+LOCAL_SECONDS_PER_REQUEST = 50
+ACCEPTED_PER_REQUEST = 5.3
+
+
+def shipped_files() -> list[ParaphraseFile]:
+    """The paraphrase files that ship with posixlab, read-only."""
+    return [ParaphraseFile(path, read_only=True) for path in sorted(SHIPPED.glob("*.jsonl"))]
 
 
 class ParaphraseSource:
@@ -28,15 +50,19 @@ class ParaphraseSource:
 
     def __init__(self, store: ParaphraseFile, rephraser: Rephraser | None = None,
                  instruction: Instruction | None = None, *, scorer=None, rules: QualityRules | None = None,
-                 **collect_options):
+                 shipped: list[ParaphraseFile] = (), **collect_options):
         if rephraser is not None and instruction is None:
             raise ConfigError("a rephraser needs an instruction (rephraser.instruction)")
         self.store = store
+        self.shipped = list(shipped)  # read-only files consulted after the store (posixlab/data/paraphrases/)
+        self.from_shipped: set[str] = set()  # the texts whose paraphrases came from a shipped file
         self.rephraser = rephraser
         self.instruction = instruction
         self._scorer = scorer  # a QualityScorer, a function that builds one on first use, or None: no checks
         self.rules = rules or QualityRules()
         self.collect_options = collect_options  # seed, per_request, samples, max_requests, length_ratio
+        self.dry_run = False  # True: a missing paraphrase is a placeholder, nothing is written or sent
+        self.progress = True  # a bar while the rephraser writes
 
     @property
     def scorer(self) -> QualityScorer | None:
@@ -51,13 +77,75 @@ class ParaphraseSource:
 
     def lookup(self, text: str) -> dict | None:
         key = self.key(text)
-        return self.store.get(key) if key else self.store.find_original(text)
+        record = self.store.get(key) if key else self.store.find_original(text)
+        return record if record is not None else self._shipped(text, key)
+
+    def _shipped(self, text: str, key: str | None) -> dict | None:
+        """A shipped record of ``text`` this rephraser would have written: the same key, or the same model (any
+        backend serving it) with the same instruction."""
+        if self.rephraser is None:
+            return None
+        model = self.rephraser.identity.get("model")
+        for shipped in self.shipped:
+            record = shipped.get(key) or shipped.find_original(text)
+            if record is not None and (record.get("key") == key or (
+                    (record.get("rephraser") or {}).get("model") == model
+                    and record.get("instruction_sha256") == self.instruction.sha256)):
+                return record
+        return None
+
+    def _is_shipped(self, record: dict | None) -> bool:
+        return record is not None and not (record.get("key") and self.store.get(record["key"]) is record) \
+            and any(f.get(record.get("key")) is record or f.find_original(record["original"]) is record
+                    for f in self.shipped)
+
+    def plan(self, texts: list[str], n: int) -> dict:
+        """What getting ``n`` paraphrases of each of ``texts`` will take, before any is written: how many are ready
+        (in the paraphrase file or shipped), how many the rephraser must write, and roughly what that costs."""
+        texts = list(dict.fromkeys(texts))
+        records = {t: self.lookup(t) for t in texts}
+        have = {t: len((r or {}).get("paraphrases", ())) for t, r in records.items()}
+        shipped = sum(1 for t, r in records.items() if have[t] >= n and self._is_shipped(r))
+        missing = {t: n - h for t, h in have.items() if h < n}
+        requests = sum(math.ceil(m / ACCEPTED_PER_REQUEST) for m in missing.values())
+        local = getattr(self.rephraser, "identity", {}).get("backend") == "hf"
+        plan = {"texts": len(texts), "ready": len(texts) - len(missing), "shipped": shipped,
+                "to_write": len(missing), "paraphrases_to_write": sum(missing.values()),
+                "rephraser": None if self.rephraser is None else self.rephraser.name,
+                "estimated_requests": requests if missing else 0, "local": local,
+                "estimated_minutes": round(requests * LOCAL_SECONDS_PER_REQUEST / 60, 1) if local and missing
+                else None}
+        return plan
+
+    def announce(self, plan: dict, what: str = "question") -> str:
+        """One line for the console: where a run's paraphrases come from and what writing the rest costs."""
+        ready = (f"{plan['ready']} of {plan['texts']} {what}s' paraphrases ready"
+                 + (f" ({plan['shipped']} shipped with posixlab)" if plan["shipped"] else "")
+                 + (f" in {self.store.path}" if plan["ready"] > plan["shipped"] else ""))
+        if not plan["to_write"]:
+            return f"posixlab: {ready}; nothing to write"
+        if self.rephraser is None:
+            return f"posixlab: {ready}; {plan['to_write']} missing from the paraphrase file"
+        cost = (f"about {plan['estimated_requests']} requests, ~{plan['estimated_minutes']:g} min of local "
+                f"generation on 2 CPU cores (rephraser=openai or rephraser=file avoid it; docs/replication.md)"
+                if plan["local"] else f"about {plan['estimated_requests']} request(s) of "
+                f"{self.collect_options.get('samples', 4)} replies to "
+                f"{getattr(self.rephraser, 'endpoint', None) or 'its endpoint'}")
+        return (f"posixlab: {ready}; {self.rephraser.name} writes {plan['paraphrases_to_write']} paraphrases of "
+                f"{plan['to_write']} {what}(s): {cost}")
 
     def paraphrases(self, text: str, n: int) -> tuple[list[str], dict]:
         """The first ``n`` paraphrases of ``text`` and the record they come from; writes them if missing."""
-        record = self._checked(text, self.lookup(text))
+        found = self.lookup(text)
+        record = self._checked(text, found)
         if record is not None and len(record["paraphrases"]) >= n:
+            if self._is_shipped(found):
+                self.from_shipped.add(text)
             return record["paraphrases"][:n], record
+        if self.dry_run:  # what the run would use: the paraphrases there are, then placeholders of the rest
+            have = [] if record is None else record["paraphrases"][:n]
+            return have + [f"{text} [paraphrase {i + 1}, not yet written]" for i in range(len(have), n)], \
+                {"original": text, "paraphrases": [], "dry_run": True}
         if self.rephraser is None:
             have = 0 if record is None else len(record["paraphrases"])
             dropped = (record or {}).get("dropped") or {}
@@ -67,12 +155,17 @@ class ParaphraseSource:
             raise RephraserError(f"the paraphrase file {self.store.path} has {have} paraphrases of {text[:80]!r}"
                                  f"{why}, {n} are needed; add them to the file or use a rephraser (rephraser=hf or "
                                  f"openai)")
+        have = len(record["paraphrases"]) if record else 0
+        bar = tqdm(total=n, initial=have, desc=f"paraphrases by {self.rephraser.name}", unit="paraphrase",
+                   disable=not self.progress, file=sys.stderr, leave=False)
         try:
             found = collect_paraphrases(self.rephraser, self.instruction, text, n,
                                         existing=record["paraphrases"] if record else (),
                                         existing_quality=(record.get("quality") or {}).get("scores", ()) if record
                                         else (), first_request=(record or {}).get("requests", 0),
-                                        scorer=self.scorer, rules=self.rules, **self.collect_options)
+                                        scorer=self.scorer, rules=self.rules,
+                                        on_request=lambda got: bar.update(len(got.paraphrases) - bar.n),
+                                        **self.collect_options)
         except RephraserError as error:
             partial = getattr(error, "collected", None)
             if partial is not None and len(partial.paraphrases) > len((record or {}).get("paraphrases", ())):
@@ -80,14 +173,18 @@ class ParaphraseSource:
                 raise RephraserError(f"{error} The {len(partial.paraphrases)} obtained are kept in "
                                      f"{self.store.path}.") from None
             raise
+        finally:
+            bar.close()
         record = self._put(text, found, record)
         return record["paraphrases"][:n], record
 
     def _checked(self, text: str, record: dict | None) -> dict | None:
         """``record`` with every paraphrase measured (re-scored where the measures are missing or were made with
         another scorer) and those failing the rules dropped; a changed record of ours is written back."""
-        scorer = self.scorer
-        if scorer is None or record is None:
+        if record is None:
+            return record
+        scorer = self.scorer  # loads the embedding model: only when there is a record to check
+        if scorer is None:
             return record
         quality = record.get("quality") or {}
         scores = quality.get("scores")
@@ -103,7 +200,8 @@ class ParaphraseSource:
         checked = {**record, "paraphrases": [p for p, v in zip(record["paraphrases"], verdicts) if not v],
                    "quality": {"scorer": scorer.identity, "scores": [s for s, v in zip(scores, verdicts) if not v]},
                    "dropped": dict(dropped)}
-        if self.rephraser is not None and not self.store.user_supplied and checked.get("key"):
+        ours = checked.get("key") and self.store.get(checked["key"]) is record  # not a shipped file's
+        if self.rephraser is not None and not self.store.user_supplied and ours:
             checked = self.store.put(checked)  # a user's own file is never rewritten; ours records the check
         return checked
 
@@ -134,14 +232,21 @@ class ParaphraseSource:
     def describe(self) -> dict:
         if self.rephraser is None:
             return {"rephraser": "user-supplied paraphrase file", "paraphrase_file": str(self.store.path)}
+        shipped = {"shipped_paraphrases": {"texts": len(self.from_shipped),
+                                           "files": [str(f.path.name) for f in self.shipped]}} \
+            if self.from_shipped else {}
         return {"rephraser": self.rephraser.name, "rephraser_identity": self.rephraser.identity,
                 "quality_scorer": self.scorer.identity if self.scorer else None,
                 "instruction": self.instruction.to_dict(), "instruction_sha256": self.instruction.sha256,
-                "paraphrase_file": str(self.store.path), **{k: v for k, v in self.collect_options.items()}}
+                "paraphrase_file": str(self.store.path), **shipped,
+                **{k: v for k, v in self.collect_options.items()}}
 
 
-def make_paraphrase_source(cfg: RephraserConfig, cache_dir: str | Path) -> ParaphraseSource:
-    """The ``ParaphraseSource`` a paraphrase or mixture run reads from (and writes to)."""
+def make_paraphrase_source(cfg: RephraserConfig, cache_dir: str | Path, model=None,
+                           instruction: str = "default") -> ParaphraseSource:
+    """The ``ParaphraseSource`` a paraphrase or mixture run reads from (and writes to): ``cfg`` resolved for a run of
+    ``model`` (``resolve_rephraser``: ``backend=auto``, the packaged ``instruction`` when none is given)."""
+    cfg = resolve_rephraser(cfg, model, instruction)
     instruction = Instruction.from_dict(cfg.instruction) if cfg.backend != "file" else None
     rules = QualityRules(min_similarity=cfg.min_similarity, min_length_ratio=cfg.min_length_ratio,
                          max_length_ratio=cfg.max_length_ratio, keep_numbers=cfg.keep_numbers,
@@ -160,6 +265,7 @@ def make_paraphrase_source(cfg: RephraserConfig, cache_dir: str | Path) -> Parap
         return ParaphraseSource(ParaphraseFile(cfg.path, user_supplied=True), **checks)
     rephraser = make_rephraser(cfg, str(cache_dir))
     store = ParaphraseFile(cfg.path or default_paraphrase_path(cfg, cache_dir))
-    return ParaphraseSource(store, rephraser, instruction, seed=cfg.seed, per_request=cfg.per_request,
+    return ParaphraseSource(store, rephraser, instruction, shipped=shipped_files() if cfg.shipped else (),
+                            seed=cfg.seed, per_request=cfg.per_request,
                             samples=cfg.samples, max_requests=cfg.max_requests,
                             length_ratio=(cfg.min_length_ratio, cfg.max_length_ratio), **checks)

@@ -39,9 +39,10 @@ def _checksum(record: dict) -> str:
 class ParaphraseFile:
     """Paraphrase records in one JSONL file, indexed by key and by original text."""
 
-    def __init__(self, path: str | Path, user_supplied: bool = False):
+    def __init__(self, path: str | Path, user_supplied: bool = False, read_only: bool = False):
         self.path = Path(path).expanduser()
         self.user_supplied = user_supplied
+        self.read_only = read_only  # a file shipped inside the package: read, never appended to
         self.by_key: dict[str, dict] = {}
         self.by_original: dict[str, dict] = {}
         if self.path.exists():
@@ -81,6 +82,9 @@ class ParaphraseFile:
 
     def put(self, record: dict) -> dict:
         """Append ``record`` (with its checksum) and flush it to disk at once."""
+        if self.read_only:
+            raise CacheError(f"{self.path} ships with posixlab and is never written; paraphrases go to the run's "
+                             f"paraphrase file")
         record = {**record, "checksum": None}
         record["checksum"] = _checksum(record)
         self.path.parent.mkdir(parents=True, exist_ok=True)

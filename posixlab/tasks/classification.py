@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math  # noqa: F401  (label_distribution's doctest)
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -200,14 +201,22 @@ def load_data(cfg: ClassificationConfig, definition: ClassifierDefinition | None
     return samples, tuple(chosen[c] for c in classes)
 
 
-def rephrase(cfg: ClassificationConfig, original: str) -> tuple[list[str], dict]:
+def rephrase(cfg: ClassificationConfig, original: str, progress: bool = True) -> tuple[list[str], dict]:
     """The original task sentence and its Q - 1 rephrasings, through the paraphrase machinery and its file: written
-    once, then read back by every later run (every sample, every strategy) of the same rephraser."""
+    once, then read back by every later run (every sample, every strategy) of the same rephraser. Before any is
+    written, one line says where they come from and what writing the rest costs; a dry run writes none (its
+    prompts carry placeholders) and says what the rephraser would have to write."""
     if cfg.num_rephrasings == 1:
+        print("posixlab: Q = 1 (task.num_rephrasings=1): one prompt per sample, so S is 0 by construction; set "
+              "task.num_rephrasings=2 or more to measure sensitivity", file=sys.stderr)
         return [original], {"rephraser": None}
-    source = make_paraphrase_source(cfg.rephraser, cfg.cache_dir or default_cache_dir())
+    source = make_paraphrase_source(cfg.rephraser, cfg.cache_dir or default_cache_dir(), cfg.model, "task_sentence")
+    source.dry_run, source.progress = cfg.dry_run, progress
+    plan = source.plan([original], cfg.num_rephrasings - 1)
+    print(source.announce(plan, "task sentence").replace(" writes ", " would write " if cfg.dry_run else " writes "),
+          file=sys.stderr)
     rephrasings, record = source.paraphrases(original, cfg.num_rephrasings - 1)
-    about = {**source.describe(), "record_key": record.get("key"),
+    about = {**source.describe(), "record_key": record.get("key"), "plan": plan,
              "rephrasing_quality": source.quality_summary([(len(rephrasings), record)])}
     return [original, *rephrasings], about
 
@@ -285,8 +294,8 @@ class ClassificationTask(Task):
     index_key = "sample_index"
     unit_name = "sample"
     in_order = True  # a sample's Q prompts are neighbours and share everything up to the task sentence
-    summary_keys = ("sensitivity", "consistency", "micro_f1", "na_share", "accuracy", "num_samples", "noise_floor",
-                    "structured")
+    summary_keys = ("sensitivity", "consistency", "micro_f1", "na_share", "answers", "accuracy", "num_samples",
+                    "noise_floor", "structured", "notes")
     input_files = (REPHRASINGS_FILE,)
 
     def __init__(self, cfg: ClassificationConfig):
@@ -299,6 +308,7 @@ class ClassificationTask(Task):
         self.rephraser_about: dict = {}
         self.label_ids: list[list[int]] | None = None
         self.schemas: list = []  # strategy=structured: each prompt's SchemaVariant (posixlab/structured/)
+        self.finished_s: list[float] = []  # S of each sample finished so far (the progress bar's running mean)
 
     def check(self) -> None:
         check(self.cfg)
@@ -326,7 +336,7 @@ class ClassificationTask(Task):
             if not self.rephraser_about:  # set by _rewordings where the rephraser wrote some
                 self.rephraser_about = {"rephraser": None, "variants": "schema"}
         else:
-            self.rephrasings, self.rephraser_about = rephrase(cfg, self.frame.task)
+            self.rephrasings, self.rephraser_about = rephrase(cfg, self.frame.task, progress)
         return samples
 
     def _schemas(self) -> list:
@@ -360,7 +370,8 @@ class ClassificationTask(Task):
             return {}
         needed = math.ceil((self.cfg.num_rephrasings - 1) / len(dims))  # rewording variants at most
         per_class = max(1, math.ceil(needed / len(described)))
-        source = make_paraphrase_source(self.cfg.rephraser, self.cfg.cache_dir or default_cache_dir())
+        source = make_paraphrase_source(self.cfg.rephraser, self.cfg.cache_dir or default_cache_dir(), self.cfg.model,
+                                        "class_description")
         found, records = {}, []
         for c in described:
             found[c], record = source.paraphrases(base.descriptions[c], per_class)
@@ -471,7 +482,8 @@ class ClassificationTask(Task):
         return None
 
     def progress_note(self, record: dict) -> str:
-        return f"S = {record['sensitivity']:.3f}"
+        self.finished_s.append(record["sensitivity"])  # the running mean: what the summary's S will be so far
+        return f"mean S = {np.mean(self.finished_s):.3f} over {len(self.finished_s)}"
 
     def describe(self) -> str:
         return f"{self.cfg.data.name} · {self.cfg.strategy}"
@@ -539,6 +551,19 @@ def build_classification_summary(records: list[dict], classes: list[str], num_re
             if not has_gold else f"{unlabelled} of {len(gold)} samples have no gold label: micro-F1 needs one on "
                                  f"every sample and is left out (C uses the labelled samples)")]
     summary["na_share"] = float(np.mean([p["label"] == NA for r in records for p in r["predictions"]]))
+    if num_rephrasings == 1:
+        summary["notes"] = [*summary.get("notes", []), (
+            "Q = 1: one prompt per sample, so S is 0 by construction (set task.num_rephrasings=2 or more to measure "
+            "sensitivity)")]
+    summary["answers"] = answer_spread(records, classes)
+    if summary["micro_f1"] is not None:  # what always answering the most frequent gold class would score
+        summary["micro_f1"]["majority_baseline"] = summary["answers"]["gold_majority_share"]
+    if summary["answers"]["one_class"]:
+        a = summary["answers"]
+        summary["notes"] = [*summary.get("notes", []), (
+            f"{a['majority_share']:.0%} of the {a['num_answers']} answers are {a['majority_class']!r}: the "
+            f"classifier (nearly) always gives one class, so a low S and a high C say nothing about its robustness "
+            f"(the gate fails such a run: gate.max_answer_share)")]
     summary["accuracy"] = classification_accuracy(records, num_rephrasings, meta.get("seed", 0))
     # task.repeats: S and C of the repeats alone, beside the rephrasings'
     summary["noise_floor"] = noise_floor_from_records(records, classes, meta.get("seed", 0),
@@ -546,6 +571,31 @@ def build_classification_summary(records: list[dict], classes: list[str], num_re
     summary["structured"] = structured_summary(records, classes, meta.get("schema_dimensions"),
                                                meta.get("schema_changes"))
     return summary
+
+
+ONE_CLASS_SHARE = 0.95  # answers this concentrated on one class are reported as a (nearly) constant classifier
+
+
+def answer_spread(records: list[dict], classes: list[str]) -> dict:
+    """How the answers (every sample × rephrasing, repeat 0; N/A counted as a class) spread over the classes: the
+    most frequent answer and its share, each class's share, and the gold labels' majority share (the micro-F1 of a
+    classifier that always answers the majority class). ``one_class``: the top share is at least 0.95.
+
+    >>> recs = [{"gold": g, "predictions": [{"label": "a"}, {"label": "a"}]} for g in "aab"]
+    >>> s = answer_spread(recs, ["a", "b", "N/A"])
+    >>> s["majority_class"], s["majority_share"], s["one_class"], round(s["gold_majority_share"], 3)
+    ('a', 1.0, True, 0.667)
+    """
+    labels = [p["label"] for r in records for p in r["predictions"]]
+    counts = {c: labels.count(c) for c in classes}
+    top = max(counts, key=counts.get)
+    gold = [r["gold"] for r in records if r["gold"] is not None]
+    gold_top = max(set(gold), key=gold.count) if gold else None
+    share = counts[top] / max(1, len(labels))
+    return {"majority_class": top, "majority_share": share, "num_answers": len(labels),
+            "per_class_share": {c: n / max(1, len(labels)) for c, n in counts.items()},
+            "one_class": share >= ONE_CLASS_SHARE, "gold_majority_class": gold_top,
+            "gold_majority_share": gold.count(gold_top) / len(gold) if gold else None}
 
 
 def classification_accuracy(records: list[dict], num_rephrasings: int, seed: int = 0) -> dict | None:

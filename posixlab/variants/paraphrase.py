@@ -34,13 +34,14 @@ class ParaphraseVariants(VariantGenerator):
         """Fetch (or write) every question's paraphrases. A question the rephraser cannot paraphrase does not stop
         the others: every question is tried, what was obtained is kept, and one error then names all that failed."""
         texts = list(dict.fromkeys(item.question for item in items))
-        missing = [t for t in texts if (r := self.source.lookup(t)) is None or len(r["paraphrases"]) < num_variants]
-        if missing:
-            print(f"posixlab: {len(texts) - len(missing)} of {len(texts)} questions already paraphrased in "
-                  f"{self.source.store.path}; writing {len(missing)}", file=sys.stderr)
+        plan = self.source.plan(texts, num_variants)
+        dry_run = self.source.dry_run
+        print(self.source.announce(plan).replace(" writes ", " would write " if dry_run else " writes "),
+              file=sys.stderr)
+        self.source.progress = progress
         failed: dict[str, str] = {}
-        for text in tqdm(texts, desc="paraphrases", unit="question", disable=not progress or not missing,
-                         file=sys.stderr):
+        for text in tqdm(texts, desc="paraphrases", unit="question",
+                         disable=not progress or not plan["to_write"] or dry_run, file=sys.stderr):
             try:
                 self._ready[text] = self.source.paraphrases(text, num_variants)
             except RephraserError as error:
