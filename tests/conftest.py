@@ -11,6 +11,8 @@ ROOT = Path(__file__).resolve().parent.parent  # posixlab is installed (requirem
 # reached as a package from the repository root, where `python -m pytest` runs
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from hub_fixtures import healthy_hub, hub  # noqa: E402,F401 - the hub stand-in's fixtures (tests/hub_fixtures.py)
+
 
 @pytest.fixture(scope="session")
 def lm():
@@ -24,7 +26,7 @@ def root() -> Path:
     return ROOT
 
 
-MODEL_FIXTURES = {"lm", "small_results", "llama_server"}  # a test using one of these (directly or through a fixture) loads a model
+MODEL_FIXTURES = {"lm", "small_results", "llama_server", "hub"}  # a test using one of these (directly or through a fixture) loads a model
 
 
 def pytest_collection_modifyitems(config, items):

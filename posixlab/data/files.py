@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from posixlab.errors import DatasetUnavailableError
-from posixlab.hub import hub_offline_flag, hub_unreachable_reason
+from posixlab.hub import describe_hub_error, hub_endpoint, hub_offline_flag, hub_unreachable_reason
 
 # A JSON file may wrap its records in an object: {"data": [...]} (exports), {"rows": [...]}, or {"examples": [...]}
 # (the original BIG-Bench Hard repository's <task>.json files).
@@ -67,8 +67,9 @@ def hub_rows(hub_id: str, configs: list[str | None], split: str, label: str, loc
     if not offline:
         reason = hub_unreachable_reason(hub_id)
         if reason:
-            raise DatasetUnavailableError(f"dataset {label} ({hub_id}) cannot be fetched: the Hugging Face Hub is "
-                                          f"unreachable ({reason}). {local_hint}")
+            # the hub asked is named: with HF_ENDPOINT set it is a mirror, not huggingface.co
+            raise DatasetUnavailableError(f"dataset {label} ({hub_id}) cannot be fetched: the Hugging Face Hub at "
+                                          f"{hub_endpoint()} did not answer for it ({reason}). {local_hint}")
     import datasets
 
     out = {}
@@ -78,7 +79,8 @@ def hub_rows(hub_id: str, configs: list[str | None], split: str, label: str, loc
         except Exception as exc:  # noqa: BLE001 - missing cache, unknown split, network: all mean "not here"
             why = "HF_HUB_OFFLINE is set and it is not in the local cache; " if offline else ""
             what = f"{hub_id}" + (f", config {config}" if config else "") + f", split {split!r}"
-            first = (str(exc).splitlines() or [""])[0][:200]
+            # a download that failed part way (a 500, a dropped connection) leaves no half-built data set: datasets
+            # builds its Arrow cache only from complete files, so the next run downloads again
             raise DatasetUnavailableError(f"dataset {label} ({what}) cannot be loaded: {why}"
-                                          f"{type(exc).__name__}: {first}. {local_hint}") from None
+                                          f"{describe_hub_error(exc).rstrip('.')}. {local_hint}") from None
     return out

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from posixlab.errors import ConfigError, ModelUnavailableError
-from posixlab.hub import hub_offline_flag, hub_unreachable_reason
+from posixlab.hub import describe_hub_error, http_status, hub_endpoint, hub_file_error, hub_offline_flag
 from posixlab.models.assets import PACKAGED_MODELS, prepare_packaged_model
 from posixlab.paths import default_cache_dir
 from posixlab.models.causal_lm import CausalLM
@@ -87,23 +87,95 @@ def resolve_dtype(dtype: str, device: str):
     return getattr(torch, dtype)
 
 
-def _hub_folder_or_error(spec: ModelSpec) -> str:
-    """A local snapshot or the hub id when the hub answers; otherwise a clear ModelUnavailableError."""
-    from huggingface_hub import snapshot_download
-
-    try:  # already in the local Hugging Face cache: no network needed
-        return snapshot_download(spec.path, revision=spec.revision, local_files_only=True)
-    except Exception:  # noqa: BLE001 - any failure here only means "not cached"
-        pass
-    hint = ("Run on a machine that reaches huggingface.co (gated models also need HF_TOKEN and an accepted "
+def _hub_hint() -> str:
+    return (f"Run on a machine that reaches {hub_endpoint()} (gated models also need HF_TOKEN and an accepted "
             "licence), or download the model into the Hugging Face cache, or set model.source=local and "
             "model.path=<folder>. Offline, use a packaged model: " + ", ".join(f"model={m}" for m in PACKAGED_MODELS))
+
+
+# The files that make a cached snapshot loadable: the config, a tokenizer, and every weight file (an index's shards)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "vocab.json")
+WEIGHTS = (("model.safetensors.index.json", "model.safetensors"), ("pytorch_model.bin.index.json", "pytorch_model.bin"))
+
+
+def _complete_snapshot(spec: ModelSpec) -> str | None:
+    """The model's snapshot in the local Hugging Face cache when it holds everything a load reads, else None.
+
+    A download that stopped part way (a dropped connection, a 500, Ctrl-C) leaves a snapshot folder with the files
+    that finished (the config and tokenizer, say) and not the weights: huggingface_hub's ``local_files_only`` lookup
+    returns that folder all the same. Counted as cached, it would make every later run fail to load; counted as
+    missing, the next run goes back to the hub and finishes the download (the finished files are not fetched again;
+    huggingface_hub 2 deletes the part of a file that was cut off, so that one is fetched whole).
+    """
+    import json
+
+    from huggingface_hub import snapshot_download
+
+    try:
+        folder = Path(snapshot_download(spec.path, revision=spec.revision, local_files_only=True))
+    except Exception:  # noqa: BLE001 - any failure here only means "not cached"
+        return None
+    if not (folder / "config.json").is_file() or not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        return None
+    for index, single in WEIGHTS:
+        if (folder / index).is_file():
+            try:
+                shards = set(json.loads((folder / index).read_text(encoding="utf-8"))["weight_map"].values())
+            except (OSError, ValueError, KeyError, AttributeError):
+                return None
+            return str(folder) if all((folder / shard).is_file() for shard in shards) else None
+        if (folder / single).is_file():
+            return str(folder)
+    return None
+
+
+def _hub_refusal(spec: ModelSpec, exc: BaseException) -> str:
+    """What to do about the hub's refusal to serve the model's files, in one message that names the hub asked."""
+    from huggingface_hub import get_token
+    from huggingface_hub.errors import (EntryNotFoundError, GatedRepoError, RepositoryNotFoundError,
+                                        RevisionNotFoundError)
+
+    where = hub_endpoint()
+    head = f"model {spec.name} ({spec.path}) cannot be fetched from the Hugging Face Hub at {where}"
+    if isinstance(exc, GatedRepoError):  # before RepositoryNotFoundError, its base class
+        # transformers' own message sends the user to huggingface.co whatever HF_ENDPOINT says; this one names the
+        # hub asked, the licence page on it and the variable to set
+        sent = ("it refused the token sent (HF_TOKEN, or the saved login)" if get_token() else
+                "no token was sent (HF_TOKEN is not set)")
+        return (f"{head}: it is a gated model and {sent}. Accept its licence at {where}/{spec.path} while logged in, "
+                f"then set HF_TOKEN to an access token of that account and run again.")
+    if isinstance(exc, RevisionNotFoundError):
+        return f"{head}: it has no revision {spec.revision!r}. Set model.revision to a branch, tag or commit of it."
+    status, said = http_status(exc)
+    if isinstance(exc, RepositoryNotFoundError):
+        return (f"{head}: it has no repository {spec.path} (HTTP {status}). Check model.path; a private repository "
+                f"also needs HF_TOKEN.")
+    if isinstance(exc, EntryNotFoundError):
+        return f"{head}: it has no config.json, so it is not a model transformers can load."
+    if status is not None and status >= 500:  # reached, but failing: the hint about reaching it would mislead
+        return (f"{head}: it answered HTTP {status}" + (f" ({said})" if said else "") + ". The hub is failing, not "
+                f"this setup: run again later, or use a copy of the model: model.source=local model.path=<folder>.")
+    return f"{head} ({describe_hub_error(exc)}). {_hub_hint()}"
+
+
+def check_hub_model(spec: ModelSpec) -> str | None:
+    """For a hub model, before any other work: the complete local snapshot (no network), or None once the hub has
+    said it will serve the model's files to this user; else a ``ModelUnavailableError`` that says what to do."""
+    folder = _complete_snapshot(spec)
+    if folder:
+        return folder
     if hub_offline_flag():
-        raise ModelUnavailableError(f"model {spec.name} ({spec.path}) is not in the local cache and HF_HUB_OFFLINE is set. {hint}")
-    reason = hub_unreachable_reason(spec.path, "model", spec.revision)
-    if reason:
-        raise ModelUnavailableError(f"model {spec.name} ({spec.path}) cannot be fetched from the Hugging Face Hub ({reason}). {hint}")
-    return spec.path
+        raise ModelUnavailableError(f"model {spec.name} ({spec.path}) is not in the local cache (or only part of "
+                                    f"it is) and HF_HUB_OFFLINE is set. {_hub_hint()}")
+    error = hub_file_error(spec.path, "config.json", "model", spec.revision)
+    if error is not None:
+        raise ModelUnavailableError(_hub_refusal(spec, error))
+    return None
+
+
+def _hub_folder_or_error(spec: ModelSpec) -> str:
+    """A complete local snapshot, or the hub id when the hub will serve it; otherwise a clear ModelUnavailableError."""
+    return check_hub_model(spec) or spec.path
 
 
 def load_model(spec: ModelSpec, cache_dir: str | Path | None = None) -> CausalLM:
@@ -125,10 +197,45 @@ def load_model(spec: ModelSpec, cache_dir: str | Path | None = None) -> CausalLM
     identity.update({"dtype": str(dtype).removeprefix("torch."), "device": device,
                      "transformers": transformers.__version__, "torch": torch.__version__})
     print(f"posixlab: loading {spec.name} ({spec.path}) on {device} in {identity['dtype']}", file=sys.stderr)
-    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=spec.trust_remote_code, **kwargs)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=spec.trust_remote_code,
-                                                 **kwargs).to(device)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=spec.trust_remote_code, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=spec.trust_remote_code,
+                                                     **kwargs).to(device)
+    except Exception as exc:
+        if folder != spec.path or not _is_download_error(exc):  # not a download: transformers' own error stands
+            raise
+        raise ModelUnavailableError(_download_failed(spec, exc)) from None
+    if folder == spec.path:  # downloaded just now: record the commit, as a load from the cached snapshot does
+        snapshot = _complete_snapshot(spec)
+        if snapshot:
+            identity["commit"] = Path(snapshot).name
     return CausalLM(model, tokenizer, name=spec.name, identity=identity)
+
+
+def _hub_cause(exc: BaseException) -> BaseException | None:
+    """The hub client's or HTTP library's error behind ``exc`` (transformers wraps them in OSErrors), if any."""
+    seen = 0
+    while exc is not None and seen < 20:
+        if type(exc).__module__.split(".")[0] in ("huggingface_hub", "httpx", "httpx2", "httpcore", "requests"):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+def _is_download_error(exc: BaseException) -> bool:
+    # transformers reports a file it could not fetch as an OSError (the hub's error chained, or not: a 500 on a
+    # weights file, retried and given up, reads "does not appear to have a file named ..."); an error of the HTTP
+    # library itself can also come through unwrapped
+    return isinstance(exc, OSError) or _hub_cause(exc) is not None
+
+
+def _download_failed(spec: ModelSpec, exc: BaseException) -> str:
+    """A download that the hub had agreed to (``check_hub_model``) and that failed part way: a dropped connection, a
+    500 on one file. What finished is kept in the cache and the next run finishes the rest (``_complete_snapshot``)."""
+    cause = _hub_cause(exc) or exc
+    return (f"model {spec.name} ({spec.path}) could not be downloaded from the Hugging Face Hub at {hub_endpoint()} "
+            f"({describe_hub_error(cause)}). The files that arrived are kept in the Hugging Face cache and the next "
+            f"run fetches the rest: run again when the hub answers.")
 
 
 def check_spec(spec: ModelSpec) -> None:
