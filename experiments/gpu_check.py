@@ -144,7 +144,7 @@ CONFIGS = {
                 Workload("open", True, "spelling", 1, 5, 8)),
         speed=(Workload("mmlu", False, "spelling", 1, 5, 5), Workload("mmlu-3shot", False, "spelling", 1, 5, 5, 3),
                Workload("open", True, "spelling", 1, 5, 8)),
-        small_budget={"batch_tokens": 128, "memory_gb": 0.01, "max_wave_rows": 4},
+        small_budget={"batch_tokens": 128, "memory_gb": 0.1, "max_wave_rows": 4},  # holds one set: the memory model
         ceiling_shapes=((4, 64), (16, 16)),
     ),
     # One GPU: a small Llama-shaped parity model, the paper's N = 21, and Llama-2-7B's shape for speed and memory.
@@ -156,7 +156,7 @@ CONFIGS = {
                 Workload("open", True, "spelling", 2, 20, 30)),
         speed=(Workload("mmlu", False, "spelling", 3, 20, 5), Workload("mmlu-3shot", False, "spelling", 3, 20, 5, 3),
                Workload("open", True, "spelling", 3, 20, 30)),
-        small_budget={"batch_tokens": 512, "memory_gb": 0.25, "max_wave_rows": 8},
+        small_budget={"batch_tokens": 512, "memory_gb": 0.5, "max_wave_rows": 8},  # holds one set: the memory model
         # benchmark_scoring's shapes (up to 512 tokens a pass) and larger ones, where a GPU reaches its best rate
         ceiling_shapes=((1, 512), (4, 256), (8, 128), (16, 64), (32, 32), (64, 16), (8, 512), (16, 256), (32, 128),
                         (64, 64), (16, 512)),

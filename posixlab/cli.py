@@ -247,8 +247,18 @@ def dry_run_job(cfg: DictConfig, output_dir: str) -> None:
     return None
 
 
+def check_before_tracking(run_cfg) -> None:
+    """The run's own checks (settings, capabilities, a hub model's availability) before W&B starts, so that a config
+    error or a gated model leaves no W&B run behind (``runner.run`` checks again: cheap)."""
+    from posixlab.runner import check
+    from posixlab.tasks import make_task
+
+    check(make_task(run_cfg))
+
+
 def run_posix_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str | None) -> dict:
     run_cfg = to_run_config(cfg, output_dir)  # a config error stops the job before W&B starts
+    check_before_tracking(run_cfg)
     with Tracker(resolved["logger"], resolved, output_dir, name=Path(output_dir).name, group=group) as tracker:
         summary = run(run_cfg, progress=cfg.progress)
         answers_only = summary["psi"] is None  # psi=false: no ψ, so no ψ figures
@@ -305,6 +315,7 @@ def accuracy_lines(accuracy: dict | None) -> list[str]:
 
 def run_classification_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str | None) -> dict:
     run_cfg = to_classification_config(cfg, output_dir)
+    check_before_tracking(run_cfg)
     with Tracker(resolved["logger"], resolved, output_dir, name=Path(output_dir).name, group=group,
                  job_type="classification") as tracker:
         summary = run(run_cfg, progress=cfg.progress)

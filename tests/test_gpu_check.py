@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from experiments import gpu_check
+from posixlab.errors import ConfigError
 from posixlab.scoring import EngineOptions, ScoringEngine, SetScores
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,12 +35,19 @@ def test_the_gpu_budget_is_a_fixed_default_that_never_reads_free_memory(monkeypa
         raise AssertionError("the default budget must not depend on the memory free at run time")
 
     monkeypatch.setattr(torch.cuda, "mem_get_info", refuse)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: SimpleNamespace(total_memory=80 * GIB))
     cuda = torch.device("cuda")
-    assert EngineOptions().gpu_memory_gb == 8.0
-    assert EngineOptions().resolve(cuda) == (32768, 8 * GIB)
+    assert EngineOptions().gpu_memory_gb == "auto"
+    # 75% of an 80 GB card less 13.5 GB of weights, in whole GB: a property of the card and the model
+    assert EngineOptions().resolve(cuda, int(13.5 * GIB)) == (32768, 49 * GIB)
+    assert EngineOptions().resolve(cuda, 0) == (32768, 60 * GIB)
+    with pytest.raises(ConfigError, match="leave no room on this GPU"):
+        EngineOptions().resolve(cuda, 81 * GIB)
+    with pytest.raises(ConfigError, match="must be a number of GB, auto or null"):
+        EngineOptions(gpu_memory_gb="lots").resolve(cuda)
     assert EngineOptions(gpu_memory_gb=20).resolve(cuda) == (32768, 20 * GIB)
     assert EngineOptions(memory_gb=3, gpu_memory_gb=20).resolve(cuda) == (32768, 3 * GIB)  # memory_gb wins
-    assert EngineOptions().resolve(torch.device("cpu")) == (4096, 2 * GIB)  # the CPU's default is unchanged
+    assert EngineOptions().resolve(torch.device("cpu")) == (4096, 4 * GIB)  # the CPU's: a 3-shot set's caches fit
 
 
 def test_gpu_memory_gb_none_keeps_the_old_sizing_from_free_memory(monkeypatch):
@@ -47,15 +55,26 @@ def test_gpu_memory_gb_none_keeps_the_old_sizing_from_free_memory(monkeypatch):
     assert EngineOptions(gpu_memory_gb=None).resolve(torch.device("cuda")) == (32768, 20 * GIB)
 
 
+def llama7b_stub(device: str = "cuda"):
+    """What the engine reads of a model to plan its batches, for Llama-2-7B in bfloat16 (no weights)."""
+    from transformers import LlamaConfig
+
+    config = LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
+                         num_key_value_heads=32, vocab_size=32000)
+    return SimpleNamespace(device=torch.device(device), name="llama-2-7b", kv_bytes_per_token=2**19,
+                           vocab_size=32000, model=SimpleNamespace(config=config, dtype=torch.bfloat16))
+
+
 def plan(monkeypatch, free_gib: float, options: EngineOptions) -> list[list[int]]:
     """The waves the engine cuts 12 sets of 21 prompts into, for a 7B-like model on a GPU with ``free_gib`` free."""
     free_memory(monkeypatch, int(free_gib * GIB))
-    lm = SimpleNamespace(device=torch.device("cuda"), kv_bytes_per_token=2**19, vocab_size=32000)  # 0.5 MiB/token
+    lm = llama7b_stub()  # 0.5 MiB of keys and values a token
     sets = [[[7] * (90 + 5 * i + j) for j in range(21)] for i in range(12)]
     return ScoringEngine(lm, 5, options)._plan_waves(sets, list(range(12)))
 
 
 def test_the_same_config_batches_the_same_whatever_memory_is_free(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: SimpleNamespace(total_memory=24 * GIB))
     waves = {free: plan(monkeypatch, free, EngineOptions()) for free in (10, 40, 75)}
     assert waves[10] == waves[40] == waves[75]
     assert len(waves[10]) > 1  # the budget binds: 8 GiB cuts the 12 sets into several waves

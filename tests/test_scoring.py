@@ -70,10 +70,11 @@ def test_batched_engine_equals_one_at_a_time_for_mixed_lengths(lm):
 
 
 def test_batch_sizes_do_not_change_results(lm):
-    """The smallest budgets (one row per forward pass, one row per scoring chunk) against the defaults."""
+    """The smallest budgets (one row per forward pass, one row per scoring chunk; a memory budget that holds one set
+    and little more) against the defaults."""
     sets = mixed_sets(lm) + [[lm.encode(t) for t in mmlu_sets("spelling", 1, 4)[0].texts()]]
     default = dict(ScoringEngine(lm, 12).score_sets(sets))
-    tiny = dict(ScoringEngine(lm, 12, EngineOptions(batch_tokens=1, memory_gb=1e-6, max_wave_rows=1)).score_sets(sets))
+    tiny = dict(ScoringEngine(lm, 12, EngineOptions(batch_tokens=1, memory_gb=0.5, max_wave_rows=1)).score_sets(sets))
     for k in range(len(sets)):
         assert tiny[k].responses == default[k].responses
         assert np.max(np.abs(tiny[k].matrix - default[k].matrix)) < 1e-4

@@ -18,8 +18,10 @@ Every number equals one full forward pass per (prompt, response) pair within flo
 5. **Cache.** With a ``ScoreCache``, every finished wave is written to disk in one transaction, and sets whose
    generations and scores are all cached are served from it without a forward pass.
 
-Batch sizes follow a memory budget (``EngineOptions``) and the model's own sizes (key/value bytes per token,
-vocabulary), so one configuration gives the same batches, and the same bits, on every run.
+Batch sizes follow a memory budget (``EngineOptions``) through one memory model (``memory.py``: what a wave's caches
+and each pass really allocate, from the model's sizes): a wave's caches stay within half the budget, each pass within
+the other half, and a budget that cannot hold one prompt set is an error before any work. One configuration gives the
+same batches, and the same bits, on every run.
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from posixlab.errors import ConfigError
 from posixlab.models.causal_lm import CausalLM, log_probabilities, token_logprobs
 from posixlab.scoring.cache import ScoreCache
+from posixlab.scoring.memory import ModelShape, describe_bytes, pass_bytes, rows_that_fit, wave_bytes
 from posixlab.scoring.radix import path, radix_segments
 from posixlab.scoring.trie import ResponseTrie
 
@@ -41,34 +45,51 @@ Ids = tuple[int, ...]
 SHARING_MIN_SAVING = 64
 
 
+GPU_SHARE = 0.75  # gpu_memory_gb=auto: this share of the card's memory left by the weights
+
+
 @dataclass
 class EngineOptions:
-    """How much work one forward pass and one wave may hold. The defaults suit a laptop CPU and any GPU that holds
-    the model plus 8 GB.
+    """How much work one forward pass and one wave may hold.
 
-    Every default is a fixed number, so one configuration cuts the same batches on every run and every machine of
-    a device type (and batches change a log-probability by float rounding only). ``gpu_memory_gb=None`` restores
-    the old sizing from the GPU memory free at run time, which is not reproducible: two runs of one configuration
-    can batch differently (another process holding memory, a larger card)."""
+    Every default is fixed by the device, so one configuration cuts the same batches on every run of a machine
+    type (and batches change a log-probability by float rounding only): on a CPU 4 GB; on a GPU
+    (``gpu_memory_gb="auto"``) 75% of the card's total memory less the model's weights, in whole GB: a property of
+    the card and the model, not of the moment (an 80 GB H100 with a 7B model in bfloat16: 49 GB; a 24 GB card: 7 GB).
+    ``gpu_memory_gb=None`` restores the old sizing from the GPU memory free at run time, which is not reproducible:
+    two runs of one configuration can batch differently (another process holding memory)."""
 
     batch_tokens: int | None = None  # tokens (padding included) per forward pass; None: 4096 on CPU, 32768 on GPU
-    memory_gb: float | None = None  # key/value caches held by a wave + one pass's logits; None: 2 on CPU, gpu_memory_gb on a GPU
-    gpu_memory_gb: float | None = 8.0  # the GPU budget when memory_gb is unset; None: half the free GPU memory at run time (not reproducible)
+    # what a wave's caches and its passes may allocate above the weights (scoring/memory.py counts it);
+    # None: 4 on CPU, gpu_memory_gb on a GPU
+    memory_gb: float | None = None
+    # the GPU budget when memory_gb is unset: a number of GB; auto: 75% of (the card's memory - the weights), whole
+    # GB; None: half the free GPU memory at run time (not reproducible)
+    gpu_memory_gb: float | str | None = "auto"
     max_wave_rows: int = 128  # prompts per wave at most; more rows make decoding cheaper per token
 
-    def resolve(self, device: torch.device) -> tuple[int, int]:
-        """(batch_tokens, memory budget in bytes) for ``device``: a function of the options and the device type
-        only, unless ``gpu_memory_gb`` is None on a GPU (then half the memory free now)."""
+    def resolve(self, device: torch.device, weights_bytes: int = 0) -> tuple[int, int]:
+        """(batch_tokens, memory budget in bytes) for ``device`` and a model of ``weights_bytes``: a function of the
+        options, the device type and the card, unless ``gpu_memory_gb`` is None on a GPU (then half the memory free
+        now)."""
         gpu = device.type == "cuda"
         tokens = self.batch_tokens or (32768 if gpu else 4096)
+        if isinstance(self.gpu_memory_gb, str) and self.gpu_memory_gb != "auto":
+            raise ConfigError(f"engine.gpu_memory_gb must be a number of GB, auto or null, got {self.gpu_memory_gb!r}")
         if self.memory_gb is not None:
             memory = int(self.memory_gb * 2**30)
+        elif gpu and self.gpu_memory_gb == "auto":
+            total = torch.cuda.get_device_properties(device).total_memory
+            memory = int(GPU_SHARE * (total - weights_bytes) / 2**30) * 2**30
+            if memory <= 0:
+                raise ConfigError(f"the model's weights ({weights_bytes / 2**30:.1f} GB) leave no room on this GPU "
+                                  f"({total / 2**30:.1f} GB): use a larger card, a smaller dtype or a vLLM server")
         elif gpu and self.gpu_memory_gb is not None:
             memory = int(self.gpu_memory_gb * 2**30)
         elif gpu:
             memory = torch.cuda.mem_get_info(device)[0] // 2
         else:
-            memory = 2 * 2**30
+            memory = 4 * 2**30  # 1 GB of a wave's caches fits a 3-shot MMLU set of the packaged models; 2 GB did not
         return tokens, memory
 
 
@@ -224,32 +245,76 @@ class ScoringEngine(SetScorer):
                  cache: ScoreCache | None = None):
         super().__init__(lm, max_new_tokens, cache)
         self.options = options or EngineOptions()
-        self.batch_tokens, self.memory = self.options.resolve(lm.device)
+        weights = sum(p.numel() * p.element_size() for p in getattr(lm.model, "parameters", lambda: ())())
+        self.batch_tokens, self.memory = self.options.resolve(lm.device, weights)
+        self.shape = ModelShape.of(lm.model)
+        self.wave_budget = self.memory // 2  # the caches a wave holds while its passes run
+        self.pass_budget = self.memory - self.wave_budget  # one pass, on top of them
         self.pad_id = 0  # any id: padded positions are never seen by a real token
+
+    # --- the memory model: bytes per row of each kind of pass (scoring/memory.py) ------------------------------------
+    def _decode_row(self, width: int) -> int:
+        """One row of a decoding block: its cache as it grows (and a layer's copy while appending) and a pass."""
+        keys = width + self.max_new_tokens
+        return 2 * keys * self.shape.kv_bytes_per_token + pass_bytes(self.shape, 1, 1, keys, 1)
+
+    def _prefill_row(self, length: int, past: int) -> int:
+        """One row of a prefill pass: its ancestors' stacked cache and the pass over its segment."""
+        return past * self.shape.kv_bytes_per_token + pass_bytes(self.shape, 1, length, past + length, 1)
+
+    def _score_row(self, width: int, cached: int) -> int:
+        """One row of a scoring chunk: its copy of the prompt's cache, growing by the trie, and the trie's pass."""
+        return 2 * (cached + width) * self.shape.kv_bytes_per_token + \
+            pass_bytes(self.shape, 1, width, cached + width, width)
+
+    def _check_fits(self, n: int, longest: int, unique: int) -> None:
+        """A ``ConfigError`` when the budget cannot hold one set of ``n`` distinct prompts (the longest ``longest``
+        tokens) alone: its wave's caches, or one row of any of its passes."""
+        trie = n * self.max_new_tokens  # a prompt's trie holds at most every response of its set
+        need = {"the set's caches": (wave_bytes(self.shape, n, longest, self.max_new_tokens, unique), self.wave_budget),
+                "a decoding row": (self._decode_row(longest), self.pass_budget),
+                "a prefill row": (self._prefill_row(longest, 0), self.pass_budget),
+                "a scoring row": (self._score_row(trie, longest), self.pass_budget)}
+        short = {what: (bytes_, budget) for what, (bytes_, budget) in need.items() if bytes_ > budget}
+        if short:
+            what, (bytes_, budget) = next(iter(short.items()))
+            at_least = 2 * max(b for b, _ in short.values())  # each of the two halves must hold its part
+            raise ConfigError(
+                f"the engine's memory budget ({describe_bytes(self.memory)}) cannot hold one prompt set of {n} "
+                f"prompts of up to {longest} tokens with {self.max_new_tokens} new tokens on {self.lm.name}: {what} "
+                f"needs {describe_bytes(bytes_)}, and that part of the budget is {describe_bytes(budget)}. Raise "
+                f"engine.{'gpu_memory_gb' if self.lm.device.type == 'cuda' and self.options.memory_gb is None else 'memory_gb'}"
+                f" to at least {at_least / 2**30:.1f} (GB), or shorten the prompts (fewer shots)")
 
     # --- planning ----------------------------------------------------------------------------------------------------
     def _plan_waves(self, sets, indices: list[int], in_order: bool = False) -> list[list[int]]:
         longest = {i: max(len(p) for p in sets[i]) for i in indices}
-        kv_budget = self.memory // 2
-        waves, current, rows, width = [], [], 0, 0
+        distinct = {i: {tuple(p) for p in sets[i]} for i in indices}
+        unique = {i: distinct_prefixes(distinct[i]) for i in indices}  # the prefill's segments hold these
+        for i in indices:
+            self._check_fits(len(distinct[i]), longest[i], unique[i])  # before any work
+        waves, current, rows, width, tokens = [], [], 0, 0, 0
         for i in (indices if in_order else sorted(indices, key=lambda i: (longest[i], i))):
-            n = len({tuple(p) for p in sets[i]})
-            kv = (rows + n) * (max(width, longest[i]) + self.max_new_tokens) * self.lm.kv_bytes_per_token
-            if current and (rows + n > self.options.max_wave_rows or kv > kv_budget):
+            n = len(distinct[i])
+            need = wave_bytes(self.shape, rows + n, max(width, longest[i]), self.max_new_tokens, tokens + unique[i])
+            if current and (rows + n > self.options.max_wave_rows or need > self.wave_budget):
                 waves.append(current)
-                current, rows, width = [], 0, 0
+                current, rows, width, tokens = [], 0, 0, 0
             current.append(i)
-            rows, width = rows + n, max(width, longest[i])
+            rows, width, tokens = rows + n, max(width, longest[i]), tokens + unique[i]
         if current:
             waves.append(current)
         return waves
 
     def _blocks(self, prompts: list[Ids]) -> list[list[int]]:
-        """Decoding batches: the wave's prompts sorted by length, cut so padded tokens fit the budget."""
+        """Decoding batches: the wave's prompts sorted by length, cut so padded tokens fit the token budget and the
+        rows' growing caches and passes fit the pass budget."""
         order = sorted(range(len(prompts)), key=lambda u: (len(prompts[u]), u))
         blocks, current = [], []
         for u in order:
-            if current and (len(current) + 1) * len(prompts[u]) > self.batch_tokens:
+            rows = len(current) + 1
+            if current and (rows * len(prompts[u]) > self.batch_tokens
+                            or rows * self._decode_row(len(prompts[u])) > self.pass_budget):
                 blocks.append(current)
                 current = []
             current.append(u)
@@ -296,7 +361,6 @@ class ScoringEngine(SetScorer):
             ending.setdefault(k, []).append(u)
         segment_kv: list = [None] * len(segments)
         first_logits: list = [None] * len(prompts)
-        logit_floats = self.memory // 16
         levels: dict[int, list[int]] = {}
         for k, segment in enumerate(segments):
             levels.setdefault(segment.level, []).append(k)
@@ -306,10 +370,11 @@ class ScoringEngine(SetScorer):
                 rows = chunk + [k]
                 padded = len(rows) * len(segments[k].tokens)
                 waste = padded - sum(len(segments[j].tokens) for j in rows)
+                past = max(segments[j].start for j in rows)
                 # segments of a level differ in length: cut where padding would pass 64 tokens and 20% of the pass,
-                # where the pass would pass the token budget, or its logits (one per row) the memory budget
+                # where the pass would pass the token budget, or the pass (with its rows' ancestors) the memory's
                 if chunk and (padded > self.batch_tokens or waste > max(64, 0.2 * padded)
-                              or len(rows) * self.lm.vocab_size > logit_floats):
+                              or len(rows) * self._prefill_row(len(segments[k].tokens), past) > self.pass_budget):
                     self._run_segments(chunk, segments, segment_kv, ending, first_logits)
                     rows = [k]
                 chunk = rows
@@ -377,10 +442,12 @@ class ScoringEngine(SetScorer):
         for step in range(self.max_new_tokens):
             choice = (logits if constraint is None else constraint.mask(logits, live)).argmax(dim=-1)
             chosen = token_logprobs(logits, choice)  # the model's own probability of the token, before any mask
+            # one transfer a step for every row (a GPU would otherwise synchronise once per row and value)
+            choice_list, chosen_list = choice.tolist(), chosen.tolist()
             for k, b in enumerate(live):
                 if not done[b]:
-                    tokens[b].append(int(choice[k]))
-                    logprobs[b].append(float(chosen[k]))
+                    tokens[b].append(choice_list[k])
+                    logprobs[b].append(chosen_list[k])
                     done[b] = tokens[b][-1] in self.lm.eos_ids or len(tokens[b]) == self.max_new_tokens
                     if constraint is not None:
                         constraint.accept(b, tokens[b][-1])
@@ -408,17 +475,20 @@ class ScoringEngine(SetScorer):
     @torch.inference_mode()
     def _score(self, block: _Block, prompts: list[Ids], tries: dict[int, ResponseTrie], scores: dict) -> None:
         """log P(y | x) for every response each prompt of the block needs, into ``scores[(prompt, y)]``."""
-        first = log_probabilities(block.first_logits)
-        for b, u in enumerate(block.prompts):
-            for y in tries[u].responses:
-                scores[(u, y)] = float(first[b, y[0]])
+        owners = [(b, u, y) for b, u in enumerate(block.prompts) for y in tries[u].responses]
+        if owners:  # every response's first token, read in one transfer
+            first = log_probabilities(block.first_logits)
+            picked = first[torch.tensor([b for b, _, _ in owners]), torch.tensor([y[0] for _, _, y in owners])]
+            for (_, u, y), value in zip(owners, picked.tolist()):
+                scores[(u, y)] = value
         rows = sorted((b for b, u in enumerate(block.prompts) if len(tries[block.prompts[b]])),
                       key=lambda b: (-len(tries[block.prompts[b]]), b))
-        logit_floats = self.memory // 16
+        cached = block.kv[0][0].shape[-2]
         start = 0
         while start < len(rows):
             width = len(tries[block.prompts[rows[start]]])  # longest first: the chunk's first row sets the width
-            fit = max(1, min(self.batch_tokens // width, logit_floats // (width * self.lm.vocab_size)))
+            fit = max(1, min(self.batch_tokens // width, rows_that_fit(self.pass_budget,
+                                                                        self._score_row(width, cached))))
             chunk = rows[start:start + fit]
             start += len(chunk)
             self._score_chunk(block, chunk, width, [tries[block.prompts[b]] for b in chunk],
@@ -461,6 +531,25 @@ class ScoringEngine(SetScorer):
     def _count(self, processed: int, real: int) -> None:
         self.processed_tokens += processed
         self.lm.forward_tokens += real
+
+def distinct_prefixes(prompts) -> int:
+    """The tokens a radix tree of ``prompts`` holds: every distinct prefix once (what their prefill's segments
+    cache).
+
+    >>> distinct_prefixes([(1, 2, 3), (1, 2, 4), (1, 5)])    # 1, 1-2, 1-2-3, 1-2-4, 1-5
+    5
+    """
+    root: dict = {}
+    count = 0
+    for prompt in prompts:
+        node = root
+        for token in prompt:
+            if token not in node:
+                node[token] = {}
+                count += 1
+            node = node[token]
+    return count
+
 
 def score_prompt_set(lm: CausalLM, prompt_ids: list[list[int]], max_new_tokens: int,
                      options: EngineOptions | None = None) -> SetScores:
