@@ -579,8 +579,8 @@ def check_override_keys(argv: list[str]) -> None:
 
 def entry() -> None:
     """The ``posixlab`` console command: ``posixlab merge ...`` joins shards; ``posixlab gate ...`` checks saved runs
-    against thresholds; ``posixlab gguf-path MODEL`` prints a packaged model's GGUF file; anything else is a Hydra
-    job."""
+    against thresholds; ``posixlab gguf-path MODEL`` prints a packaged model's GGUF file; ``posixlab status DIR``
+    lists a sweep's cells (done, running, failed, pending); anything else is a Hydra job."""
     sys.argv[1:] = expand_model_aliases(sys.argv[1:])
     if len(sys.argv) > 1 and sys.argv[1] == "merge":
         sys.exit(merge_command(sys.argv[2:]))
@@ -588,6 +588,10 @@ def entry() -> None:
         sys.exit(gate_command(sys.argv[2:]))
     if len(sys.argv) > 1 and sys.argv[1] == "gguf-path":
         sys.exit(gguf_path_command(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "status":
+        from posixlab.status import status_command
+
+        sys.exit(status_command(sys.argv[2:]))
     try:
         check_override_keys(sys.argv[1:])
     except ConfigError as exc:

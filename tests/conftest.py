@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent  # posixlab is installed (requirem
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from hub_fixtures import healthy_hub, hub  # noqa: E402,F401 - the hub stand-in's fixtures (tests/hub_fixtures.py)
+from slurm_fixtures import slurm_cluster  # noqa: E402,F401 - a one-node SLURM cluster (tests/slurm_fixtures.py)
 
 
 @pytest.fixture(scope="session")

@@ -26,8 +26,8 @@ def _is_classifier(name: str) -> bool:
 
 
 CLASSIFIERS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml") if _is_classifier(p.stem))
-EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")
-                     if not p.stem.startswith("_") and p.stem not in CLASSIFIERS)
+EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")  # ci_grid: tests/test_slurm.py's
+                     if not p.stem.startswith(("_", "ci_")) and p.stem not in CLASSIFIERS)
 ERRICA = ["offline_errica_table1", "paper_errica_table1"]  # the classification task's Table 1
 OTHER_CLASSIFIERS = [n for n in CLASSIFIERS if n not in ERRICA]  # API models, structured outputs
 OFFLINE_ONLY = {"offline_scale": 50}  # claims the paper makes from its grid, tested offline: name -> sets a cell

@@ -8,7 +8,8 @@ on less (not the model, not the sampling parameters, not the seed) and served wr
 the body misses. The API key is not in the key (it does not change the answer) and never in the file.
 
 Only answers are stored, never errors, and each one is committed the moment it arrives: a run killed with
-``kill -9`` loses at most the requests that were in flight.
+``kill -9`` loses at most the requests that were in flight. Each process writes a file of its own and reads the
+others' (``posixlab/cachefiles.py``), so the jobs of a cluster can share the folder, on a network filesystem too.
 
 >>> import tempfile
 >>> cache = ResponseCache(tempfile.mkdtemp())
@@ -32,10 +33,13 @@ import threading
 import time
 from pathlib import Path
 
+from posixlab.cachefiles import Segments
 from posixlab.chat.client import ChatAnswer
 from posixlab.errors import CacheError
 
-FILE = "responses.sqlite"
+STEM = "responses"
+FILE = f"{STEM}.sqlite"  # the single file of earlier versions (read, never written); each process now writes
+# responses.<host>.<slot>.sqlite, and every run reads them all (posixlab/cachefiles.py: why, on a cluster)
 
 
 LOOPBACK = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "::"}  # names of this machine a local server answers on
@@ -68,24 +72,37 @@ def request_key(base_url: str, body: dict, repeat: int) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+TABLES = {"responses": "key TEXT PRIMARY KEY, request TEXT NOT NULL, response TEXT NOT NULL, created REAL NOT NULL"}
+
+
 class ResponseCache:
+    """The response cache in ``folder``: this process's file (``path``, ``responses.<host>.<slot>.sqlite``) and the
+    other jobs' files, read together (``posixlab/cachefiles.py``)."""
+
     def __init__(self, folder: str | Path):
         self.path = Path(folder) / FILE
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        try:
-            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, request TEXT NOT NULL, "
-                             "response TEXT NOT NULL, created REAL NOT NULL)")
-        except sqlite3.DatabaseError as exc:
-            raise CacheError(f"the response cache {self.path} cannot be opened ({exc}); delete it (it only saves "
-                             f"requests) or set score_cache=false") from None
+        self._segments = Segments(folder, STEM, TABLES, create=lambda db: None, check=self._check,
+                                  error=self._file_error, check_same_thread=False)
+        self.path = self._segments.path
+        self._db = self._segments.db
+
+    @staticmethod
+    def _file_error(problem: str, path: Path) -> CacheError:
+        return CacheError(f"the response cache {path} {problem}; delete it (it only saves requests) or set "
+                          f"score_cache=false")
+
+    def _check(self, db: sqlite3.Connection, schema: str, path: Path) -> None:
+        tables = {r[0] for r in db.execute(f"SELECT name FROM {schema}.sqlite_master WHERE type='table'")}
+        if "responses" not in tables:
+            raise self._file_error("is not a posixlab response cache (no responses table)", path)
 
     def get(self, base_url: str, body: dict, repeat: int) -> ChatAnswer | None:
+        key = request_key(base_url, body, repeat)
         with self._lock:
-            row = self._db.execute("SELECT response FROM responses WHERE key = ?",
-                                   (request_key(base_url, body, repeat),)).fetchone()
+            row = self._db.execute("SELECT response FROM main.responses WHERE key = ?", (key,)).fetchone()
+            if row is None:  # another job's answer, read when this cache opened
+                row = self._db.execute("SELECT response FROM peers.responses WHERE key = ?", (key,)).fetchone()
         if row is None:
             return None
         try:
@@ -97,14 +114,15 @@ class ResponseCache:
     def put(self, base_url: str, body: dict, repeat: int, answer: ChatAnswer) -> None:
         request = json.dumps({"base_url": base_url, "body": body, "repeat": repeat}, ensure_ascii=False)
         with self._lock:  # autocommit: on disk before the next request is counted done
-            self._db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?)",
+            self._db.execute("INSERT OR REPLACE INTO main.responses VALUES (?, ?, ?, ?)",
                              (request_key(base_url, body, repeat), request,
                               json.dumps(answer.to_dict(), ensure_ascii=False), time.time()))
 
     def __len__(self) -> int:
         with self._lock:
-            return self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+            return self._db.execute("SELECT COUNT(*) FROM (SELECT key FROM main.responses UNION "
+                                    "SELECT key FROM peers.responses)").fetchone()[0]
 
     def close(self) -> None:
         with self._lock:
-            self._db.close()
+            self._segments.close()

@@ -1,0 +1,631 @@
+"""``posixlab status MULTIRUN_DIR``: where a sweep (``-m``) stands, read from the files in its folder while its jobs
+run: each cell of the grid as ``done``, ``running``, ``failed`` or ``pending``, with its units so far (prompt sets,
+or samples), POSIX so far (or S and C for ``task=classification``) and its log. Works on a shared filesystem from any
+machine (a login node), for a SLURM sweep (``hydra/launcher=slurm``), submitit's local executor and a sweep of this
+machine (``hydra/launcher=basic`` or ``local_parallel``).
+
+What it reads:
+
+- ``multirun.yaml`` (written by Hydra when the sweep starts): the grid, so cells not started yet are listed as
+  pending (by their overrides: a cell's folder name is known once it starts);
+- each cell folder (``<num>_<run name>``): ``.hydra/hydra.yaml`` (written when the job starts: its number, job id
+  and start), the records file (``sets.jsonl``/``samples.jsonl``: one line a finished unit), ``summary.json``
+  (written when the cell is done; one older than the job's start belongs to an earlier run of the same sweep
+  folder) and ``.posixlab_job.json``, which ``JobStatusCallback`` (a Hydra callback, ``conf/config.yaml``) writes
+  when a job starts and ends: host, process, job id, log paths, the error of a job that failed;
+- for submitit sweeps, ``.submitit/<job id>/``: the job's logs (``*_log.err`` holds posixlab's progress lines and
+  errors; SLURM appends ``*** JOB ... CANCELLED ***`` when a job is cancelled, requeued, out of time or memory) and
+  ``*_result.pkl`` (submitit's record of a job that ended: its traceback if it raised);
+- ``squeue`` where it exists (a SLURM sweep): whether a job without a result is still queued or running.
+
+Exit status: 0 when every cell is done, 1 while cells are pending or running, 3 when a cell failed, 2 on an error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+try:  # a Hydra callback when Hydra is there (the command line); the status command itself needs only the files
+    from hydra.experimental.callback import Callback
+except ImportError:  # pragma: no cover
+    Callback = object
+
+STATE_FILE = ".posixlab_job.json"
+RECORD_FILES = {"sets.jsonl": "set", "samples.jsonl": "sample"}
+# SLURM's line in a job's stderr when it ends it: "slurmstepd: error: *** JOB 12 ON node CANCELLED AT ... ***"
+SLURM_END = re.compile(r"\*\*\* (?:JOB|STEP) \S+ ON \S+ (CANCELLED|DUE TO TIME LIMIT|DUE TO PREEMPTION|"
+                       r"DUE TO NODE FAILURE)(.*?)\*\*\*")
+OOM = re.compile(r"oom[-_ ]kill|out of memory|Exceeded job memory limit", re.IGNORECASE)
+
+
+# --- the callback jobs run ------------------------------------------------------------------------------------------
+_open_jobs: dict[str, dict] = {}  # output dir -> {"path": state file, "cell": name, "log": path} of this process's
+# jobs not ended yet
+_exit_code: list = []  # the code of the last sys.exit() of this process (recorded while a job runs)
+
+
+def _write_state(path: Path, state: dict) -> None:
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(state, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _read_state(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _record_exit(original):
+    def exit(code=None):  # noqa: A001: the same call, its code kept for the job's status at exit
+        _exit_code[:] = [code]
+        original(code)
+
+    exit.posixlab_original = original
+    return exit
+
+
+def _exit_before_end() -> None:
+    """At the exit of a job's process that did not return from its job (a posixlab error exits with status 2, a
+    missed gate with 1): the cell is failed. For a submitit job, also the result submitit's watcher waits for, so
+    that the sweep's command reports the cell by name with its log at once (without it, a job that exits leaves
+    the watcher to ask ``sacct``, which a cluster without accounting cannot answer). Not after submitit's own exit
+    for a requeue (status -1: the job runs again)."""
+    code = _exit_code[0] if _exit_code else None
+    for job in list(_open_jobs.values()):
+        state = _read_state(job["path"]) or {}
+        if state.get("state") != "running" or state.get("pid") != os.getpid():
+            continue
+        if code == -1:
+            continue  # submitit requeued the job (preemption, time limit) and exits: it starts again
+        sys.stderr.flush()
+        error = _last_error_line(Path(job["log"])) if job.get("log") else None
+        error = error or (f"the job exited with status {code}" if code is not None else
+                          "the job's process exited before the job ended")
+        _write_state(job["path"], {**state, "state": "failed", "ended": time.time(), "error": error,
+                                   "exit_status": code})
+        message = f"posixlab: cell {job['cell']} failed: {error}" + \
+            (f"\nits log: {job['log']}" if job.get("log") else "")
+        print(message, file=sys.stderr, flush=True)
+        if job.get("log"):
+            try:
+                from submitit.core import utils as submitit_utils
+
+                result = Path(job["log"]).with_name(Path(job["log"]).name.replace("_log.err", "_result.pkl"))
+                if not result.exists():
+                    with submitit_utils.temporary_save_path(result) as tmp:
+                        submitit_utils.cloudpickle_dump(("error", message), tmp)
+            except Exception:  # noqa: BLE001: the status file says it anyway
+                pass
+    _open_jobs.clear()
+
+
+class JobStatusCallback(Callback):
+    """Writes ``.posixlab_job.json`` into each cell folder of a sweep when its job starts and ends (the jobs of a
+    SLURM sweep run it on their node): what ``posixlab status`` reads besides the results. A job that fails says so
+    by its cell's name, with its log, in the log and (submitit) to the sweep's command. Never fails a job."""
+
+    def on_job_start(self, config, **kwargs) -> None:
+        try:
+            from hydra.core.hydra_config import HydraConfig
+            from hydra.types import RunMode
+
+            if HydraConfig.get().mode != RunMode.MULTIRUN:
+                return
+            out = Path(str(config.hydra.runtime.output_dir))
+            job_id = str(config.hydra.job.get("id"))
+            state = {"state": "running", "num": int(config.hydra.job.num), "job_id": job_id,
+                     "host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
+            launcher = config.hydra.get("launcher") or {}
+            folder = launcher.get("submitit_folder")
+            log = None
+            if folder and "submitit" in str(launcher.get("_target_", "")):
+                log = _submitit_log(Path(str(folder)).absolute(), job_id)
+                state["log"] = str(log) if log is not None else None
+            if not _open_jobs:
+                import atexit
+
+                if not hasattr(sys.exit, "posixlab_original"):
+                    sys.exit = _record_exit(sys.exit)
+                atexit.register(_exit_before_end)
+            path = out / STATE_FILE
+            _open_jobs[str(out)] = {"path": path, "cell": out.name, "log": str(log) if log else None}
+            _exit_code.clear()
+            _write_state(path, state)
+        except Exception as exc:  # noqa: BLE001: status files must never stop a job
+            print(f"posixlab: warning: could not write the job's status file ({exc})", file=sys.stderr)
+
+    def on_job_end(self, config, job_return=None, **kwargs) -> None:
+        try:
+            job = _open_jobs.pop(str(config.hydra.runtime.output_dir), None)
+            if job is None:
+                return
+            state = _read_state(job["path"]) or {}
+            from hydra.core.utils import JobStatus
+
+            if job_return is not None and job_return.status == JobStatus.FAILED:
+                error = job_return._return_value
+                state.update(state="failed", error=f"{type(error).__name__}: {error}".splitlines()[0][:500])
+                print(f"posixlab: cell {job['cell']} failed: {state['error']}" +
+                      (f"\nits log: {job['log']}" if job.get("log") else ""), file=sys.stderr, flush=True)
+            else:
+                state.update(state="done")
+            state["ended"] = time.time()
+            _write_state(job["path"], state)
+        except Exception as exc:  # noqa: BLE001
+            print(f"posixlab: warning: could not write the job's status file ({exc})", file=sys.stderr)
+
+
+# --- reading a sweep folder -----------------------------------------------------------------------------------------
+def _submitit_log(folder: Path, job_id: str) -> Path | None:
+    """The stderr log of submitit job ``job_id`` (``12`` or ``12_3`` for a job array's task 3) under the launcher's
+    ``submitit_folder`` (``.../.submitit/%j``)."""
+    if not job_id or job_id in ("None", "???"):
+        return None
+    array_id, _, index = job_id.partition("_")
+    text = str(folder).replace("%j", job_id).replace("%A", array_id).replace("%a", index)
+    return Path(text) / f"{job_id}_0_log.err"
+
+
+@dataclass
+class Cell:
+    num: int
+    overrides: list[str]
+    folder: Path | None = None
+    state: str = "pending"
+    detail: str = ""
+    units: int | None = None
+    total: int | None = None
+    unit_name: str = "set"
+    metrics: dict = field(default_factory=dict)  # posix, or sensitivity and consistency
+    log: Path | None = None
+    job_id: str | None = None
+    resubmitted: bool = False  # a SLURM sweep launched again into its folder, this cell's new job not started yet
+
+    @property
+    def name(self) -> str:
+        return self.folder.name if self.folder is not None else f"#{self.num} " + " ".join(self.overrides)
+
+
+def _load_yaml(path: Path):
+    import yaml
+
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def _grid(sweep: Path) -> tuple[list[list[str]] | None, dict]:
+    """The overrides of every job of the sweep in launch order (None when ``multirun.yaml`` cannot be expanded),
+    and the launcher's config."""
+    path = sweep / "multirun.yaml"
+    if not path.is_file():
+        return None, {}
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.load(path)
+    launcher = {}
+    try:
+        with_dir = OmegaConf.merge(config, {"hydra": {"sweep": {"dir": str(sweep)}}})
+        launcher = OmegaConf.to_container(with_dir.hydra.launcher, resolve=False) or {}
+        folder = with_dir.hydra.launcher.get("submitit_folder")
+        if folder is not None:
+            import hydra.core.utils  # noqa: F401: registers the ${now:} resolver that sweep folders use
+
+            launcher["submitit_folder"] = str(with_dir.hydra.launcher.submitit_folder)
+    except Exception:  # noqa: BLE001: an unresolvable launcher folder leaves the cells' own files
+        pass
+    try:
+        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        params = OmegaConf.to_container(config.hydra.sweeper.get("params") or {}, resolve=False) or {}
+        arguments = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
+        batches = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(arguments),
+                                               config.hydra.sweeper.get("max_batch_size"))
+        return [job for batch in batches for job in batch], launcher
+    except Exception:  # noqa: BLE001: another sweeper (optuna, ...): the cells with folders only
+        return None, launcher
+
+
+def _records(folder: Path) -> tuple[str | None, list[dict]]:
+    """The cell's records file and its complete lines (a line being written is left out)."""
+    for name in RECORD_FILES:
+        path = folder / name
+        if path.is_file():
+            out = []
+            try:
+                text = path.read_text(encoding="utf-8")
+            except OSError:
+                return name, []
+            for line in text.split("\n"):
+                if line.strip():
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        pass
+            return name, out
+    return None, []
+
+
+def _expected_units(folder: Path) -> int | None:
+    """How many units the cell runs, from its resolved ``config.yaml`` (None: the whole data set)."""
+    try:
+        config = _load_yaml(folder / "config.yaml") or {}
+    except (OSError, ValueError):
+        return None
+    try:
+        if (config.get("task") or {}).get("name") == "classification":
+            n = (config.get("dataset") or {}).get("num_samples")
+        else:
+            n = config.get("num_sets")
+        if n is None:
+            return None
+        from posixlab.shards import shard_indices
+
+        return len(shard_indices(int(n), config.get("shard")))
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _metrics_so_far(records_file: str | None, records: list[dict]) -> dict:
+    if not records:
+        return {}
+    if records_file == "samples.jsonl":
+        out = {"S": sum(r["sensitivity"] for r in records) / len(records)}
+        gold = [r.get("gold") for r in records]
+        if any(g is not None for g in gold):
+            try:
+                from posixlab.metrics.classification import consistency
+
+                out["C"] = consistency([r["distribution"] for r in records], gold)["mean"]
+            except Exception:  # noqa: BLE001: fewer than 2 samples of any class so far
+                pass
+        return out
+    psis = [r["psi"] for r in records if r.get("psi") is not None]
+    return {"POSIX": sum(psis) / len(psis)} if psis else {}
+
+
+def _summary_metrics(summary: dict) -> dict:
+    if summary.get("task") == "classification":
+        out = {"S": (summary.get("sensitivity") or {}).get("mean")}
+        if summary.get("consistency"):
+            out["C"] = summary["consistency"].get("mean")
+        return out
+    return {"POSIX": summary["psi"]["posix"]} if summary.get("psi") else {}
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+def _slurm_ending(log: Path | None, started: float = 0.0) -> str | None:
+    """SLURM's last ``*** JOB ... CANCELLED AT <time> ... ***`` line of the log, when it is later than the job's
+    start (a requeued job that started again has a later start), or an out-of-memory line."""
+    if log is None or not log.is_file():
+        return None
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, log.stat().st_size - 50000))
+            tail = f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    lines = [line for line in tail.splitlines() if line.strip()]
+    for line in reversed(lines):
+        match = SLURM_END.search(line)
+        if match and "*** JOB" in line:
+            when = re.search(r" AT (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)", line)
+            if when:
+                at = time.mktime(time.strptime(when.group(1), "%Y-%m-%dT%H:%M:%S"))
+                if at < started - 2:
+                    break  # an earlier run of the job (requeued since)
+            return "SLURM: " + line.split("***")[1].strip()
+    if any(OOM.search(line) for line in lines[-5:]):
+        return "out of memory: " + next(line for line in lines[-5:] if OOM.search(line)).strip()
+    return None
+
+
+def _last_error_line(log: Path | None) -> str | None:
+    """The log's last ``posixlab error:`` line, or the last line of a traceback."""
+    if log is None or not log.is_file():
+        return None
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, log.stat().st_size - 50000))
+            lines = [line.strip() for line in f.read().decode("utf-8", "replace").splitlines() if line.strip()]
+    except OSError:
+        return None
+    for line in reversed(lines):
+        if line.startswith("posixlab error:"):
+            return line
+    for line in reversed(lines):
+        if re.match(r"^[A-Za-z_.]+(Error|Exception|Exit)\b", line):
+            return line
+    return None
+
+
+def _submitit_result(log: Path | None) -> tuple[str, str] | None:
+    """submitit's record of the job's end: ``("success", "")`` or ``("error", last traceback line)``."""
+    if log is None:
+        return None
+    path = log.with_name(log.name.replace("_log.err", "_result.pkl"))
+    if not path.is_file():
+        return None
+    try:
+        import pickle
+
+        with open(path, "rb") as f:
+            kind, value = pickle.load(f)
+    except Exception:  # noqa: BLE001: a result of another Python or being written
+        return None
+    if kind == "success":
+        return "success", ""
+    lines = [line for line in str(value).splitlines() if line.strip()]
+    return kind, (lines[-1].strip() if lines else "")
+
+
+def _squeue(job_ids: list[str]) -> dict[str, str] | None:
+    """SLURM's state of the jobs still in its queue (``{"12_3": "RUNNING", ...}``); None where there is no
+    ``squeue`` or it does not answer."""
+    if not job_ids or shutil.which("squeue") is None:
+        return None
+    arrays = sorted({j.split("_")[0] for j in job_ids})
+    try:
+        proc = subprocess.run(["squeue", "-h", "-r", "-o", "%i|%T", "-j", ",".join(arrays)], capture_output=True,
+                              text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0:
+        # a job id SLURM has forgotten makes squeue fail: ask for the whole queue of this user instead
+        try:
+            proc = subprocess.run(["squeue", "-h", "-r", "-o", "%i|%T", "--me"], capture_output=True, text=True,
+                                  timeout=20)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if proc.returncode != 0:
+            return None
+    out = {}
+    for line in proc.stdout.splitlines():
+        job, _, state = line.strip().partition("|")
+        if job:
+            out[job] = state
+    return out
+
+
+def _pid_alive(pid) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, TypeError, ValueError):
+        return True
+    return True
+
+
+def _array_of(job_id: str) -> int:
+    try:
+        return int(str(job_id).split("_")[0])
+    except ValueError:
+        return -1
+
+
+def _submitted(launcher: dict) -> dict[int, str]:
+    """For a submitit sweep: the job id of each array position submitted (the newest array when the sweep folder
+    was launched more than once), from the job folders submitit writes at submission."""
+    folder = launcher.get("submitit_folder")
+    if not folder or "%j" not in folder:
+        return {}
+    root = Path(folder.split("%j")[0])
+    found: dict[int, tuple[int, str]] = {}
+    if not root.is_dir():
+        return {}
+    for entry in root.iterdir():
+        match = re.fullmatch(r"(\d+)_(\d+)", entry.name)
+        if match and entry.is_dir():
+            array, index = int(match.group(1)), int(match.group(2))
+            if index not in found or found[index][0] < array:
+                found[index] = (array, entry.name)
+    return {index: name for index, (_, name) in found.items()}
+
+
+def sweep_status(sweep: str | Path) -> tuple[list[Cell], str]:
+    """Every cell of the sweep in ``sweep`` with its state; and the launcher's kind (``slurm``, ``submitit-local``
+    or ``local``)."""
+    sweep = Path(sweep)
+    jobs, launcher = _grid(sweep)
+    target = str(launcher.get("_target_", ""))
+    kind = "slurm" if "SlurmLauncher" in target else "submitit-local" if "submitit" in target else "local"
+    cells: dict[int, Cell] = {}
+    for num, overrides in enumerate(jobs or []):
+        cells[num] = Cell(num, [o for o in overrides])
+    extra = 10**6
+    for hydra_file in sorted(sweep.glob("*/.hydra/hydra.yaml")):
+        folder = hydra_file.parent.parent
+        try:
+            job = (_load_yaml(hydra_file) or {}).get("hydra", {}).get("job", {})
+            num = int(job.get("num"))
+        except (OSError, ValueError, TypeError, AttributeError):
+            num, job = extra, {}
+            extra += 1
+        cell = cells.setdefault(num, Cell(num, []))
+        if cell.folder is not None and _mtime(cell.folder / ".hydra" / "hydra.yaml") > _mtime(hydra_file):
+            continue  # two folders claim one job number: the newer one is the cell
+        cell.folder, cell.job_id = folder, (str(job.get("id")) if job.get("id") not in (None, "???") else None)
+    submitted = _submitted(launcher) if kind != "local" else {}
+    for cell in cells.values():
+        newest = submitted.get(cell.num)
+        if newest is not None and (cell.job_id is None or _array_of(newest) > _array_of(cell.job_id)):
+            cell.resubmitted = cell.folder is not None  # the sweep launched again: its folder is an earlier job's
+            cell.job_id = newest
+        if kind != "local" and cell.job_id and launcher.get("submitit_folder"):
+            cell.log = _submitit_log(Path(launcher["submitit_folder"]), cell.job_id)
+    queue = _squeue([c.job_id for c in cells.values() if c.job_id]) if kind == "slurm" else None
+    for cell in cells.values():
+        _classify(cell, kind, queue)
+    return [cells[k] for k in sorted(cells)], kind
+
+
+def _classify(cell: Cell, kind: str, queue: dict[str, str] | None) -> None:
+    queued = queue.get(cell.job_id) if queue is not None and cell.job_id else None
+    if cell.folder is None:  # not started
+        cell.state = "pending"
+        if queued:
+            cell.detail = f"SLURM: {queued.lower()}"
+        elif queue is not None and cell.job_id and cell.log is not None and cell.log.is_file():
+            cell.state, cell.detail = "failed", _slurm_ending(cell.log) or "ended before its cell started"
+        return
+    if cell.resubmitted and queued:  # launched again; the new job has not started its cell yet
+        cell.state = "pending" if queued in ("PENDING", "REQUEUED", "CONFIGURING") else "running"
+        cell.detail = f"launched again, SLURM: {queued.lower()}"
+        records_file, records = _records(cell.folder)
+        cell.unit_name = RECORD_FILES.get(records_file or "", "set")
+        cell.units, cell.total = len(records), _expected_units(cell.folder)
+        return
+    folder = cell.folder
+    started = _mtime(folder / ".hydra" / "hydra.yaml") or 0
+    records_file, records = _records(folder)
+    cell.unit_name = RECORD_FILES.get(records_file or "", "set")
+    cell.units, cell.total = len(records), _expected_units(folder)
+    state = _read_state(folder / STATE_FILE)
+    if state is not None and state.get("started", 0) < started - 5:
+        state = None  # an earlier run's
+    if state is not None and state.get("log") and cell.log is None:
+        cell.log = Path(state["log"])
+    if cell.log is None:
+        logs = sorted(folder.glob("*.log"))
+        cell.log = logs[0] if logs else None
+    summary_time = _mtime(folder / "summary.json")
+    if summary_time is not None and summary_time >= started:
+        try:
+            summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+            cell.state, cell.metrics = "done", _summary_metrics(summary)
+            cell.units = summary.get("num_sets", summary.get("num_samples", cell.units)) if not records \
+                else cell.units
+            return
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    cell.metrics = _metrics_so_far(records_file, records)
+    if state is not None and state.get("state") == "failed":
+        cell.state = "failed"
+        cell.detail = _last_error_line(cell.log) or state.get("error", "")
+        return
+    if state is not None and state.get("state") == "done":
+        cell.state, cell.detail = "done", "no summary (a dry run?)"
+        return
+    if kind != "local":
+        result = _submitit_result(cell.log)
+        if result is not None and _mtime(cell.log.with_name(cell.log.name.replace("_log.err", "_result.pkl"))) \
+                >= started:
+            if result[0] != "success":
+                cell.state, cell.detail = "failed", _last_error_line(cell.log) or result[1]
+                return
+        ending = _slurm_ending(cell.log, started)
+        if queued in ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING") or \
+                (queued is None and ending and ("REQUEUE" in ending or "PREEMPTION" in ending) and queue is None):
+            cell.state, cell.detail = "pending", f"SLURM: {(queued or ending).lower()}"
+            return
+        if queued:
+            cell.state, cell.detail = "running", f"SLURM: {queued.lower()}"
+            return
+        if ending:
+            cell.state, cell.detail = "failed", ending
+            return
+        if queue is not None:  # SLURM answered and the job is not in its queue: it ended without a result
+            cell.state = "failed"
+            cell.detail = _last_error_line(cell.log) or "the job ended without finishing its cell"
+            return
+    if state is not None and state.get("host") == socket.gethostname() and not _pid_alive(state.get("pid")):
+        cell.state, cell.detail = "failed", "its process ended before the cell was done"
+        return
+    cell.state = "running"
+
+
+def _fmt(value) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _where(path: Path | None) -> str:
+    if path is None:
+        return "-"
+    path = Path(os.path.abspath(path))
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+
+def format_status(sweep: Path, cells: list[Cell], kind: str) -> str:
+    counts = {s: sum(c.state == s for c in cells) for s in ("done", "running", "failed", "pending")}
+    launcher = {"slurm": "SLURM jobs", "submitit-local": "submitit local jobs", "local": "jobs of this machine"}[kind]
+    lines = [f"{sweep}: {len(cells)} cell{'s' if len(cells) != 1 else ''} ({launcher}): " +
+             ", ".join(f"{n} {s}" for s, n in counts.items())]
+    rows = []
+    for c in cells:
+        units = "-" if c.folder is None else f"{c.units}/{c.total if c.total is not None else '?'} {c.unit_name}s"
+        rows.append((c, units, " ".join(f"{k} {_fmt(v)}" for k, v in c.metrics.items()) or "-"))
+    width = max([len(c.name) for c in cells] + [4])
+    units_width = max([len(u) for _, u, _ in rows] + [5])
+    metrics_width = max([len(m) for _, _, m in rows] + [6])
+    lines.append(f"  {'cell':<{width}}  {'state':<8} {'units':>{units_width}}  {'so far':<{metrics_width}}  log")
+    for c, units, metrics in rows:
+        lines.append(f"  {c.name:<{width}}  {c.state:<8} {units:>{units_width}}  {metrics:<{metrics_width}}  "
+                     f"{_where(c.log)}")
+        if c.detail and c.state in ("failed", "pending", "running") and c.detail:
+            lines.append(f"  {'':<{width}}  └ {c.detail}")
+    return "\n".join(lines)
+
+
+def status_command(args: list[str]) -> int:
+    """``posixlab status MULTIRUN_DIR [MULTIRUN_DIR ...] [--json]``: the cells of each sweep folder (a folder that
+    holds sweep folders: each of them) as done, running, failed or pending. Exit status: 0 every cell done; 1 some
+    still pending or running; 3 a cell failed; 2 an error."""
+    as_json = "--json" in args
+    folders = [a for a in args if a != "--json"]
+    if not folders or any(a in ("-h", "--help") for a in folders):
+        print("usage: posixlab status MULTIRUN_DIR [MULTIRUN_DIR ...] [--json]\n\nLists the cells of a sweep "
+              "(python run.py -m ...; local or SLURM) as done, running, failed or pending, with POSIX (or S and "
+              "C) so far and each job's log, read from the sweep folder while its jobs run.\nExit status: 0 every "
+              "cell done, 1 cells pending or running, 3 a cell failed, 2 an error.", file=sys.stderr)
+        return 0 if folders else 2
+    sweeps = []
+    for folder in map(Path, folders):
+        if not folder.is_dir():
+            print(f"posixlab error: {folder} is not a folder", file=sys.stderr)
+            return 2
+        if (folder / "multirun.yaml").is_file():
+            sweeps.append(folder)
+        else:
+            inner = sorted(p.parent for p in folder.glob("*/multirun.yaml"))
+            if not inner:
+                print(f"posixlab error: {folder} is not a sweep folder (no multirun.yaml in it or in its folders); give "
+                      f"the folder of a sweep (python run.py -m ...: hydra.sweep.dir)", file=sys.stderr)
+                return 2
+            sweeps.extend(inner)
+    worst, report = 0, []
+    for sweep in sweeps:
+        cells, kind = sweep_status(sweep)
+        if as_json:
+            report.append({"sweep": str(sweep), "launcher": kind, "cells": [
+                {"num": c.num, "name": c.name, "folder": str(c.folder) if c.folder else None, "state": c.state,
+                 "detail": c.detail or None, "units": c.units if c.folder else None, "total": c.total,
+                 "unit": c.unit_name, **c.metrics, "log": str(c.log) if c.log else None, "job_id": c.job_id,
+                 "overrides": c.overrides} for c in cells]})
+        else:
+            print(format_status(sweep, cells, kind))
+        states = {c.state for c in cells}
+        worst = max(worst, 3 if "failed" in states else 1 if states & {"running", "pending"} else 0)
+    if as_json:
+        print(json.dumps(report if len(report) > 1 else report[0], indent=1))
+    return worst
+
+
+if __name__ == "__main__":
+    sys.exit(status_command(sys.argv[1:]))
