@@ -590,7 +590,8 @@ def answer_spread(records: list[dict], classes: list[str]) -> dict:
     counts = {c: labels.count(c) for c in classes}
     top = max(counts, key=counts.get)
     gold = [r["gold"] for r in records if r["gold"] is not None]
-    gold_top = max(set(gold), key=gold.count) if gold else None
+    # ties go to the class listed first (a set's order would change from run to run)
+    gold_top = max((c for c in classes if c in gold), key=gold.count, default=None)
     share = counts[top] / max(1, len(labels))
     return {"majority_class": top, "majority_share": share, "num_answers": len(labels),
             "per_class_share": {c: n / max(1, len(labels)) for c, n in counts.items()},
