@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -137,3 +138,15 @@ def llama_server(tmp_path_factory):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def rephrasings_file(tmp_path_factory):
+    """Two rephrasings of the mmlu_letters task sentence, as a user's paraphrase file (rephraser=file)."""
+    from posixlab.classification_prompts import TASKS
+
+    path = tmp_path_factory.mktemp("reph") / "rephrasings.jsonl"
+    path.write_text(json.dumps({"original": TASKS["mmlu_letters"], "paraphrases": [
+        "Pick the right answer to this multiple-choice question.",
+        "Select the correct option for the question below."]}) + "\n", encoding="utf-8")
+    return path

@@ -240,13 +240,6 @@ def test_a_chat_run_of_a_constant_classifier_fails_the_gate_the_docs_show(tmp_pa
     assert not gate_passed(rows) and rows[-1].metric == "max_answer_share"
 
 
-@pytest.fixture(scope="module")
-def rephrasings_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("reph") / "rephrasings.jsonl"
-    path.write_text(json.dumps({"original": TASKS["mmlu_letters"], "paraphrases": [
-        "Pick the right answer to this multiple-choice question.",
-        "Select the correct option for the question below."]}) + "\n", encoding="utf-8")
-    return path
 
 
 # --- 4. the offline paraphrase runs ---------------------------------------------------------------------------------

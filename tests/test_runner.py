@@ -64,13 +64,6 @@ def test_a_key_the_task_does_not_use_is_an_error_with_exit_status_2(root, tmp_pa
     assert "dataset.num_samples" in result.stderr
 
 
-@pytest.fixture(scope="module")
-def rephrasings_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("reph") / "rephrasings.jsonl"
-    path.write_text(json.dumps({"original": TASKS["mmlu_letters"], "paraphrases": [
-        "Pick the right answer to this multiple-choice question.",
-        "Select the correct option for the question below."]}) + "\n", encoding="utf-8")
-    return path
 
 
 def _classification(rephrasings_file, out, **kw) -> ClassificationConfig:
