@@ -562,18 +562,21 @@ def check_override_keys(argv: list[str]) -> None:
         base = composed(groups)
         if base is None:
             return  # a group choice that does not exist: Hydra's message names the choices
-        task = (base.get("task") or {}).get("name")
-        others = {t: c for t in ("posix", "classification") if t != task
-                  and (c := composed([*groups, f"task={t}"])) is not None}
+        def unknown(name: str) -> ConfigError:  # the other task's config is composed only for a key not found
+            task = (base.get("task") or {}).get("name")
+            others = {t: c for t in ("posix", "classification") if t != task
+                      and (c := composed([*groups, f"task={t}"])) is not None}
+            return ConfigError(unknown_key_message(name, base, others))
+
         for name, _ in keys:
             if not _has_key(base, name):
-                raise ConfigError(unknown_key_message(name, base, others))
+                raise unknown(name)
         for name in added:
             parent = name.rpartition(".")[0]
             if _has_key(base, name):
                 raise ConfigError(f"{name} is already a setting: write {name}=VALUE, without the +")
             if parent.split(".")[-1] != "options":
-                raise ConfigError(unknown_key_message(name, base, others))
+                raise unknown(name)
     GlobalHydra.instance().clear()
 
 
