@@ -131,7 +131,8 @@ class ParaphraseSource:
                 if plan["local"] else f"about {plan['estimated_requests']} request(s) of "
                 f"{self.collect_options.get('samples', 4)} replies to "
                 f"{getattr(self.rephraser, 'endpoint', None) or 'its endpoint'}")
-        return (f"posixlab: {ready}; {self.rephraser.name} writes {plan['paraphrases_to_write']} paraphrases of "
+        verb = "would write" if self.dry_run else "writes"
+        return (f"posixlab: {ready}; {self.rephraser.name} {verb} {plan['paraphrases_to_write']} paraphrases of "
                 f"{plan['to_write']} {what}(s): {cost}")
 
     def paraphrases(self, text: str, n: int) -> tuple[list[str], dict]:

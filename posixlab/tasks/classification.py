@@ -213,8 +213,7 @@ def rephrase(cfg: ClassificationConfig, original: str, progress: bool = True) ->
     source = make_paraphrase_source(cfg.rephraser, cfg.cache_dir or default_cache_dir(), cfg.model, "task_sentence")
     source.dry_run, source.progress = cfg.dry_run, progress
     plan = source.plan([original], cfg.num_rephrasings - 1)
-    print(source.announce(plan, "task sentence").replace(" writes ", " would write " if cfg.dry_run else " writes "),
-          file=sys.stderr)
+    print(source.announce(plan, "task sentence"), file=sys.stderr)
     rephrasings, record = source.paraphrases(original, cfg.num_rephrasings - 1)
     about = {**source.describe(), "record_key": record.get("key"), "plan": plan,
              "rephrasing_quality": source.quality_summary([(len(rephrasings), record)])}

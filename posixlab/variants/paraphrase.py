@@ -36,8 +36,7 @@ class ParaphraseVariants(VariantGenerator):
         texts = list(dict.fromkeys(item.question for item in items))
         plan = self.source.plan(texts, num_variants)
         dry_run = self.source.dry_run
-        print(self.source.announce(plan).replace(" writes ", " would write " if dry_run else " writes "),
-              file=sys.stderr)
+        print(self.source.announce(plan), file=sys.stderr)
         self.source.progress = progress
         failed: dict[str, str] = {}
         for text in tqdm(texts, desc="paraphrases", unit="question",
