@@ -416,11 +416,11 @@ def matches_gold(response: str, answer: str) -> bool:
     >>> matches_gold(" True. The statement", "True"), matches_gold("(A) blue", "(A)"), matches_gold("Tru", "True")
     (True, True, False)
     """
-    gold = _fold(answer)
-    return bool(gold) and _fold(response).startswith(gold)
+    gold = _fold_answer(answer)
+    return bool(gold) and _fold_answer(response).startswith(gold)
 
 
-def _fold(text: str) -> str:
+def _fold_answer(text: str) -> str:
     return " ".join(text.casefold().split()).strip(string.whitespace + ".,;:!?\"'")
 
 

@@ -26,7 +26,7 @@ from posixlab.errors import ConfigError
 from posixlab.models import PACKAGED_MODELS, CausalLM, ModelSpec, spec_from_dict
 from posixlab.models.causal_lm import TokenizedModel
 from posixlab.runner import run
-from posixlab.results import SETS_FILE, SUMMARY_FILE, SUMMARY_MD, read_sets
+from posixlab.results import SETS_FILE, SUMMARY_FILE, SUMMARY_MD, RunResult, read_sets
 from posixlab.scoring import EngineOptions
 from posixlab.tasks.posix import USER_SETS, USER_VARIANT, PosixConfig, check_max_new_tokens
 
@@ -34,11 +34,9 @@ CONFIG_FILE = "config.yaml"
 
 
 @dataclass
-class EvaluationResult:
+class EvaluationResult(RunResult):
     """What ``evaluate`` computed: the summary and one record per prompt set (the records of ``sets.jsonl``)."""
 
-    summary: dict
-    records: list[dict] = field(repr=False)
     config: dict = field(repr=False, default_factory=dict)
 
     def __repr__(self) -> str:

@@ -1,30 +1,44 @@
-"""Where a model runs, chosen by ``model.backend``, and what it can do there.
+"""Where a model runs, chosen by ``model.backend``, and what it can do there: the registry of backends.
 
-Each backend registers under its name with its **capabilities** (``generate``: greedy text for a prompt, what every
-model does; ``score``: log P(continuation | prompt) on token ids) and how to open a model and the engine that runs
-requests on it. A task says what it needs (``Task.needs``); the runner asks ``check_capabilities`` before any work,
-so a model that cannot do what the configuration asks is a config error, not a failure deep inside a run.
+A backend is one module that calls ``register`` with a ``Backend``: its **capabilities**, declared once
+(``posixlab/models/capabilities.py``: ``generate``, ``score``, ``structured``, ...), how to open a model, and the
+**engine** that runs a task's requests on it, with the engine's cache, its report and its dry-run plan. A task says
+what it needs (``Task.needs``); the runner asks ``check_capabilities`` before any work, so a model that cannot do
+what the configuration asks is a config error, not a failure deep inside a run. The runner knows capabilities and
+this protocol, never a backend's name.
 
-- ``transformers``: in this process (``CausalLM``): generate and score.
-- ``vllm``: a vLLM server (``ServedModel``; the tokenizer here, token ids over HTTP): generate and score.
-- ``chat``: any OpenAI-compatible chat-completions endpoint (``posixlab/chat/``): generate only (text in, text out).
+The built-in backends register when first asked for (``BUILT_IN``: a chat run imports neither torch nor
+transformers):
 
-A new backend is one module that calls ``register``.
+- ``transformers``: in this process (``posixlab/scoring/backend.py``): generate, score, structured decoding;
+- ``vllm``: a vLLM server (``posixlab/serving/backend.py``; the tokenizer here, token ids over HTTP);
+- ``chat``: any OpenAI-compatible chat-completions endpoint (``posixlab/chat/backend.py``): text in, text out.
+
+Another backend (an Anthropic-style API, SGLang) is one module that calls ``register`` when imported; a test-only
+one lives in ``tests/``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
-from posixlab.chat import ChatEngine, ChatModel, check_chat, open_chat
 from posixlab.errors import ConfigError
-from posixlab.models import ModelSpec, TokenizedModel, load_model
-from posixlab.models.capabilities import GENERATE, SCORE, STRUCTURED
-from posixlab.models.loading import check_spec
-from posixlab.scoring import EngineOptions, ScoreCache, ScoringEngine
-from posixlab.scoring.engine import SetScorer
-from posixlab.serving import ServedModel, ServerEngine, connect
+from posixlab.models.capabilities import GENERATE, SCORE
+from posixlab.models.loading import ModelSpec, check_spec
+
+
+class Engine(Protocol):
+    """What the runner asks of every engine: run requests (``posixlab.tasks.base.Request``) and count the work."""
+
+    processed_tokens: int  # tokens the engine's model (or endpoint) processed for this run
+
+    def run(self, requests: list, in_order: bool = False) -> Iterator[tuple[int, object]]:
+        """Yield ``(index into requests, result)`` as each request finishes, in any order (``in_order``: the given
+        order, so neighbours share long prefixes); a result is a ``SetScores`` or anything with ``texts``."""
 
 
 @dataclass(frozen=True)
@@ -32,54 +46,53 @@ class Backend:
     name: str
     capabilities: frozenset[str]
     open: Callable  # (spec, cache_dir) -> a loaded or connected model; close() releases it
-    engine: Callable  # (model, max_new_tokens, EngineOptions, ScoreCache | None) -> SetScorer
+    # (model, max_new_tokens, EngineOptions, cache or None, requests) -> an ``Engine`` for those requests (requests
+    # that carry a schema get decoding held to it: the backend picks the engine)
+    engine: Callable
+    kind: str = "in-process"  # in-process | server | api: what the run's engine record calls it
     remote: bool = False  # a server: asked first, before any input is built, so a dead one is reported at once
     check: Callable | None = None  # (spec) -> None: the backend's own settings, before anything is loaded
+    cache: Callable | None = None  # (model, folder or None, cache_dir or None) -> the run's answer cache, opened
+    # True: the cache keys on the repeat itself (a chat API), so one engine serves every repeat of a response length;
+    # False: each repeat runs again past the cache (a repeat must be a measurement of the stack, not a cache hit)
+    repeats_in_cache_key: bool = False
+    report: Callable | None = None  # (engines, spec) -> what the run's metadata adds (usage, cost, a stop)
+    plan: Callable | None = None  # (model, requests, EngineOptions, cache) -> what a dry run would send
 
 
 BACKENDS: dict[str, Backend] = {}
+# name -> the module that registers it, imported the first time the name is asked for
+BUILT_IN = {"transformers": "posixlab.scoring.backend", "vllm": "posixlab.serving.backend",
+            "chat": "posixlab.chat.backend"}
 
 
 def register(backend: Backend) -> None:
     BACKENDS[backend.name] = backend
 
 
-def _check_vllm(spec: ModelSpec) -> None:
-    server = spec.server
-    if server.launch == bool(server.base_url):
-        raise ConfigError(f"model.backend=vllm needs either model.server.base_url=http://HOST:PORT/v1 (a running "
-                          f"vLLM server) or model.server.launch=true (posixlab starts one), not "
-                          f"{'both' if server.launch else 'neither'}")
-    for key in ("max_concurrency", "request_batch", "max_attempts"):
-        if getattr(server, key) < 1:
-            raise ConfigError(f"model.server.{key} must be at least 1, got {getattr(server, key)}")
+def named(name: str) -> Backend | None:
+    """The backend registered as ``name`` (a built-in one imported on first use), or None."""
+    if name not in BACKENDS and name in BUILT_IN:
+        importlib.import_module(BUILT_IN[name])
+    return BACKENDS.get(name)
 
 
-def _check_in_process(spec: ModelSpec) -> None:
-    if spec.server.launch or spec.server.base_url:
-        raise ConfigError("model.server.launch and model.server.base_url belong to a server backend; add "
-                          "model.backend=vllm")
+def all_backends() -> list[Backend]:
+    """Every backend, the built-in ones imported (for messages that list who can do what)."""
+    for name in BUILT_IN:
+        named(name)
+    return list(BACKENDS.values())
 
 
-register(Backend("transformers", frozenset({GENERATE, SCORE, STRUCTURED}), load_model,
-                 lambda lm, n, options, cache: ScoringEngine(lm, n, options, cache), check=_check_in_process))
-register(Backend("vllm", frozenset({GENERATE, SCORE, STRUCTURED}), connect,
-                 lambda lm, n, options, cache: ServerEngine(lm, n, cache), remote=True, check=_check_vllm))
-
-
-register(Backend("chat", frozenset({GENERATE, STRUCTURED}), open_chat,
-                 lambda lm, n, options, cache: ChatEngine(lm, n, cache), remote=True, check=check_chat))
-
-
-def text_only(lm) -> bool:
-    """A model that returns text and nothing else (a chat API): requests carry prompt texts, not token ids."""
-    return SCORE not in capabilities_of(lm)
-
-
-def backend_of(spec: ModelSpec) -> Backend:
-    if spec.backend not in BACKENDS:
-        raise ConfigError(f"model {spec.name}: unknown backend {spec.backend!r}; choose one of {', '.join(BACKENDS)}")
-    return BACKENDS[spec.backend]
+def backend_of(spec_or_model) -> Backend:
+    """The backend of a ``ModelSpec`` (its ``backend`` setting) or of a loaded model (its class's ``backend``)."""
+    name = spec_or_model.backend if isinstance(spec_or_model, ModelSpec) else getattr(spec_or_model, "backend", None)
+    backend = named(name) if name else None
+    if backend is None:
+        where = f"model {spec_or_model.name}" if hasattr(spec_or_model, "name") else "the model"
+        raise ConfigError(f"{where}: unknown backend {name!r}; choose one of "
+                          f"{', '.join(b.name for b in all_backends())}")
+    return backend
 
 
 def check_model(spec: ModelSpec) -> Backend:
@@ -92,8 +105,16 @@ def check_model(spec: ModelSpec) -> Backend:
 
 
 def capabilities_of(lm) -> frozenset[str]:
-    """What a loaded model can do (a model object given in Python carries its own)."""
-    return getattr(lm, "capabilities", frozenset({GENERATE}))
+    """What a loaded model can do: its backend's capabilities (a model object of no backend, given in Python, may
+    carry its own ``capabilities``; else it can generate)."""
+    name = getattr(lm, "backend", None)
+    backend = named(name) if isinstance(name, str) else None
+    return backend.capabilities if backend is not None else getattr(lm, "capabilities", frozenset({GENERATE}))
+
+
+def text_only(lm) -> bool:
+    """A model that returns text and nothing else (a chat API): requests carry prompt texts, not token ids."""
+    return SCORE not in capabilities_of(lm)
 
 
 def check_capabilities(needs: dict[str, str], spec: ModelSpec, lm=None) -> None:
@@ -101,36 +122,23 @@ def check_capabilities(needs: dict[str, str], spec: ModelSpec, lm=None) -> None:
     have = capabilities_of(lm) if lm is not None else backend_of(spec).capabilities
     missing = [c for c in needs if c not in have]
     if missing:
-        able = [b.name for b in BACKENDS.values() if set(needs) <= b.capabilities]
+        able = [b.name for b in all_backends() if set(needs) <= b.capabilities]
         raise ConfigError(f"model {spec.name} (backend {spec.backend}) cannot {' or '.join(missing)}, which "
                           f"{'; '.join(needs[c] for c in missing)} needs. Backends that can: "
                           f"{', '.join(f'model.backend={b}' for b in able) or 'none'}; or change the setting")
 
 
-def load(spec: ModelSpec, cache_dir=None) -> TokenizedModel:
+def load(spec: ModelSpec, cache_dir=None):
     """The model ``spec`` names, where ``spec.backend`` says it runs (a server is started first with ``launch``)."""
     return check_model(spec).open(spec, cache_dir)
 
 
-def engine_for(lm, max_new_tokens: int, options: EngineOptions | None = None,
-               cache: ScoreCache | None = None, schemas: dict | None = None) -> SetScorer:
-    """The engine that runs requests on ``lm``: ``ChatEngine`` for a chat API (``cache`` a ``ResponseCache``),
-    ``ServerEngine`` for a vLLM server, ``ScoringEngine`` in process. ``schemas`` (strategy=structured: each prompt's
-    ``ClassifierSchema``) hold greedy decoding to the schema: llguidance grammars in process (``ConstrainedEngine``),
-    vLLM's ``structured_outputs`` on a server (no score cache either way: a cached answer is a free one)."""
-    if schemas and isinstance(lm, ServedModel):
-        return ServerEngine(lm, max_new_tokens, None, schemas)
-    if schemas:
-        from posixlab.structured.constrain import ConstrainedEngine, grammar_for
+def open_cache(lm, folder: str | Path | None, cache_dir: str | Path | None):
+    """The run's answer cache for ``lm`` (scores, or a chat API's responses), or None where its backend keeps none."""
+    backend = backend_of(lm) if getattr(lm, "backend", None) else None
+    return backend.cache(lm, folder, cache_dir) if backend is not None and backend.cache is not None else None
 
-        built, grammars = {}, {}  # one grammar per schema, however many prompts show it
-        for ids, schema in schemas.items():
-            if id(schema) not in built:
-                built[id(schema)] = grammar_for(schema)
-            grammars[ids] = built[id(schema)]
-        return ConstrainedEngine(lm, max_new_tokens, options, grammars)
-    if isinstance(lm, ChatModel):
-        return ChatEngine(lm, max_new_tokens, cache)
-    if isinstance(lm, ServedModel):
-        return ServerEngine(lm, max_new_tokens, cache)
-    return ScoringEngine(lm, max_new_tokens, options, cache)
+
+def engine_for(lm, max_new_tokens: int, options=None, cache=None, requests: list | None = None) -> Engine:
+    """The engine that runs ``requests`` (all of one response length) on ``lm``, as its backend supplies it."""
+    return backend_of(lm).engine(lm, max_new_tokens, options, cache, requests or [])

@@ -2,7 +2,8 @@
 
 Three strategies, as in the paper: ``simple`` (class list, the text, task sentence and answer format), ``detail``
 (adds a one-line definition of every class; the paper's "Detail") and ``1shot`` (adds one labelled example per
-class). The paper's exact sentences are not published in its text; ours are below and go into every result.
+class). The paper's exact sentences are not published in its text; ours, with the class definitions, are each data
+set's file (``posixlab/data/classifiers/<name>.yaml``) and go into every result.
 
 >>> frame = TaskFrame("trec", TREC_TASK, CLASSES["trec"], DEFINITIONS["trec"])
 >>> print(frame.prompt("Classify the question.", "How far is it from Denver to Aspen ?", "simple"))
@@ -18,58 +19,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from posixlab.data.classification import CLASSES, Sample
+from posixlab.data.classification import BUILTIN, CLASSES, Sample
 from posixlab.errors import ConfigError
 
 STRATEGIES = ("simple", "detail", "1shot", "structured")  # structured: a JSON object of a schema (posixlab/structured/)
 SYSTEM = "You are a text classifier."
 
-# The task sentence of each data set: the sentence the rephraser rewrites (Q - 1 times).
-TASKS = {
-    "trec": "Classify the question according to the kind of answer it asks for.",
-    "cb": "Decide whether the premise entails the hypothesis, contradicts it, or neither.",
-    "rte": "Decide whether the premise entails the hypothesis.",
-    "dbpedia14": "Classify the Wikipedia article according to the kind of thing it describes.",
-    "wos46985": "Classify the scientific abstract according to its research domain.",
-    "mmlu_letters": "Choose the correct answer to the multiple-choice question.",
-}
-TREC_TASK = TASKS["trec"]
-
-DEFINITIONS = {
-    "trec": {
-        "Number": "the question asks for a number: a count, date, distance, amount of money, period, size ...",
-        "Description": "the question asks for a definition, a description, a manner or a reason.",
-        "Entity": "the question asks for a thing: an animal, colour, event, food, product, term, word ...",
-        "Abbreviation": "the question asks for an abbreviation or what an abbreviation stands for.",
-        "Location": "the question asks for a place: a city, country, mountain, state ...",
-        "Person": "the question asks for a person, a group of people or an organisation.",
-    },
-    "cb": {
-        "entailment": "the premise implies that the hypothesis is true.",
-        "contradiction": "the premise implies that the hypothesis is false.",
-        "neutral": "the premise implies neither.",
-    },
-    "rte": {
-        "entailment": "the premise implies that the hypothesis is true.",
-        "not entailment": "the premise does not imply that the hypothesis is true.",
-    },
-    "dbpedia14": {
-        "Company": "a business or firm.", "Educational Institution": "a school, college or university.",
-        "Artist": "a musician, painter, writer or other artist.", "Athlete": "a sportsman or sportswoman.",
-        "Office Holder": "a politician or official.", "Mean Of Transportation": "a vehicle, ship, aircraft or train.",
-        "Building": "a building or structure.", "Natural Place": "a mountain, river, lake or other natural place.",
-        "Village": "a village or small settlement.", "Animal": "an animal species.", "Plant": "a plant species.",
-        "Album": "a music album.", "Film": "a film.", "Written Work": "a book, journal or other written work.",
-    },
-    "wos46985": {
-        "Computer Science": "computing, algorithms, software, machine learning.",
-        "Electrical Engineering": "circuits, electronics, signal processing, power systems.",
-        "Psychology": "the mind and behaviour.", "Mechanical Engineering": "machines, materials, fluid mechanics.",
-        "Civil Engineering": "structures, construction, transport infrastructure.",
-        "Medical Science": "diseases, treatments, clinical studies.", "Biochemistry": "the chemistry of living things.",
-    },
-    "mmlu_letters": {letter: f"option {letter} is the correct answer." for letter in "ABCD"},
-}
+# The task sentence of each data set: the sentence the rephraser rewrites (Q - 1 times)
+TASK_SENTENCES = {name: d.task_sentence for name, d in BUILTIN.items()}
+TASKS = TASK_SENTENCES  # the older name (posixlab.tasks.TASKS is something else: the task types)
+TREC_TASK = TASK_SENTENCES["trec"]
+# one line per class, shown by the detail strategy (and in the schema's descriptions, strategy=structured)
+DEFINITIONS = {name: d.definitions for name, d in BUILTIN.items()}
 
 
 @dataclass(frozen=True)

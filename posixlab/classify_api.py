@@ -21,7 +21,7 @@ from pathlib import Path
 
 from posixlab.errors import ConfigError
 from posixlab.rephrase import RephraserConfig
-from posixlab.results import REPHRASINGS_FILE, SAMPLES_FILE, SUMMARY_FILE, SetWriter, read_records
+from posixlab.results import REPHRASINGS_FILE, SAMPLES_FILE, SUMMARY_FILE, RunResult, SetWriter, read_records
 from posixlab.runner import run
 from posixlab.scoring import EngineOptions
 from posixlab.tasks.classification import CLASSIFIER, ClassificationConfig, ClassificationData, ClassificationTask
@@ -30,11 +30,9 @@ CLASSIFIER_SUFFIXES = (".yaml", ".yml", ".json")  # a str dataset ending so is y
 
 
 @dataclass
-class ClassificationResult:
+class ClassificationResult(RunResult):
     """What ``classify`` computed: the summary, one record per sample (``samples.jsonl``) and the rephrasings."""
 
-    summary: dict
-    records: list[dict] = field(repr=False)
     rephrasings: dict = field(repr=False, default_factory=dict)
 
     def __repr__(self) -> str:

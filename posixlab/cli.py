@@ -6,8 +6,8 @@ dataclasses. The ``posixlab`` console command and the top-level ``run.py`` both 
     posixlab                                        # offline default: SmolLM2, MMLU sample, spelling, 20 sets
     posixlab model=gemma3-270m variant=template
     posixlab -m model=smollm2-135m-instruct,gemma3-270m variant=spelling,template
-    posixlab variant=paraphrase shots=1             # paraphrases by the packaged Qwen rephraser, one exemplar
-    posixlab -m shots=0,1,2,3 variant=spelling,template,paraphrase   # the paper's Table 2 study
+    posixlab variant=paraphrase task.shots=1        # paraphrases by the packaged Qwen rephraser, one exemplar
+    posixlab -m task.shots=0,1,2,3 variant=spelling,template,paraphrase   # the paper's Table 2 study
     posixlab dataset=prompt_sets dataset.path=my_sets.jsonl          # your own prompt sets, used as given
     posixlab task=classification strategy=detail    # Errica et al.: sensitivity and consistency (offline MMLU)
 
@@ -30,23 +30,13 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
-from posixlab.analysis.classification import run_classification_figures
-from posixlab.analysis.collect import load_rows
-from posixlab.analysis.figures import run_figures
-from posixlab.data import DatasetSpec
-from posixlab.embeddings import EmbeddingSpec
 from posixlab.errors import ConfigError, PosixlabError
-from posixlab.gate import (METRICS, GateConfig, check_gate, check_gate_applies, gate_passed, gate_table, make_gate,
+from posixlab.gate import (GateConfig, check_gate, check_gate_applies, gate_passed, gate_table, make_gate, metrics,
                            parse_gate_overrides, read_summaries, thresholds_of)
-from posixlab.models import ModelSpec, spec_from_dict
-from posixlab.rephrase import RephraserConfig
-from posixlab.rephrase.quality import describe_summary
-from posixlab.structured.schema import load_schema_file
-from posixlab.results import read_sets
+from posixlab.models.loading import ModelSpec
 from posixlab.runner import run
-from posixlab.scoring import EngineOptions
-from posixlab.tasks.classification import ClassificationConfig, ClassificationData
-from posixlab.tasks.posix import PosixConfig
+from posixlab.scoring.options import EngineOptions
+from posixlab.tasks import TASK_TYPES, task_named, task_of_summary
 from posixlab.tracking import Tracker
 
 def _defaults_of(cls, skip: tuple[str, ...] = ()) -> dict:
@@ -71,108 +61,39 @@ def register_defaults() -> None:
     store = ConfigStore.instance()
     store.store(group="model", name="_defaults", node=_defaults_of(ModelSpec))
     store.store(group="engine", name="default", node=_defaults_of(EngineOptions))
-    store.store(group="gate", name="default", node=_defaults_of(GateConfig))  # every threshold null: no gate
+    store.store(group="gate", name="default", node=_defaults_of(GateConfig, skip=("more",)))  # every threshold null: no gate
+    for task_type in TASK_TYPES.values():  # each task's own settings, task.*: conf/task/<name>.yaml lists them first
+        settings = _defaults_of(task_type.config_type)
+        store.store(group="task", name=f"_{task_type.name}_defaults",
+                    node={key: settings[key] for key in task_type.task_settings})
 
 
 register_defaults()  # at import, so that compose() in tests and notebooks finds them too
 
-# top-level keys (and config groups) that only one task reads: setting one for the other task is an error (exit 2)
-# rather than silently ignored. Keys of a group the other task does not load (strategy, task.num_rephrasings, ...)
-# are refused by Hydra itself.
-TASK_ONLY_KEYS = {
-    "posix": {"num_sets": "its samples: dataset.num_samples", "num_variants": "its prompts: task.num_rephrasings",
-              "shots": "strategy=1shot", "perturb_shots": None, "score_options": "task.probability=label_probs",
-              "option_text": None, "variant": "the task sentence's rephrasings (task.num_rephrasings)", "psi": None,
-              "embedding": None},
-}
+def check_task_groups(task: str, overrides: list[str]) -> None:
+    """A ``ConfigError`` naming the first override that chooses a config group only another task reads (a task's
+    ``config_groups``: POSIX's variant and embedding). A setting under ``task.*`` the task does not have is refused
+    with the task that has it (``check_override_keys``).
 
-
-def check_task_keys(task: str, overrides: list[str]) -> None:
-    """A ``ConfigError`` naming the first override that sets a key ``task`` does not use.
-
-    >>> check_task_keys("posix", ["num_sets=3"])
-    >>> check_task_keys("classification", ["task=classification", "num_sets=3"])
+    >>> check_task_groups("posix", ["variant=template"])
+    >>> check_task_groups("classification", ["task=classification", "variant=template"])
     Traceback (most recent call last):
     ...
-    posixlab.errors.ConfigError: num_sets is a setting of the posix task; task=classification does not use it (for its samples: dataset.num_samples)
+    posixlab.errors.ConfigError: variant is a setting of the posix task; task=classification does not use it (task=classification has the task sentence's rephrasings: task.num_rephrasings)
     """
+    own = task_named(task).config_groups
     for override in overrides:
         key = override.split("=", 1)[0].lstrip("+~").split(".", 1)[0].split("@", 1)[0]
-        for owner, keys in TASK_ONLY_KEYS.items():
-            if owner != task and key in keys:
-                hint = f" (for {keys[key]})" if keys[key] else ""
-                raise ConfigError(f"{key} is a setting of the {owner} task; task={task} does not use it{hint}")
+        for other in TASK_TYPES.values():
+            if other.name != task and key in other.config_groups and key not in own:
+                hint = task_named(task).instead_of.get(key)
+                raise ConfigError(f"{key} is a setting of the {other.name} task; task={task} does not use it"
+                                  + (f" (task={task} has {hint})" if hint else ""))
 
 
-def _build(cls, values: dict, where: str):
-    """``cls(**values)``, or a ``ConfigError`` naming the keys ``cls`` does not have (each task's data sets have one
-    schema: ``DatasetSpec`` for POSIX, ``ClassificationData`` for classifiers)."""
-    import dataclasses
-
-    unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
-    if unknown:
-        raise ConfigError(f"{where} has no setting(s) {', '.join(sorted(unknown))} (the schema is {cls.__name__}: "
-                          f"{', '.join(f.name for f in dataclasses.fields(cls))})")
-    return cls(**values)
-
-
-def _shared_settings(c: dict, output_dir: str) -> dict:
-    """The settings a POSIX run and a classification run take alike."""
-    return {"max_new_tokens": c["max_new_tokens"], "seed": c["seed"], "chat_template": c["chat_template"],
-            "output_dir": output_dir, "cache_dir": c["cache_dir"], "score_cache": c["score_cache"],
-            "score_cache_dir": c["score_cache_dir"], "engine": _build(EngineOptions, c["engine"], "engine"),
-            "rephraser": _build(RephraserConfig, c["rephraser"], "rephraser"),
-            "shard": None if c.get("shard") is None else str(c["shard"]), "dry_run": bool(c.get("dry_run"))}
-
-
-def to_classification_config(cfg: DictConfig, output_dir: str) -> ClassificationConfig:
-    c = OmegaConf.to_container(cfg, resolve=True)
-    dataset = dict(c["dataset"])
-    if dataset.pop("task", "posix") != "classification":
-        raise ConfigError(f"dataset {dataset['name']} is not a classification data set; with task=classification "
-                          f"choose dataset=mmlu_letters (offline), trec, cb, rte, dbpedia14, wos46985, or classifier "
-                          f"dataset.path=my_task.yaml (your own)")
-    dataset.pop("max_new_tokens", None)
-    task = c["task"]
-    return ClassificationConfig(
-        model=spec_from_dict(c["model"]),
-        data=_build(ClassificationData, dataset, f"dataset {dataset['name']}"),
-        strategy=c["strategy"]["name"],
-        num_rephrasings=task["num_rephrasings"],
-        task_sentence=task["task_sentence"],
-        probability=task["probability"],
-        repeats=task["repeats"],
-        variants=task["variants"],
-        structured_mode=task["structured_mode"],
-        schema_reasoning=task["schema_reasoning"],
-        schema_dimensions=None if task["schema_dimensions"] is None else tuple(task["schema_dimensions"]),
-        schema=None if task.get("schema") is None else load_schema_file(task["schema"]),
-        **_shared_settings(c, output_dir),
-    )
-
-
-def to_run_config(cfg: DictConfig, output_dir: str) -> PosixConfig:
-    c = OmegaConf.to_container(cfg, resolve=True)
-    dataset = dict(c["dataset"])
-    if dataset.pop("task", "posix") != "posix":
-        raise ConfigError(f"dataset {dataset['name']} is a classification data set: add task=classification")
-    for key in ("max_new_tokens", "experiment_sets", "num_sets"):  # defaults of top-level settings, not of the loader
-        dataset.pop(key, None)
-    return PosixConfig(
-        model=spec_from_dict(c["model"]),
-        dataset=_build(DatasetSpec, dataset, f"dataset {dataset['name']}"),
-        variant=c["variant"]["name"],
-        variant_options=c["variant"].get("options") or {},
-        num_sets=c["num_sets"],
-        num_variants=c["num_variants"],
-        shots=c["shots"],
-        perturb_shots=c["perturb_shots"],
-        **_shared_settings(c, output_dir),
-        embedding=_build(EmbeddingSpec, c["embedding"], "embedding") if c["embedding"].get("name") else None,
-        score_options=c["score_options"],
-        psi=bool(c["psi"]),
-        option_text=bool(c.get("option_text", False)),
-    )
+def to_config(cfg: DictConfig, output_dir: str):
+    """The library's configuration of the job's task (``task.name``), from the composed config."""
+    return task_named(cfg.task.name).config_from(OmegaConf.to_container(cfg, resolve=True), output_dir)
 
 
 # the configs ship inside the package; an absolute folder works the same from a checkout and from an installed wheel
@@ -198,24 +119,20 @@ def main(cfg: DictConfig) -> float | None:
     # one W&B run per job; the jobs of a sweep share its folder's name as their group
     group = Path(hydra_cfg.sweep.dir).name if hydra_cfg.mode == RunMode.MULTIRUN else None
     try:
-        check_task_keys(cfg.task.name, list(hydra_cfg.overrides.task))
+        task_type = task_named(cfg.task.name)
+        check_task_groups(task_type.name, list(hydra_cfg.overrides.task))
         gate = make_gate(resolved.get("gate"))
-        check_gate_applies(cfg.task.name, gate)  # a threshold the task has no metric for stops here, before the run
+        check_gate_applies(task_type.name, gate)  # a threshold the task has no metric for stops here, before the run
         if cfg.dry_run:
             return dry_run_job(cfg, output_dir)
-        if cfg.task.name == "classification":
-            summary = run_classification_job(cfg, resolved, output_dir, group)
-            headline = summary["sensitivity"]["mean"]
-        else:
-            summary = run_posix_job(cfg, resolved, output_dir, group)
-            headline = summary["psi"]["posix"] if summary.get("psi") else None  # psi=false: answers only
+        summary = run_job(cfg, resolved, output_dir, group)
         rows = check_gate(summary, gate)  # one the run's data has no metric for (no gold labels): exit 2 too
     except PosixlabError as exc:
         print(f"\nposixlab error: {exc}", file=sys.stderr)
         sys.exit(2)
     if report_gate(rows):  # in a sweep (-m), the first job that fails its gate ends the sweep with status 1
         raise GateFailed(1)
-    return headline
+    return task_type.headline(summary)  # None when the run has none (psi=false)
 
 
 class GateFailed(SystemExit):
@@ -232,7 +149,6 @@ def report_gate(rows: list, where: str = "") -> int:
 
 def dry_run_job(cfg: DictConfig, output_dir: str) -> None:
     """``dry_run=true``: what the run would send, printed; nothing is sent, nothing but config.yaml written."""
-    to_config = to_classification_config if cfg.task.name == "classification" else to_run_config
     plan = run(to_config(cfg, output_dir), progress=cfg.progress)["dry_run"]
     print(f"dry run · {plan['model']} · {plan['task']}: {plan['units']} units, {plan['requests']} requests, "
           f"{plan['prompts']} prompts")
@@ -256,111 +172,20 @@ def check_before_tracking(run_cfg) -> None:
     check(make_task(run_cfg))
 
 
-def run_posix_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str | None) -> dict:
-    run_cfg = to_run_config(cfg, output_dir)  # a config error stops the job before W&B starts
-    check_before_tracking(run_cfg)
-    with Tracker(resolved["logger"], resolved, output_dir, name=Path(output_dir).name, group=group) as tracker:
-        summary = run(run_cfg, progress=cfg.progress)
-        answers_only = summary["psi"] is None  # psi=false: no ψ, so no ψ figures
-        figures = {} if answers_only else run_figures(load_rows(output_dir), Path(output_dir) / "figures")
-        tracker.log_results(summary, read_sets(output_dir), figures)
-    if answers_only:
-        print(f"answers only (psi=false): {summary['num_sets']} sets · {cfg.model.name} · {cfg.dataset.name} · "
-              f"{cfg.variant.name} · {cfg.shots}-shot")
-        for line in accuracy_lines(summary.get("accuracy")) + choice_lines(summary.get("prompt_choice")) + \
-                api_lines(summary):
-            print(line)
-        print(f"results: {output_dir}")
-        return summary
-    p = summary["psi"]
-    sd = "n/a" if p["sd"] is None else f"{p['sd']:.4f}"
-    print(f"POSIX = {p['posix']:.4f} (95% CI {p['ci95'][0]:.4f} to {p['ci95'][1]:.4f}, sd {sd}, median "
-          f"{p['median']:.4f}, {p['num_sets']} sets of N = {summary['num_prompts_per_set'] or 'varies'}) · {cfg.model.name} · "
-          f"{cfg.dataset.name} · {cfg.variant.name} · {cfg.shots}-shot")
-    quality = describe_summary(summary.get("variant_details", {}).get("paraphrase_quality"))
-    for line in accuracy_lines(summary.get("accuracy")) + choice_lines(summary.get("prompt_choice")) + (
-            [quality] if quality else []):
-        print(line)
-    print(f"results: {output_dir}")
-    return summary
-
-
-def choice_lines(choice: dict | None) -> list[str]:
-    """The prompt chosen on half the sets, scored on the other half (template and format variants)."""
-    lines = []
-    for key, name in (("accuracy_by_options", "accuracy (options)"), ("by_psi", "ψ")):
-        c = (choice or {}).get(key)
-        if c and c["best"]["held_out"] is not None:
-            lines.append(f"prompt chosen by {name} on half the sets: best {c['best']['prompt']}, worst "
-                         f"{c['worst']['prompt']}; on the other half {c['best']['held_out']:.3f} and "
-                         f"{c['worst']['held_out']:.3f} (mean of all prompts {c['held_out_mean']:.3f})")
-    return lines
-
-
-def accuracy_lines(accuracy: dict | None) -> list[str]:
-    """One printed line per reading of the answers, beside POSIX."""
-    lines = []
-    for reading, name in (("by_options", "options"), ("by_greedy", "greedy")):
-        b = (accuracy or {}).get(reading)
-        if not b:
-            continue
-        parse = b.get("parse_rate", {}).get("overall")
-        ci = f" (two-way 95% CI {b['ci95'][0]:.3f} to {b['ci95'][1]:.3f})" if b["ci95"] else ""
-        lines.append(f"accuracy ({name}) = {b['accuracy']:.3f}{ci} · over prompts {b['spread']['min']:.3f} to "
-                     f"{b['spread']['max']:.3f} · worst case {b['worst_case']:.3f} · CPS {b['cps']:.3f} · consistency "
-                     f"{'n/a' if b['consistency_rate'] is None else format(b['consistency_rate'], '.3f')}"
-                     + ("" if parse is None else f" · parsed {parse:.3f}"))
-    return lines
-
-
-def run_classification_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str | None) -> dict:
-    run_cfg = to_classification_config(cfg, output_dir)
+def run_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str | None) -> dict:
+    """One Hydra job of any task: its config, the checks, a W&B run around the work, the figures, the result lines."""
+    task_type = task_named(cfg.task.name)
+    run_cfg = to_config(cfg, output_dir)  # a config error stops the job before W&B starts
     check_before_tracking(run_cfg)
     with Tracker(resolved["logger"], resolved, output_dir, name=Path(output_dir).name, group=group,
-                 job_type="classification") as tracker:
+                 job_type=task_type.name) as tracker:
         summary = run(run_cfg, progress=cfg.progress)
-        figures = run_classification_figures(output_dir, Path(output_dir) / "figures")
-        tracker.log_classification(summary, output_dir, figures)
-    s, c, f1 = summary["sensitivity"], summary["consistency"], summary["micro_f1"]
-    consistency = "n/a (no gold labels)" if c is None else "n/a (no class has two samples)" \
-        if c["mean"] is None else f"{c['mean']:.4f}"
-    f1_text = ("n/a (no gold labels)" if c is None else "n/a (a sample has no gold label)") if f1 is None else \
-        f"{f1['mean']:.4f} ± {f1['sd'] or 0:.4f}" + (
-            "" if f1.get("majority_baseline") is None else f" (majority class alone: {f1['majority_baseline']:.4f})")
-    print(f"sensitivity S = {s['mean']:.4f} · consistency C = {consistency} · micro-F1 = {f1_text} "
-          f"({summary['num_samples']} samples × Q = {summary['num_rephrasings']}) · {cfg.model.name} · "
-          f"{summary['dataset']} · {cfg.strategy.name} · {cfg.task.probability}")
-    answers = summary.get("answers") or {}
-    if answers.get("one_class"):
-        print(f"warning: {answers['majority_share']:.0%} of the {answers['num_answers']} answers are "
-              f"{answers['majority_class']!r}: a (nearly) constant classifier, whose low S and high C say nothing "
-              f"about robustness (a gated run fails: gate.max_answer_share)")
-    for line in api_lines(summary):
+        figures = task_type.figures(Path(output_dir))
+        tracker.log_run(task_type.tracked(summary, Path(output_dir)), figures)
+    for line in task_type.report_lines(summary):
         print(line)
     print(f"results: {output_dir}")
     return summary
-
-
-def api_lines(summary: dict) -> list[str]:
-    """A chat run's requests, usage and cost, the noise floor and a stop at the budget, one line each."""
-    lines = []
-    floor = summary.get("noise_floor")
-    if floor:
-        fixed, equal = floor["fixed_prompt"], floor.get("rephrasings_at_equal_count")
-        lines.append(floor.get("reading") or (
-            f"noise floor (R = {floor['repeats']} repeats of each prompt): S = {fixed['sensitivity']:.4f}, flip rate "
-            f"{fixed['flip_rate']:.3f}" + ("" if not equal else f"; rephrasings on equal counts: S = "
-                                            f"{equal['sensitivity']:.4f}, flip rate {equal['flip_rate']:.3f}")
-            + f" · {floor['stack_note']}"))
-    api = summary.get("api")
-    if api:
-        usage = api["usage_sent"]
-        cost = "" if api["cost_sent"] is None else f", cost {api['cost_sent']:.4f}"
-        lines.append(f"requests: {api['requests_sent']} sent, {api['answers_from_cache']} from the cache · sent "
-                     f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens{cost}")
-    if summary.get("stopped"):
-        lines.append(f"stopped early: {summary['stopped']}")
-    return lines
 
 
 def merge_command(args: list[str]) -> int:
@@ -376,12 +201,10 @@ def merge_command(args: list[str]) -> int:
     except PosixlabError as exc:
         print(f"posixlab error: {exc}", file=sys.stderr)
         return 2
-    if summary.get("task") == "classification":
-        print(f"sensitivity S = {summary['sensitivity']['mean']:.4f} ({summary['num_samples']} samples from "
-              f"{len(args) - 1} shards) · results: {args[0]}")
-        return 0
-    p = summary["psi"]
-    print(f"POSIX = {p['posix']:.4f} ({p['num_sets']} sets from {len(args) - 1} shards) · results: {args[0]}")
+    task_type = task_of_summary(summary)
+    value = task_type.headline(summary)
+    print(f"{task_type.headline_name} = {'n/a' if value is None else f'{value:.4f}'} ({task_type.num_units(summary)} "
+          f"{task_type.unit_name}s from {len(args) - 1} shards) · results: {args[0]}")
     return 0
 
 
@@ -390,14 +213,14 @@ def gate_command(args: list[str]) -> int:
     nothing (what a CI job runs after a cached run). 0: every folder passed; 1: a threshold was missed; 2: an error."""
     if not args or args[0] in ("-h", "--help"):
         print("usage: posixlab gate FOLDER [FOLDER ...] gate.KEY=VALUE [...]\n\nChecks the summary.json of run "
-              "folders (or of every job of a sweep folder) against thresholds: " + ", ".join(METRICS)
+              "folders (or of every job of a sweep folder) against thresholds: " + ", ".join(metrics())
               + " (gate.accuracy_reading=options|greedy picks the accuracy read). Exit status 0: passed; 1: a "
               "threshold missed; 2: an error.", file=sys.stderr)
         return 0 if args[:1] in (["-h"], ["--help"]) else 2
     try:
         gate = parse_gate_overrides([a for a in args if "=" in a])
         if not thresholds_of(gate):
-            raise ConfigError(f"give at least one threshold: gate.KEY=VALUE with KEY one of {', '.join(METRICS)}")
+            raise ConfigError(f"give at least one threshold: gate.KEY=VALUE with KEY one of {', '.join(metrics())}")
         folders = [a for a in args if "=" not in a]
         if not folders:
             raise ConfigError("give the result folders to check")
@@ -459,6 +282,31 @@ def expand_model_aliases(argv: list[str]) -> list[str]:
     return out
 
 
+def expand_moved_settings(argv: list[str], notice=None) -> list[str]:
+    """A task setting's older top-level spelling (``num_sets=50``, ``shots=0,1,2,3``) becomes its place under
+    ``task.*``, with one notice for all of them (``notice``: where it goes; None: stderr), so every documented
+    command keeps working.
+
+    >>> expand_moved_settings(["variant=template", "num_sets=5", "-m", "+shots=0,1"], notice=lambda text: None)
+    ['variant=template', 'task.num_sets=5', '-m', '+task.shots=0,1']
+    """
+    moved = {key for task_type in TASK_TYPES.values() for key in task_type.moved_settings}
+    out, renamed = [], []
+    for arg in argv:
+        head, eq, value = arg.partition("=")
+        prefix = head[:len(head) - len(head.lstrip("+~"))]
+        key = head[len(prefix):]
+        if eq and key in moved:
+            arg = f"{prefix}task.{key}={value}"
+            renamed.append(f"{key} is task.{key}")
+        out.append(arg)
+    if renamed:
+        (notice or (lambda text: print(text, file=sys.stderr)))(
+            f"posixlab: note: {', '.join(renamed)} now (a task's own settings live under task.*); the old spelling "
+            f"still works")
+    return out
+
+
 # Hydra's flags that take the next word as their value, and those after which no job runs
 _FLAGS_WITH_VALUE = {"--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd", "--cfg", "-c", "--package",
                      "-p", "--experimental-rerun"}
@@ -485,7 +333,7 @@ def _has_key(container: dict, dotted: str) -> bool:
     return True
 
 
-def unknown_key_message(key: str, container: dict, other_tasks: dict[str, dict]) -> str:
+def unknown_key_message(key: str, container: dict, other_tasks: dict[str, dict], hints: dict | None = None) -> str:
     """posixlab's message for an override of a key the config does not have: the closest valid key, or the task that
     has it.
 
@@ -500,14 +348,18 @@ def unknown_key_message(key: str, container: dict, other_tasks: dict[str, dict])
     for task, other in other_tasks.items():
         if _has_key(other, key):
             here = (container.get("task") or {}).get("name")
-            return f"{key} is a setting of task={task}, not of task={here}: add task={task}"
+            hint = (hints or {}).get(key)
+            return (f"{key} is a setting of task={task}, not of task={here}: add task={task}"
+                    + (f" (task={here} has {hint})" if hint else ""))
     keys = _keys_of(container)
     close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
-    if not close:  # the last part alone, among the keys of the same parent (or anywhere)
-        parent, _, last = key.rpartition(".")
-        siblings = [k for k in keys if k.rpartition(".")[0] == parent] or keys
-        close = [k for k in siblings if k.rpartition(".")[2] in
-                 difflib.get_close_matches(last, [s.rpartition(".")[2] for s in siblings], n=1, cutoff=0.6)][:1]
+    parent, _, last = key.rpartition(".")
+    siblings = [k for k in keys if k.rpartition(".")[0] == parent]
+    for among in (siblings, keys):  # the last part alone, among the keys of the same parent, then anywhere
+        if close:
+            break
+        close = [k for k in among if k.rpartition(".")[2] in
+                 difflib.get_close_matches(last, [s.rpartition(".")[2] for s in among], n=1, cutoff=0.6)][:1]
     hint = f"did you mean {close[0]}?" if close else "python run.py --cfg job prints every setting"
     return f"{key} is not a setting: {hint}"
 
@@ -564,9 +416,10 @@ def check_override_keys(argv: list[str]) -> None:
             return  # a group choice that does not exist: Hydra's message names the choices
         def unknown(name: str) -> ConfigError:  # the other task's config is composed only for a key not found
             task = (base.get("task") or {}).get("name")
-            others = {t: c for t in ("posix", "classification") if t != task
+            others = {t: c for t in TASK_TYPES if t != task
                       and (c := composed([*groups, f"task={t}"])) is not None}
-            return ConfigError(unknown_key_message(name, base, others))
+            return ConfigError(unknown_key_message(name, base, others, task_named(task).instead_of
+                                                   if task in TASK_TYPES else None))
 
         for name, _ in keys:
             if not _has_key(base, name):
@@ -584,7 +437,7 @@ def entry() -> None:
     """The ``posixlab`` console command: ``posixlab merge ...`` joins shards; ``posixlab gate ...`` checks saved runs
     against thresholds; ``posixlab gguf-path MODEL`` prints a packaged model's GGUF file; ``posixlab status DIR``
     lists a sweep's cells (done, running, failed, pending); anything else is a Hydra job."""
-    sys.argv[1:] = expand_model_aliases(sys.argv[1:])
+    sys.argv[1:] = expand_moved_settings(expand_model_aliases(sys.argv[1:]))
     if len(sys.argv) > 1 and sys.argv[1] == "merge":
         sys.exit(merge_command(sys.argv[2:]))
     if len(sys.argv) > 1 and sys.argv[1] == "gate":

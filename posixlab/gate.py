@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from posixlab.errors import ConfigError
@@ -60,37 +60,50 @@ class GateConfig:
     accuracy_reading: str | None = None  # options | greedy; None: options when the run has them, else greedy
     # answers.majority_share: checked beside any other threshold of a classification run (a constant classifier)
     max_answer_share: float | None = 0.95
+    # thresholds of tasks registered outside the package (their Task.gate_metrics): name -> value
+    more: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class _Metric:
     key: str  # dotted path into the summary; {reading} is the accuracy reading
-    task: str | None  # the only task whose summary has it; None: both
+    tasks: tuple[str, ...]  # the tasks whose summaries have it
+
+    @property
+    def task(self) -> str | None:
+        """The only task whose summary has it; None: more than one."""
+        return self.tasks[0] if len(self.tasks) == 1 else None
 
 
-METRICS = {
-    "max_posix": _Metric("psi.posix", "posix"),
-    "max_sensitivity": _Metric("sensitivity.mean", "classification"),
-    "min_consistency": _Metric("consistency.mean", "classification"),
-    "min_micro_f1": _Metric("micro_f1.mean", "classification"),
-    "min_accuracy": _Metric("accuracy.by_{reading}.accuracy", None),
-    "max_accuracy_spread": _Metric("accuracy.by_{reading}.spread.range", None),
-    "min_worst_case_accuracy": _Metric("accuracy.by_{reading}.worst_case", None),
-}
-# checked whenever a threshold of METRICS is, never alone
-GUARDS = {"max_answer_share": _Metric("answers.majority_share", "classification")}
+def _collect(attribute: str) -> dict[str, _Metric]:
+    """Every registered task's thresholds (``Task.gate_metrics`` or ``gate_guards``): name -> summary key, tasks."""
+    from posixlab.tasks import TASK_TYPES
 
-# why a summary has null (or nothing) at a key, by the first key on the path that is missing
-WHY_MISSING = {
-    "consistency": "the run has no gold labels (consistency compares the samples of each gold class)",
-    "consistency.mean": "no gold class has two samples (consistency compares pairs of samples of a class)",
-    "micro_f1": "not every sample has a gold label",
-    "accuracy": "no item has a gold answer (POSIX: the data set's answers or your sets' \"answer\"; "
-                "classification: gold labels)",
-    "accuracy.by_options": "the run did not score the options (score_options=false, or items without options); "
-                           "set gate.accuracy_reading=greedy",
-    "accuracy.by_greedy": "the run has no greedy answers",
-}
+    out: dict[str, _Metric] = {}
+    for task_type in TASK_TYPES.values():
+        for name, key in getattr(task_type, attribute).items():
+            had = out.get(name)
+            out[name] = _Metric(key, (*had.tasks, task_type.name) if had else (task_type.name,))
+    # one task's own thresholds first, in the order the tasks registered, then those several tasks share (accuracy)
+    return dict(sorted(out.items(), key=lambda item: len(item[1].tasks) > 1))
+
+
+def metrics() -> dict[str, _Metric]:
+    """The thresholds a gate takes: the registered tasks' ``gate_metrics``, in their order."""
+    return _collect("gate_metrics")
+
+
+def guards() -> dict[str, _Metric]:
+    """Thresholds checked whenever another threshold of the run's task is, never alone (``gate_guards``)."""
+    return _collect("gate_guards")
+
+
+def __getattr__(name: str):  # METRICS and GUARDS, read when asked: a task registered later has its thresholds too
+    if name == "METRICS":
+        return metrics()
+    if name == "GUARDS":
+        return guards()
+    raise AttributeError(f"module 'posixlab.gate' has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -106,21 +119,23 @@ class GateRow:
 
 def make_gate(values: dict | None) -> GateConfig:
     """A ``GateConfig`` from a config node, or a ``ConfigError`` naming an unknown key or a value that is not a
-    number.
+    number. A threshold of a task registered outside the package goes to ``more``.
 
     >>> make_gate({"max_sensitivity": 0.2, "min_consistency": None})
-    GateConfig(max_posix=None, max_sensitivity=0.2, min_consistency=None, min_micro_f1=None, min_accuracy=None, max_accuracy_spread=None, min_worst_case_accuracy=None, accuracy_reading=None, max_answer_share=0.95)
+    GateConfig(max_posix=None, max_sensitivity=0.2, min_consistency=None, min_micro_f1=None, min_accuracy=None, max_accuracy_spread=None, min_worst_case_accuracy=None, accuracy_reading=None, max_answer_share=0.95, more={})
     >>> make_gate({"max_sensitvity": 0.2})
     Traceback (most recent call last):
     ...
     posixlab.errors.ConfigError: gate has no setting max_sensitvity (the thresholds are max_posix, max_sensitivity, min_consistency, min_micro_f1, min_accuracy, max_accuracy_spread, min_worst_case_accuracy; and accuracy_reading, max_answer_share)
     """
     values = dict(values or {})
-    unknown = sorted(set(values) - {f.name for f in dataclasses.fields(GateConfig)})
+    values.update(values.pop("more", None) or {})
+    known, fields = {*metrics(), *guards()}, {f.name for f in dataclasses.fields(GateConfig)} - {"more"}
+    unknown = sorted(set(values) - known - fields)
     if unknown:
-        raise ConfigError(f"gate has no setting {', '.join(unknown)} (the thresholds are {', '.join(METRICS)}; and "
-                          f"accuracy_reading, max_answer_share)")
-    for name in (*METRICS, *GUARDS):
+        raise ConfigError(f"gate has no setting {', '.join(unknown)} (the thresholds are {', '.join(metrics())}; "
+                          f"and accuracy_reading, {', '.join(guards())})")
+    for name in known:
         value = values.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or not math.isfinite(value)):
@@ -131,7 +146,8 @@ def make_gate(values: dict | None) -> GateConfig:
     if reading is not None and reading not in READINGS:
         raise ConfigError(f"gate.accuracy_reading must be options or greedy (or null: options when the run scored "
                           f"them, else greedy), got {reading!r}")
-    return GateConfig(**values)
+    more = {name: values.pop(name) for name in list(values) if name not in fields}
+    return GateConfig(**values, more=more)
 
 
 def parse_gate_overrides(overrides: list[str]) -> GateConfig:
@@ -156,9 +172,13 @@ def parse_gate_overrides(overrides: list[str]) -> GateConfig:
     return make_gate(values)
 
 
+def _value(gate: GateConfig, name: str):
+    return gate.more.get(name) if name in gate.more else getattr(gate, name, None)
+
+
 def thresholds_of(gate: GateConfig) -> dict[str, float]:
-    """The thresholds that are set, in ``METRICS`` order."""
-    return {name: getattr(gate, name) for name in METRICS if getattr(gate, name) is not None}
+    """The thresholds that are set, in ``metrics()`` order."""
+    return {name: _value(gate, name) for name in metrics() if _value(gate, name) is not None}
 
 
 def check_gate_applies(task_name: str, gate: GateConfig) -> None:
@@ -170,16 +190,22 @@ def check_gate_applies(task_name: str, gate: GateConfig) -> None:
     ...
     posixlab.errors.ConfigError: gate.min_consistency reads consistency.mean, which only task=classification runs have; this is a task=posix run (its gates: max_posix, min_accuracy, max_accuracy_spread, min_worst_case_accuracy)
     """
+    from posixlab.tasks import task_named
+
     gate = make_gate(dataclasses.asdict(gate))  # the same checks whichever way the gate was built
+    every = metrics()
     for name in thresholds_of(gate):
-        metric = METRICS[name]
-        if metric.task is not None and metric.task != task_name:
-            own = ", ".join(n for n, m in METRICS.items() if m.task in (None, task_name))
-            raise ConfigError(f"gate.{name} reads {metric.key}, which only task={metric.task} runs have; this is a "
+        metric = every[name]
+        if task_name not in metric.tasks:
+            own = ", ".join(n for n, m in every.items() if task_name in m.tasks)
+            raise ConfigError(f"gate.{name} reads {metric.key}, which only "
+                              f"{' and '.join(f'task={t}' for t in metric.tasks)} runs have; this is a "
                               f"task={task_name} run (its gates: {own})")
-    if task_name == "classification" and gate.accuracy_reading == "options":
-        raise ConfigError("gate.accuracy_reading=options: classification runs score no options; their accuracy is "
-                          "the greedy reading (gate.accuracy_reading=greedy, or leave it unset)")
+    readings = task_named(task_name).accuracy_readings
+    if gate.accuracy_reading is not None and gate.accuracy_reading not in readings:
+        raise ConfigError(f"gate.accuracy_reading={gate.accuracy_reading}: {task_name} runs score no "
+                          f"{gate.accuracy_reading}; their accuracy is the {readings[0]} reading "
+                          f"(gate.accuracy_reading={readings[0]}, or leave it unset)")
 
 
 def accuracy_reading(summary: dict, gate: GateConfig) -> str:
@@ -189,14 +215,14 @@ def accuracy_reading(summary: dict, gate: GateConfig) -> str:
     return "options" if (summary.get("accuracy") or {}).get("by_options") else "greedy"
 
 
-def _lookup(summary: dict, name: str, key: str):
+def _lookup(summary: dict, name: str, key: str, missing: dict):
     node, path = summary, []
     for part in key.split("."):
         path.append(part)
         node = node.get(part) if isinstance(node, dict) else None
         if node is None:
             where = ".".join(path)
-            why = WHY_MISSING.get(where, f"it has no {where}")
+            why = missing.get(where, f"it has no {where}")
             raise ConfigError(f"gate.{name} reads {key}, which this run's summary does not have: {why}")
     if isinstance(node, bool) or not isinstance(node, (int, float)):
         raise ConfigError(f"gate.{name} reads {key}, which is not a number in this summary ({node!r})")
@@ -235,7 +261,10 @@ def check_gate(summary: dict, gate: GateConfig) -> list[GateRow]:
     thresholds = thresholds_of(gate)
     if not thresholds:
         return []
-    check_gate_applies(summary.get("task", "posix"), gate)  # summaries written before "task" existed are POSIX's
+    from posixlab.tasks import task_of_summary
+
+    task_type = task_of_summary(summary)  # summaries written before "task" existed are POSIX's
+    check_gate_applies(task_type.name, gate)
     rows = []
     stopped = summary.get("stopped")
     if stopped:
@@ -243,15 +272,22 @@ def check_gate(summary: dict, gate: GateConfig) -> list[GateRow]:
         rows.append(GateRow("complete", None, f"stopped early: {reason}", False, "stopped"))
     reading = accuracy_reading(summary, gate)
     for name, threshold in thresholds.items():
-        key = METRICS[name].key.format(reading=reading)
-        value = _lookup(summary, name, key)
+        key = metrics()[name].key.format(reading=reading)
+        value = _lookup(summary, name, key, task_type.gate_missing)
         passed = value <= threshold if name.startswith("max_") else value >= threshold  # NaN never passes
         rows.append(GateRow(name, threshold, value, passed, key))
-    share = (summary.get("answers") or {}).get("majority_share")  # runs written before it existed have none
-    if gate.max_answer_share is not None and summary.get("task") == "classification" and share is not None:
-        rows.append(GateRow("max_answer_share", gate.max_answer_share, float(share),
-                            share <= gate.max_answer_share, GUARDS["max_answer_share"].key))
+    for name, key in task_type.gate_guards.items():  # runs written before a guard's key existed have none
+        threshold, value = _value(gate, name), _read(summary, key)
+        if threshold is not None and value is not None:
+            rows.append(GateRow(name, threshold, float(value), value <= threshold if name.startswith("max_")
+                                else value >= threshold, key))
     return rows
+
+
+def _read(summary: dict, key: str):
+    for part in key.split("."):
+        summary = summary.get(part) if isinstance(summary, dict) else None
+    return summary
 
 
 def gate_passed(rows: list[GateRow]) -> bool:

@@ -13,15 +13,14 @@ from pathlib import Path
 
 from posixlab.errors import ConfigError
 from posixlab.results import SUMMARY_FILE, SetWriter, read_records
-from posixlab.tasks import TASKS
+from posixlab.tasks import task_of_summary
 
 
 def _task_type(summary: dict):
-    name = summary.get("task", "posix")
-    for task_type in TASKS.values():
-        if task_type.name == name:
-            return task_type
-    raise ConfigError(f"unknown task {name!r} in a shard's {SUMMARY_FILE}")
+    try:
+        return task_of_summary(summary)
+    except ConfigError as exc:
+        raise ConfigError(f"a shard's {SUMMARY_FILE}: {exc}") from None
 
 
 def _check_one_cell(shards: list[tuple[Path, dict]]) -> None:

@@ -8,20 +8,19 @@ A run folder holds:
 - ``summary.json`` and ``summary.md``: POSIX with mean, standard deviation, median, number of sets and a bootstrap
   95% interval, the mean of each factor, the model's identity and the run's compute accounting.
 
-A classification run folder (``posixlab/tasks/classification.py``) holds ``rephrasings.json``, ``samples.jsonl`` and its own
-``summary.json`` and ``summary.md`` (``"task": "classification"``; written by ``write_classification_summary``).
+A classification run folder (``posixlab/tasks/classification/``) holds ``rephrasings.json``, ``samples.jsonl`` and its
+own ``summary.json`` and ``summary.md`` (``"task": "classification"``; written by its ``summary.py``).
 """
 
 from __future__ import annotations
 
 import json
-import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from posixlab.answers import accuracy_summary
 from posixlab.rephrase.quality import describe_summary
 from posixlab.metrics import psi_per_prompt, summarize
-from posixlab.metrics.classification import NA
 from posixlab.metrics.factors import FACTOR_NAMES
 from posixlab.metrics.selection import choose_prompt
 from posixlab.metrics.stats import bootstrap_ci
@@ -29,7 +28,7 @@ from posixlab.metrics.where import most_moved_pair
 
 SETS_FILE = "sets.jsonl"
 SUMMARY_FILE = "summary.json"
-# classification runs (posixlab/tasks/classification.py) write these beside summary.json
+# classification runs (posixlab/tasks/classification/) write these beside summary.json
 SAMPLES_FILE = "samples.jsonl"
 REPHRASINGS_FILE = "rephrasings.json"
 SUMMARY_MD = "summary.md"
@@ -57,6 +56,15 @@ class SetWriter:
 
     def __exit__(self, *exc):
         self.close()
+
+
+@dataclass
+class RunResult:
+    """What the Python API returns for a run (``posixlab.evaluate``, ``posixlab.classify``): its summary and one
+    record per unit, as ``summary.json`` and ``sets.jsonl`` or ``samples.jsonl`` hold them."""
+
+    summary: dict
+    records: list[dict] = field(repr=False)
 
 
 def read_records(folder: str | Path, name: str, index_key: str) -> list[dict]:
@@ -210,7 +218,7 @@ def factor_means(records: list[dict]) -> dict:
     return means
 
 
-def accuracy_lines(accuracy: dict | None, fmt) -> list[str]:
+def accuracy_table_lines(accuracy: dict | None, fmt) -> list[str]:
     """The accuracy block of ``summary.md``: one row per reading (options' log-likelihoods, parsed greedy answer)."""
     if not accuracy:
         return []
@@ -228,6 +236,22 @@ def accuracy_lines(accuracy: dict | None, fmt) -> list[str]:
                      f"{fmt(b['best_case'])} | {fmt(b['cps'])} | {fmt(b['consistency_rate'])} | {fmt(b['pss'])} | "
                      f"{b['variants_needed']['n']} | {fmt(parse)} |")
     return lines + ["", f"Accuracy over {accuracy['num_sets']} sets with a gold answer; {accuracy['note']}.", ""]
+
+
+def accuracy_lines(accuracy: dict | None) -> list[str]:
+    """The same readings as ``accuracy_table_lines``, one printed line each, beside POSIX (what a job prints)."""
+    lines = []
+    for reading, name in (("by_options", "options"), ("by_greedy", "greedy")):
+        b = (accuracy or {}).get(reading)
+        if not b:
+            continue
+        parse = b.get("parse_rate", {}).get("overall")
+        ci = f" (two-way 95% CI {b['ci95'][0]:.3f} to {b['ci95'][1]:.3f})" if b["ci95"] else ""
+        lines.append(f"accuracy ({name}) = {b['accuracy']:.3f}{ci} · over prompts {b['spread']['min']:.3f} to "
+                     f"{b['spread']['max']:.3f} · worst case {b['worst_case']:.3f} · CPS {b['cps']:.3f} · consistency "
+                     f"{'n/a' if b['consistency_rate'] is None else format(b['consistency_rate'], '.3f')}"
+                     + ("" if parse is None else f" · parsed {parse:.3f}"))
+    return lines
 
 
 def prompt_choice_lines(choice: dict | None, fmt) -> list[str]:
@@ -304,7 +328,8 @@ def write_summary(folder: str | Path, summary: dict) -> None:
         lines = [f"# Answers across prompts: {summary.get('model', {}).get('name', '?')}, "
                  f"{summary.get('dataset', '?')}, {summary.get('variant', '?')} variants", "",
                  f"{summary['num_sets']} prompt sets; {summary['note']}.", "",
-                 *accuracy_lines(summary.get("accuracy"), fmt), *prompt_choice_lines(summary.get("prompt_choice"), fmt),
+                 *accuracy_table_lines(summary.get("accuracy"), fmt),
+                 *prompt_choice_lines(summary.get("prompt_choice"), fmt),
                  *paraphrase_quality_lines(summary.get("variant_details", {}).get("paraphrase_quality"))]
         (folder / SUMMARY_MD).write_text("\n".join(lines) + "\n", encoding="utf-8")
         return
@@ -323,7 +348,7 @@ def write_summary(folder: str | Path, summary: dict) -> None:
         "|---|---|---|",
         *[f"| {name} | {fmt(v['mean'])} | {v['num_sets']} |" for name, v in summary.get("factors", {}).items()],
         "",
-        *accuracy_lines(summary.get("accuracy"), fmt),
+        *accuracy_table_lines(summary.get("accuracy"), fmt),
         *prompt_choice_lines(summary.get("prompt_choice"), fmt),
         *most_sensitive_lines(summary.get("most_sensitive"), fmt),
         *paraphrase_quality_lines(summary.get("variant_details", {}).get("paraphrase_quality")),
@@ -342,85 +367,35 @@ def paraphrase_quality_lines(quality: dict | None) -> list[str]:
         if line else []
 
 
-def write_classification_summary(folder: str | Path, summary: dict) -> None:
-    """A classification run's ``summary.json`` and ``summary.md`` (``tasks.classification.build_classification_summary``)."""
-    folder = Path(folder)
-    (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    (folder / SUMMARY_MD).write_text(classification_summary_markdown(summary), encoding="utf-8")
+def choice_lines(choice: dict | None) -> list[str]:
+    """The prompt chosen on half the sets, scored on the other half (template and format variants)."""
+    lines = []
+    for key, name in (("accuracy_by_options", "accuracy (options)"), ("by_psi", "ψ")):
+        c = (choice or {}).get(key)
+        if c and c["best"]["held_out"] is not None:
+            lines.append(f"prompt chosen by {name} on half the sets: best {c['best']['prompt']}, worst "
+                         f"{c['worst']['prompt']}; on the other half {c['best']['held_out']:.3f} and "
+                         f"{c['worst']['held_out']:.3f} (mean of all prompts {c['held_out_mean']:.3f})")
+    return lines
 
 
-def _f(x, digits: int = 3) -> str:
-    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
-
-
-def answer_spread_lines(answers: dict | None) -> list[str]:
-    """The most frequent answer and its share (``summary["answers"]``), one line and a blank; none in older runs."""
-    if not answers:
-        return []
-    gold = "" if answers["gold_majority_class"] is None else (
-        f" (the most frequent gold class, {answers['gold_majority_class']!r}, is "
-        f"{answers['gold_majority_share']:.0%} of the samples)")
-    flag = " **One class: a (nearly) constant classifier.**" if answers["one_class"] else ""
-    return [f"Most frequent answer: {answers['majority_class']!r}, {answers['majority_share']:.0%} of the "
-            f"{answers['num_answers']} answers{gold}.{flag}", ""]
-
-
-def classification_summary_markdown(summary: dict) -> str:
-    s, c, f1 = summary["sensitivity"], summary["consistency"], summary["micro_f1"]
-    lines = [f"# Classification: {summary['model'].get('name')} · {summary['dataset']} · {summary['strategy']} · "
-             f"{summary['probability']}", "",
-             f"{summary['num_samples']} samples × Q = {summary['num_rephrasings']} rephrasings of the task sentence; "
-             f"answers naming no class (N/A): {summary['na_share']:.1%}.", "", *answer_spread_lines(summary.get("answers")),
-             *[f"Note: {note}." for note in summary.get("notes") or []], *([""] if summary.get("notes") else []),
-             "| metric | value |", "|---|---|",
-             f"| sensitivity S_τ (mean ± sd over samples) | {_f(s['mean'])} ± {_f(s['sd'])} |",
-             f"| consistency C_y (mean over classes, no self-pairs) | {_f(c['mean']) if c else '—'} |",
-             f"| consistency, pooled over pairs / with self-pairs | "
-             f"{_f(c['pooled']) if c else '—'} / {_f(c['mean_with_self_pairs']) if c else '—'} |",
-             f"| micro-F1 (mean ± sd over rephrasings) | "
-             f"{_f(f1['mean']) + ' ± ' + _f(f1['sd']) if f1 else '—'} |",
-             *([f"| micro-F1 of always answering the majority gold class | {_f(f1['majority_baseline'])} |"]
-               if f1 and f1.get("majority_baseline") is not None else []), "",
-             "| class | sensitivity | consistency |", "|---|---|---|"]
-    for cls in [x for x in summary["classes"] if x != NA]:
-        lines.append(f"| {cls} | {_f(s['per_class'].get(cls))} | "
-                     f"{_f((c['per_class'] or {}).get(cls)) if c else '—'} |")
-    nf = summary.get("noise_floor")
-    if nf:  # task.repeats = R: the same metrics from the repeats alone, on equal counts (docs/choices.md)
-        eq, fp, rp, bn = nf["rephrasings_at_equal_count"] or {}, nf["fixed_prompt"], nf["rephrasings"], \
-            nf["beyond_noise"] or {}
-
-        def with_ci(d):
-            return "—" if not d else _f(d["value"]) + (f" [{_f(d['ci95'][0])}, {_f(d['ci95'][1])}]"
-                                                       if d.get("ci95") else "")
-        share = bn.get("share_of_changes_from_rephrasing")
-        lines += ["", f"## Noise floor (R = {nf['repeats']} repeats)", "",
-                  f"Every prompt was sent R = {nf['repeats']} times. S and C compare groups of R answers on both "
-                  f"sides: R rephrasings at one repeat, or one prompt's R repeats. Flip rate: the share of pairs of "
-                  f"answers that differ (any two of the Q prompts at one repeat; two repeats of one prompt).", "",
-                  "| | S | C | flip rate |", "|---|---|---|---|",
-                  f"| rephrasings, repeat 0 (the paper's: Q = {nf['num_prompts']} answers a sample) | "
-                  f"{_f(rp['sensitivity'])} | {_f(rp['consistency'])} | — |",
-                  f"| rephrasings at equal count (blocks of R prompts) | {_f(eq.get('sensitivity'))} | "
-                  f"{_f(eq.get('consistency'))} | {_f(eq.get('flip_rate'))} |",
-                  f"| repeats alone (the prompt fixed: the floor) | {_f(fp['sensitivity'])} | "
-                  f"{_f(fp['consistency'])} | {_f(fp['flip_rate'])} |",
-                  f"| beyond the noise, 95% CI (C: floor − rephrasings) | {with_ci(bn.get('sensitivity'))} | "
-                  f"{with_ci(bn.get('consistency'))} | {with_ci(bn.get('flip_rate'))} |", "",
-                  f"Share of the prediction changes the rephrasings add beyond the noise: "
-                  f"{'—' if share is None else f'{share:.1%}'}. {nf['stack_note'][:1].upper()}{nf['stack_note'][1:]}.",
-                  *[f"Note: {note}." for note in (eq.get("note"), nf.get("note")) if note]]
-    structured = summary.get("structured")
-    if structured:
-        f = structured["failures"]
-        lines += ["", f"## Structured answers ({summary.get('structured_mode')} mode)", "",
-                  f"Answers that are no valid object of their schema (N/A in S and C): {f['rate']:.1%} "
-                  f"({', '.join(f'{k} {v}' for k, v in f['counts'].items())}).", ""]
-        if structured["per_dimension"]:
-            lines += ["| dimension | variants | S (original + variants) | C | failure rate |", "|---|---|---|---|---|"]
-            lines += [f"| {d['dimension']} | {d['num_variants']} | {_f(d['sensitivity'])} | {_f(d['consistency'])} | "
-                      f"{d['failure_rate']:.1%} |" for d in structured["per_dimension"]]
-            lines += ["", "| prompt | dimension | change | failure rate |", "|---|---|---|---|"]
-            lines += [f"| {p['prompt']} | {p['dimension']} | {str(p['change']).replace('|', '/')} | "
-                      f"{p['failure_rate']:.1%} |" for p in structured["per_prompt"]]
-    return "\n".join(lines) + "\n"
+def api_lines(summary: dict) -> list[str]:
+    """A chat run's requests, usage and cost, the noise floor and a stop at the budget, one line each."""
+    lines = []
+    floor = summary.get("noise_floor")
+    if floor:
+        fixed, equal = floor["fixed_prompt"], floor.get("rephrasings_at_equal_count")
+        lines.append(floor.get("reading") or (
+            f"noise floor (R = {floor['repeats']} repeats of each prompt): S = {fixed['sensitivity']:.4f}, flip rate "
+            f"{fixed['flip_rate']:.3f}" + ("" if not equal else f"; rephrasings on equal counts: S = "
+                                            f"{equal['sensitivity']:.4f}, flip rate {equal['flip_rate']:.3f}")
+            + f" · {floor['stack_note']}"))
+    api = summary.get("api")
+    if api:
+        usage = api["usage_sent"]
+        cost = "" if api["cost_sent"] is None else f", cost {api['cost_sent']:.4f}"
+        lines.append(f"requests: {api['requests_sent']} sent, {api['answers_from_cache']} from the cache · sent "
+                     f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens{cost}")
+    if summary.get("stopped"):
+        lines.append(f"stopped early: {summary['stopped']}")
+    return lines

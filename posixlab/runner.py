@@ -28,13 +28,9 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from posixlab.backends import backend_of, check_capabilities, check_model, engine_for, load, text_only
-from posixlab.chat import ResponseCache, api_report
-from posixlab.models.capabilities import SCORE
+from posixlab.backends import backend_of, capabilities_of, check_capabilities, check_model, engine_for, load, open_cache
 from posixlab.models.loading import check_hub_model
-from posixlab.paths import default_cache_dir
 from posixlab.results import SetWriter, read_records
-from posixlab.scoring import ScoreCache
 from posixlab.shards import config_fingerprint, parse_shard, shard_indices
 from posixlab.tasks import make_task
 from posixlab.tasks.base import Task
@@ -74,13 +70,10 @@ def run(config_or_task, lm=None, progress: bool = True, given=None) -> dict:
         out.mkdir(parents=True, exist_ok=True)
         task.prepare(lm, units, out)
         requests = [task.requests(unit, lm) for unit in units]  # encoded and checked before any forward pass
-        cache = None
-        if cfg.score_cache and SCORE in getattr(lm, "capabilities", ()):
-            folder = cfg.score_cache_dir or Path(cfg.cache_dir or default_cache_dir()) / "scores"
-            cache = owned.enter_context(closing(ScoreCache(folder, lm.identity)))
-        elif cfg.score_cache and text_only(lm):  # a chat API: every answer cached, keyed by the whole request
-            folder = cfg.score_cache_dir or Path(cfg.cache_dir or default_cache_dir()) / "responses"
-            cache = owned.enter_context(closing(ResponseCache(folder)))
+        # the backend's answer cache: scores by token ids, or a chat API's answers by request (a rerun, or a run
+        # restarted after a kill, recomputes and resends nothing it finished)
+        cache = owned.enter_context(closing(opened)) if cfg.score_cache and (
+            opened := open_cache(lm, cfg.score_cache_dir, cfg.cache_dir)) is not None else None
         if getattr(cfg, "dry_run", False):
             return dry_run(task, lm, units, requests, cache)
         tokens_before = lm.forward_tokens
@@ -88,6 +81,7 @@ def run(config_or_task, lm=None, progress: bool = True, given=None) -> dict:
         meta = {
             "task": task.name,
             "model": lm.identity,
+            "capabilities": sorted(capabilities_of(lm)),  # what the summary may rely on (a deterministic stack, ...)
             "seed": cfg.seed,
             **task.meta(lm),
             "posixlab": __version__,
@@ -100,50 +94,27 @@ def run(config_or_task, lm=None, progress: bool = True, given=None) -> dict:
             "score_cache": str(cache.path) if cache is not None else None,
             # what this run's engines ran: in process, the tokens through the model; on a server, the tokens of
             # the requests sent (the server recomputes each request's prompt)
-            "engine": {"kind": "api" if text_only(lm) else "server" if getattr(lm, "client", None) is not None
-                       else "in-process",
+            "engine": {"kind": backend_of(lm).kind,
                        "forward_tokens": lm.forward_tokens - tokens_before,
                        "processed_tokens": sum(engine.processed_tokens for engine in engines)},
         }
-        if text_only(lm):  # what was sent, from the cache, its usage and cost, what answered
-            meta["api"] = api_report(engines, cfg.model)
-            meta["stopped"] = meta["api"]["stopped"]
+        if backend_of(lm).report is not None:  # a chat API: what was sent, its usage and cost, where it stopped
+            meta.update(backend_of(lm).report(engines, lm.spec))
     summary = task.summarize(read_records(out, task.records_file, task.index_key), meta)
     task.write_summary(out, summary)
     return summary
 
 
-def prompt_schemas(group: list) -> dict:
-    """Each structured request's prompt ids -> its schema (constrained decoding, in process or on a vLLM server)."""
-    out = {}
-    for _, _, request in group:
-        for ids in request.ids:
-            if out.setdefault(tuple(ids), request.structured) != request.structured:  # a prompt shows its own schema
-                raise ValueError("two structured requests share their prompt but not their schema; the prompt must "
-                                 "show the schema it is decoded under")
-    return out
-
-
 def dry_run(task: Task, lm, units: list, requests: list, cache) -> dict:
-    """What the run would do, without doing it: for a chat API, the requests it would send after cache hits and an
-    estimate of their tokens (and cost, with prices); nothing is sent or written."""
+    """What the run would do, without doing it: the units, requests and prompts, and what the backend adds (a chat
+    API: the requests it would send after cache hits, an estimate of their tokens, and their cost with prices);
+    nothing is sent or written."""
     flat = [request for unit_requests in requests for request in unit_requests]
     plan = {"task": task.name, "model": lm.name, "units": len(units), "requests": len(flat),
             "prompts": sum(len(r.texts) for r in flat)}
-    if text_only(lm):
-        totals: dict = {}
-        for length in sorted({r.max_new_tokens for r in flat}):
-            one = engine_for(lm, length, task.cfg.engine, cache).plan([r for r in flat if r.max_new_tokens == length])
-            for key, value in one.items():
-                totals[key] = totals.get(key, 0) + value
-        server = task.cfg.model.server
-        if server.price_input_per_million is not None and server.price_output_per_million is not None:
-            totals["estimated_cost_at_most"] = (totals["estimated_prompt_tokens"] * server.price_input_per_million
-                                                + totals["max_completion_tokens"]
-                                                * server.price_output_per_million) / 1e6
-        if server.max_requests is not None and totals["to_send"] > server.max_requests:
-            totals["capped_by_max_requests"] = server.max_requests
-        plan.update(totals)
+    backend = backend_of(lm)
+    if backend.plan is not None:
+        plan.update(backend.plan(lm, flat, task.cfg.engine, cache))
     return {"dry_run": plan}
 
 
@@ -159,24 +130,16 @@ def _work(task: Task, lm, units: list, positions: list[int], requests: list, cac
     bar = tqdm(total=len(units), desc=desc, unit=task.unit_name, disable=not progress, file=sys.stderr)
     started, done = time.monotonic(), 0
     with SetWriter(out, task.records_file) as writer:
-        text = text_only(lm)
-        # one pass per response length; for a model that computes here or on a vLLM server, also one per repeat
-        # (task.repeats): a repeat runs again, in waves of its own and past the score cache, so the noise floor of
-        # such a model is a measurement of the stack, not a cache hit (a chat API's cache keys on the repeat itself)
-        for length, repeat in sorted({(r.max_new_tokens, 0 if text else r.repeat) for _, _, r in flat}):
-            engine = engine_for(lm, length, task.cfg.engine, cache if repeat == 0 else None)
+        # one engine per response length; where the cache does not key on the repeat (a model that computes here or
+        # on a vLLM server), also one per repeat (task.repeats): a repeat runs again, in waves of its own and past
+        # the score cache, so the noise floor of such a model is a measurement of the stack, not a cache hit
+        shared = backend_of(lm).repeats_in_cache_key
+        for length, repeat in sorted({(r.max_new_tokens, 0 if shared else r.repeat) for _, _, r in flat}):
             group = [(u, k, request) for u, k, request in flat
-                     if request.max_new_tokens == length and (text or request.repeat == repeat)]
-            if text:  # a chat API: texts in, texts out; one request budget for the whole run
-                if engine.cap is not None:
-                    engine.cap = max(0, engine.cap - sum(e.sent for e in engines))
-                answers = engine.answer_sets([request for _, _, request in group], in_order=task.in_order)
-            else:
-                if any(request.structured is not None for _, _, request in group):  # decoding held to a schema
-                    engine = engine_for(lm, length, task.cfg.engine, None, prompt_schemas(group))
-                candidates = [request.candidates for _, _, request in group]
-                answers = engine.score_sets([request.ids for _, _, request in group],
-                                            candidates if any(candidates) else None, in_order=task.in_order)
+                     if request.max_new_tokens == length and (shared or request.repeat == repeat)]
+            group_requests = [request for _, _, request in group]
+            engine = engine_for(lm, length, task.cfg.engine, cache if repeat == 0 else None, group_requests)
+            answers = engine.run(group_requests, in_order=task.in_order)
             engines.append(engine)
             for local, scores in answers:
                 u, k, _ = group[local]

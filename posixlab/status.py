@@ -34,13 +34,21 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from posixlab.errors import PosixlabError
+
 try:  # a Hydra callback when Hydra is there (the command line); the status command itself needs only the files
     from hydra.experimental.callback import Callback
 except ImportError:  # pragma: no cover
     Callback = object
 
 STATE_FILE = ".posixlab_job.json"
-RECORD_FILES = {"sets.jsonl": "set", "samples.jsonl": "sample"}
+
+
+def record_files() -> dict[str, str]:
+    """Each registered task's records file -> its unit's name (one line a finished unit)."""
+    from posixlab.tasks import TASK_TYPES
+
+    return {t.records_file: t.unit_name for t in TASK_TYPES.values()}
 # SLURM's line in a job's stderr when it ends it: "slurmstepd: error: *** JOB 12 ON node CANCELLED AT ... ***"
 SLURM_END = re.compile(r"\*\*\* (?:JOB|STEP) \S+ ON \S+ (CANCELLED|DUE TO TIME LIMIT|DUE TO PREEMPTION|"
                        r"DUE TO NODE FAILURE)(.*?)\*\*\*")
@@ -238,7 +246,7 @@ def _grid(sweep: Path) -> tuple[list[list[str]] | None, dict]:
 
 def _records(folder: Path) -> tuple[str | None, list[dict]]:
     """The cell's records file and its complete lines (a line being written is left out)."""
-    for name in RECORD_FILES:
+    for name in record_files():
         path = folder / name
         if path.is_file():
             out = []
@@ -256,6 +264,12 @@ def _records(folder: Path) -> tuple[str | None, list[dict]]:
     return None, []
 
 
+def _task_of_records(records_file: str | None):
+    from posixlab.tasks import TASK_TYPES
+
+    return next((t for t in TASK_TYPES.values() if t.records_file == records_file), None)
+
+
 def _expected_units(folder: Path) -> int | None:
     """How many units the cell runs, from its resolved ``config.yaml`` (None: the whole data set)."""
     try:
@@ -263,44 +277,24 @@ def _expected_units(folder: Path) -> int | None:
     except (OSError, ValueError):
         return None
     try:
-        if (config.get("task") or {}).get("name") == "classification":
-            n = (config.get("dataset") or {}).get("num_samples")
-        else:
-            n = config.get("num_sets")
-        if n is None:
-            return None
         from posixlab.shards import shard_indices
+        from posixlab.tasks import task_named
 
-        return len(shard_indices(int(n), config.get("shard")))
+        n = task_named((config.get("task") or {}).get("name", "posix")).units_planned(config)
+        return None if n is None else len(shard_indices(int(n), config.get("shard")))
     except Exception:  # noqa: BLE001
         return None
 
 
 def _metrics_so_far(records_file: str | None, records: list[dict]) -> dict:
-    if not records:
-        return {}
-    if records_file == "samples.jsonl":
-        out = {"S": sum(r["sensitivity"] for r in records) / len(records)}
-        gold = [r.get("gold") for r in records]
-        if any(g is not None for g in gold):
-            try:
-                from posixlab.metrics.classification import consistency
-
-                out["C"] = consistency([r["distribution"] for r in records], gold)["mean"]
-            except Exception:  # noqa: BLE001: fewer than 2 samples of any class so far
-                pass
-        return out
-    psis = [r["psi"] for r in records if r.get("psi") is not None]
-    return {"POSIX": sum(psis) / len(psis)} if psis else {}
+    task_type = _task_of_records(records_file)
+    return task_type.live_metrics(records) if records and task_type is not None else {}
 
 
 def _summary_metrics(summary: dict) -> dict:
-    if summary.get("task") == "classification":
-        out = {"S": (summary.get("sensitivity") or {}).get("mean")}
-        if summary.get("consistency"):
-            out["C"] = summary["consistency"].get("mean")
-        return out
-    return {"POSIX": summary["psi"]["posix"]} if summary.get("psi") else {}
+    from posixlab.tasks import task_of_summary
+
+    return task_of_summary(summary).final_metrics(summary)
 
 
 def _mtime(path: Path) -> float | None:
@@ -489,13 +483,13 @@ def _classify(cell: Cell, kind: str, queue: dict[str, str] | None) -> None:
         cell.state = "pending" if queued in ("PENDING", "REQUEUED", "CONFIGURING") else "running"
         cell.detail = f"launched again, SLURM: {queued.lower()}"
         records_file, records = _records(cell.folder)
-        cell.unit_name = RECORD_FILES.get(records_file or "", "set")
+        cell.unit_name = record_files().get(records_file or "", "set")
         cell.units, cell.total = len(records), _expected_units(cell.folder)
         return
     folder = cell.folder
     started = _mtime(folder / ".hydra" / "hydra.yaml") or 0
     records_file, records = _records(folder)
-    cell.unit_name = RECORD_FILES.get(records_file or "", "set")
+    cell.unit_name = record_files().get(records_file or "", "set")
     cell.units, cell.total = len(records), _expected_units(folder)
     state = _read_state(folder / STATE_FILE)
     if state is not None and state.get("started", 0) < started - 5:
@@ -510,10 +504,12 @@ def _classify(cell: Cell, kind: str, queue: dict[str, str] | None) -> None:
         try:
             summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
             cell.state, cell.metrics = "done", _summary_metrics(summary)
-            cell.units = summary.get("num_sets", summary.get("num_samples", cell.units)) if not records \
-                else cell.units
+            if not records:
+                from posixlab.tasks import task_of_summary
+
+                cell.units = task_of_summary(summary).num_units(summary) or cell.units
             return
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, PosixlabError):
             pass
     cell.metrics = _metrics_so_far(records_file, records)
     if state is not None and state.get("state") == "failed":

@@ -18,28 +18,7 @@ from pathlib import Path
 
 from posixlab.errors import ConfigError
 
-MODES = ("offline", "online", "disabled")
-TABLE_COLUMNS = ["set_index", "item_id", "subject", "variant_type", "psi", "psi_reference_compat", "unique_responses",
-                 "response_entropy", "semantic_coherence", "logprob_variance", "logprob_sd", "variant_types",
-                 "responses"]
-CLASSIFICATION_COLUMNS = ["sample_id", "gold", "sensitivity", "distribution", "labels", "answers"]
-
-
-def accuracy_metrics(accuracy: dict | None) -> dict:
-    """The accuracy block as flat W&B summary keys: ``accuracy/by_options/avg_p``, ``.../spread_range``, ..."""
-    out = {}
-    for reading in ("by_options", "by_greedy"):
-        block = (accuracy or {}).get(reading)
-        if not block:
-            continue
-        for key in ("accuracy", "worst_case", "best_case", "max_p", "avg_p", "cps", "pss", "consistency_rate"):
-            out[f"accuracy/{reading}/{key}"] = block[key]
-        for key in ("range", "sd", "min", "max", "q05", "q50", "q95"):
-            out[f"accuracy/{reading}/spread_{key}"] = block["spread"][key]
-        out[f"accuracy/{reading}/variants_needed"] = block["variants_needed"]["n"]
-        if block.get("parse_rate"):
-            out[f"accuracy/{reading}/parse_rate"] = block["parse_rate"]["overall"]
-    return out
+WANDB_MODES = ("offline", "online", "disabled")  # wandb.init's modes, as logger.mode takes them
 
 
 class Tracker:
@@ -47,7 +26,7 @@ class Tracker:
     run is finished with exit code 1 if the job raises, 0 otherwise, so a failed job still leaves a closed run."""
 
     def __init__(self, settings: dict, config: dict, output_dir: str, name: str, group: str | None,
-                 job_type: str = "posix"):
+                 job_type: str = "posix"):  # the task's name
         self.run = None
         self.job_type = job_type
         backend = settings.get("backend", "wandb")
@@ -56,8 +35,8 @@ class Tracker:
         if backend != "wandb":
             raise ConfigError(f"unknown logger backend {backend!r}; choose wandb or none (logger=none)")
         mode = settings.get("mode", "offline")
-        if mode not in MODES:
-            raise ConfigError(f"logger.mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if mode not in WANDB_MODES:
+            raise ConfigError(f"logger.mode must be one of {', '.join(WANDB_MODES)}, got {mode!r}")
         if mode == "disabled":
             return
         # W&B's own console lines (its Weave advertisement when openai is imported, sync hints) would bury the run's;
@@ -99,59 +78,19 @@ class Tracker:
             self.run.finish(exit_code=0 if exc_type is None else 1)
         return False
 
-    def log_results(self, summary: dict, records: list[dict], figures: dict[str, Path]) -> None:
+    def log_run(self, tracked, figures: dict[str, Path]) -> None:
+        """A finished run, as its task describes it (``Task.tracked``: summary numbers, a table with a row per unit,
+        the folder's artifact type), with its figures."""
         if self.run is None:
             return
         wandb = self.wandb
-        p = summary["psi"]
-        if p is None:  # psi=false: the answers alone
-            self.run.summary.update({"num_sets": summary["num_sets"], **accuracy_metrics(summary.get("accuracy"))})
-            self._log_folder("posix-answers", {"num_sets": summary["num_sets"]})
-            return
-        self.run.summary.update({
-            "posix": p["posix"], "psi_mean": p["mean"], "psi_sd": p["sd"], "psi_median": p["median"],
-            "psi_ci95_low": p["ci95"][0], "psi_ci95_high": p["ci95"][1], "num_sets": p["num_sets"],
-            "posix_reference_compat": summary["psi_reference_compat"]["posix"],
-            **{f"factor/{k}": v["mean"] for k, v in summary.get("factors", {}).items()},
-            **{f"compute/{k}": v for k, v in summary.get("compute", {}).items()},
-            **accuracy_metrics(summary.get("accuracy")),
-        })
-        table = wandb.Table(columns=TABLE_COLUMNS)
-        for r in records:
-            f = r.get("factors", {})
-            table.add_data(r.get("set_index"), r["item_id"], r.get("subject"), r["variant_type"], r["psi"],
-                           r["psi_reference_compat"], f.get("unique_responses"), f.get("response_entropy"),
-                           f.get("semantic_coherence"), f.get("logprob_variance"), f.get("logprob_sd"),
-                           json.dumps(sorted({p["kind"] for p in r["prompts"]})),
-                           json.dumps([x["text"] for x in r["responses"]], ensure_ascii=False))
-        self.run.log({"sets": table, **{f"figures/{k}": wandb.Image(str(v)) for k, v in figures.items()}})
-        self._log_folder("posix-results", {"posix": p["posix"], "num_sets": p["num_sets"]})
-
-    def log_classification(self, summary: dict, output_dir: str, figures: dict[str, Path]) -> None:
-        """A classification job: S, C, micro-F1 in the summary, one table row per sample, the figures, the folder."""
-        if self.run is None:
-            return
-        wandb = self.wandb
-        s, c, f1 = summary["sensitivity"], summary.get("consistency") or {}, summary.get("micro_f1") or {}
-        self.run.summary.update({
-            "sensitivity": s["mean"], "sensitivity_sd": s["sd"], "sensitivity_median": s["median"],
-            "consistency": c.get("mean"), "consistency_pooled": c.get("pooled"),
-            "consistency_with_self_pairs": c.get("mean_with_self_pairs"),
-            "micro_f1": f1.get("mean"), "micro_f1_sd": f1.get("sd"), "na_share": summary.get("na_share"),
-            "num_samples": summary["num_samples"], "num_rephrasings": summary["num_rephrasings"],
-            **{f"sensitivity/{k}": v for k, v in s.get("per_class", {}).items()},
-            **{f"consistency/{k}": v for k, v in (c.get("per_class") or {}).items()},
-        })
-        table = wandb.Table(columns=CLASSIFICATION_COLUMNS)
-        with open(Path(output_dir) / "samples.jsonl", encoding="utf-8") as f:
-            for line in f:
-                r = json.loads(line)
-                table.add_data(r["sample_id"], r["gold"], r["sensitivity"], json.dumps(r["distribution"]),
-                               json.dumps([p["label"] for p in r["predictions"]], ensure_ascii=False),
-                               json.dumps([p["answer"] for p in r["predictions"]], ensure_ascii=False))
-        self.run.log({"samples": table, **{f"figures/{k}": wandb.Image(str(v)) for k, v in figures.items()
-                                           if str(v).endswith(".png")}})
-        self._log_folder("classification-results", {"sensitivity": s["mean"], "consistency": c.get("mean")})
+        self.run.summary.update(tracked.scalars)
+        logged = {f"figures/{k}": wandb.Image(str(v)) for k, v in figures.items()}
+        if tracked.table_name:
+            logged[tracked.table_name] = wandb.Table(columns=list(tracked.columns), data=[list(r) for r in tracked.rows])
+        if logged:
+            self.run.log(logged)
+        self._log_folder(tracked.artifact_type, tracked.artifact_metadata)
 
     def _log_folder(self, kind: str, metadata: dict) -> None:
         if not self.log_artifact:

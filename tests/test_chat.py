@@ -50,7 +50,9 @@ def chat_config(base_url: str | None, tmp_path: Path, rephrasings: Path, *, samp
         model=ModelSpec("scripted", "api", "scripted", backend="chat", server=settings),
         data=ClassificationData(num_samples=samples), num_rephrasings=q, output_dir=str(tmp_path / out),
         cache_dir=str(tmp_path / "cache"),
-        rephraser=RephraserConfig(backend="file", path=str(rephrasings), min_similarity=0.0))
+        # no quality checks: they load the MiniLM embedder, and the fast lane loads no model (test_paraphrase_quality.py
+        # has them)
+        rephraser=RephraserConfig(backend="file", path=str(rephrasings), validate=False))
 
 
 def gold_of(cfg: ClassificationConfig) -> dict[str, str]:
@@ -184,6 +186,29 @@ def test_a_rerun_sends_nothing_and_any_parameter_or_repeat_misses(tmp_path, reph
         before = server.requests  # repeats: repeat 0 is cached, repeat 1 is new
         run(replace(chat_config(server.base_url, tmp_path, rephrasings, out="repeats"), repeats=2), progress=False)
         assert server.requests == before + 12
+
+
+def test_cache_keys_of_earlier_versions_still_hit(monkeypatch):
+    """The key (base URL + whole body + repeat) of a body built through the shared client's ``Generation`` is the
+    key the earlier code made: the digests below were computed by it (posixlab before openai_client.py), so answers
+    users have cached are read, not bought again."""
+    from posixlab.chat.cache import request_key
+    from posixlab.chat.client import ChatClient
+    from posixlab.chat.model import ChatModel, chat_model
+
+    monkeypatch.delenv("POSIXLAB_TEST_KEY", raising=False)
+    spec = chat_model("gpt-4o-2024-08-06", base_url="http://localhost:8765/v1/", api_key_env="POSIXLAB_TEST_KEY")
+    client = ChatClient(spec.server.base_url, api_key_env="POSIXLAB_TEST_KEY", timeout=5, max_attempts=2)
+    body = ChatModel(spec, client, None).body("What is 2+2?", 10)
+    assert client.base_url == "http://localhost:8765/v1"
+    assert body == {"model": "gpt-4o-2024-08-06", "messages": [{"role": "user", "content": "What is 2+2?"}],
+                    "temperature": 0.0, "max_tokens": 10, "seed": 42}
+    assert request_key(client.base_url, body, 0) == "4833bf8e160417fef7bfb1933e2b13fe1199367aa7855ce8a3c4e72d78e71cf3"
+    assert request_key(client.base_url, body, 1) == "6d6873fe9e34a3310496bbb8f46341aeed358aa980a024ad1b3b813b429a1d3e"
+    unseeded = chat_model("m", base_url="http://127.0.0.1:9/v1", seed=None, temperature=0.5)
+    body = ChatModel(unseeded, client, None).body("Hi", 5)
+    assert body == {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "temperature": 0.5, "max_tokens": 5}
+    assert request_key(client.base_url, body, 0) == "525ecd43e92e28d7fd9515b80468232727a28578a1c919205cfc7c1f76fe1ad3"
 
 
 @pytest.mark.slow
@@ -394,7 +419,7 @@ def test_the_python_api_measures_a_chat_model(tmp_path, rephrasings):
         result = posixlab.classify("mmlu_letters", model=posixlab.chat_model("scripted", base_url=server.base_url),
                                    num_samples=3, num_rephrasings=2, repeats=2, cache_dir=str(tmp_path / "cache"),
                                    rephraser=RephraserConfig(backend="file", path=str(rephrasings),
-                                                             min_similarity=0.0), progress=False)
+                                                             validate=False), progress=False)
     assert server.requests == 3 * 2 * 2 and result.sensitivity == 0.0
     assert result.summary["api"]["requests_sent"] == 12 and result.summary["noise_floor"]["deterministic"]
     assert len(result.to_pandas()) == 3

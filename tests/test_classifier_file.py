@@ -130,7 +130,7 @@ def test_one_shot_examples_come_from_the_files_other_samples(tmp_path):
 
 
 def test_summary_without_gold_labels_has_a_note(tmp_path):
-    from posixlab.results import classification_summary_markdown
+    from posixlab.tasks.classification import classification_summary_markdown
 
     records = [{"sample_id": str(k), "gold": None, "sensitivity": 0.0, "distribution": [1.0, 0.0, 0.0],
                 "predictions": [{"label": "positive"}]} for k in range(3)]
@@ -299,3 +299,33 @@ def test_the_command_stops_on_a_bad_file_with_exit_status_2(tmp_path):
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "samples[0]: label 'c' is not a class; the classes are a, b" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# ------------------------------------------------------------------------------------------ the built-in data sets
+
+def test_the_built_in_data_sets_are_classifier_files_without_samples(tmp_path):
+    """Each built-in data set's task sentence, classes, definitions and aliases are a classifier file in the package
+    (posixlab/data/classifiers/), read by the classifier format's own checks; the wheel ships them."""
+    import fnmatch
+    import tomllib
+
+    from posixlab.classification_prompts import DEFINITIONS, TASK_SENTENCES
+    from posixlab.data.classification import ALIASES, BUILTIN, BUILTIN_DIR, CLASSES
+    from posixlab.data.classifier_file import read_definition
+
+    files = sorted(BUILTIN_DIR.glob("*.yaml"))
+    assert {f.stem for f in files} == set(BUILTIN) == set(CLASSES)
+    for name, d in BUILTIN.items():
+        assert d.name == name and d.samples == [] and d.classes == CLASSES[name]
+        assert d.task_sentence == TASK_SENTENCES[name] and d.definitions == DEFINITIONS[name]
+        assert d.aliases == ALIASES[name] and set(d.definitions) == set(d.classes)  # strategy=detail works for all
+    assert CLASSES["trec"] == ["Number", "Description", "Entity", "Abbreviation", "Location", "Person"]
+    assert ALIASES["trec"]["Person"] == ["human", "people", "HUM"]
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    for f in files:
+        inside = f.relative_to(ROOT / "posixlab").as_posix()
+        assert any(fnmatch.fnmatch(inside, pattern) for pattern in package_data["posixlab"]), inside
+    with_samples = tmp_path / "with_samples.yaml"
+    with_samples.write_text(GOOD, encoding="utf-8")
+    with pytest.raises(ConfigError, match="holds no samples"):
+        read_definition(with_samples)

@@ -25,28 +25,29 @@ GROUPS = {g: sorted(p.stem for p in (CONF / g).glob("*.yaml") if not p.stem.star
 
 
 def test_every_config_composes_into_a_run_config():
-    from posixlab.cli import to_classification_config, to_run_config
+    from posixlab.cli import to_config
 
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         default = compose(config_name="config")
         assert (default.model.name, default.dataset.source, default.variant.name) == ("smollm2-135m-instruct", "sample", "spelling")
-        assert (default.num_sets, default.num_variants, default.max_new_tokens, default.chat_template) == (20, 20, 5, False)
+        assert (default.task.num_sets, default.task.num_variants, default.max_new_tokens, default.chat_template) == \
+            (20, 20, 5, False)
         for group, options in GROUPS.items():
             for option in options:
                 cfg = compose(config_name="config", overrides=[f"{group}={option}"])
                 if cfg.dataset.get("task") == "classification":  # classification data sets need task=classification
                     with pytest.raises(ConfigError, match="add task=classification"):
-                        to_run_config(cfg, "out")
+                        to_config(cfg, "out")
                     cfg = compose(config_name="config", overrides=[f"{group}={option}", "task=classification"])
-                    rc = to_classification_config(cfg, "out")
+                    rc = to_config(cfg, "out")
                     assert rc.data.name == option and rc.num_rephrasings == 30
                     continue
-                rc = to_run_config(cfg, "out")
+                rc = to_config(cfg, "out")
                 assert rc.max_new_tokens >= 1 and rc.model.source in ("packaged", "hub", "local", "api")
                 assert (rc.model.source == "api") == (rc.model.backend == "chat")
         for strategy in ("simple", "detail", "1shot"):
             cfg = compose(config_name="config", overrides=["task=classification", f"strategy={strategy}"])
-            assert to_classification_config(cfg, "out").strategy == strategy
+            assert to_config(cfg, "out").strategy == strategy
     assert len(GROUPS["model"]) >= 15
 
 
@@ -104,13 +105,24 @@ def test_sweep_runs_every_job(tmp_path):
 
 
 @pytest.mark.slow
-def test_same_config_same_numbers_bit_for_bit(lm, tmp_path):
-    # recomputed both times: no score cache
-    cfg = dict(model=None, dataset=DatasetSpec("mmlu"), variant="template", num_sets=2, num_variants=3,
-               score_cache=False)
-    run(PosixConfig(**cfg, output_dir=str(tmp_path / "a")), lm=lm, progress=False)
-    run(PosixConfig(**cfg, output_dir=str(tmp_path / "b")), lm=lm, progress=False)
-    assert (tmp_path / "a" / "sets.jsonl").read_bytes() == (tmp_path / "b" / "sets.jsonl").read_bytes()
+def test_the_python_api_and_run_py_give_the_same_numbers_bit_for_bit(lm, tmp_path):
+    """The same cell from Python and from run.py in a process of its own, so no state one process shares with itself
+    (a loaded model, a warm kernel, an import-time setting) can hide a difference; recomputed both times: no score
+    cache, or the second would read the first's scores."""
+    from posixlab.models import ModelSpec
+
+    model = ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct")  # run.py's default model
+    run(PosixConfig(model=model, dataset=DatasetSpec("mmlu"), variant="template", num_sets=2, num_variants=3,
+                    score_cache=False, output_dir=str(tmp_path / "api")), lm=lm, progress=False)
+    proc = _run_py(["dataset=mmlu_sample", "variant=template", "num_sets=2", "num_variants=3", "score_cache=false",
+                    "logger=none", "progress=false", f"hydra.run.dir={tmp_path / 'cli'}"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    api, cli = read_sets(tmp_path / "api"), read_sets(tmp_path / "cli")
+    assert len(api) == 2 and all(len(r["prompts"]) == 4 for r in api)
+    assert cli == api  # every record: prompts, responses and their token ids, the matrices, ψ, the factors
+    assert (tmp_path / "cli" / "sets.jsonl").read_bytes() == (tmp_path / "api" / "sets.jsonl").read_bytes()
+    summaries = [json.loads((tmp_path / side / "summary.json").read_text()) for side in ("api", "cli")]
+    assert summaries[0]["psi"] == summaries[1]["psi"]  # POSIX, its sd and its bootstrap interval
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from posixlab.cli import CONF_DIR, to_classification_config, to_run_config
+from posixlab.cli import CONF_DIR, to_config
 from posixlab.data import DatasetSpec
 from posixlab.embeddings import EmbeddingSpec
 from posixlab.models import ModelSpec
@@ -50,14 +50,14 @@ def composed(*overrides: str):
 
 
 def test_the_default_posix_run_has_the_dataclass_defaults():
-    built = to_run_config(composed(), "out")
+    built = to_config(composed(), "out")
     default = PosixConfig(model=ModelSpec(built.model.name, built.model.source, built.model.path),
                           dataset=DatasetSpec("mmlu", split="test"))
     assert disagreements(built, default) == []
 
 
 def test_the_default_classification_run_has_the_dataclass_defaults():
-    built = to_classification_config(composed("task=classification"), "out")
+    built = to_config(composed("task=classification"), "out")
     default = ClassificationConfig(model=ModelSpec(built.model.name, built.model.source, built.model.path),
                                    data=ClassificationData(split="test"))
     assert disagreements(built, default) == []
@@ -94,6 +94,6 @@ def test_task_schema_on_the_command_line_reads_the_file_into_the_config(tmp_path
 
     schema = {"title": "T", "type": "object", "properties": {"label": {"enum": ["A", "B", "C", "D"]}}}
     (tmp_path / "s.json").write_text(json.dumps(schema))
-    built = to_classification_config(composed("task=classification", "strategy=structured",
+    built = to_config(composed("task=classification", "strategy=structured",
                                               f"task.schema={tmp_path / 's.json'}"), "out")
     assert built.schema == schema

@@ -32,6 +32,7 @@ def embedder():
     return SentenceEmbedder(EmbeddingSpec())
 
 
+@pytest.mark.slow  # loads the packaged MiniLM (the embedder fixture)
 def test_packaged_minilm_gives_the_coherence_it_gave_before_sentence_transformers(embedder):
     rows = {"texts": embedder.embed(TEXTS), "responses": embedder.embed(RESPONSES)}
     assert rows["texts"].shape == (5, 384) and rows["texts"].dtype == np.float32
@@ -46,6 +47,7 @@ def test_packaged_minilm_gives_the_coherence_it_gave_before_sentence_transformer
     assert str(embedder.model.dtype) == "torch.float32" and embedder.model.device.type == "cpu"
 
 
+@pytest.mark.slow
 def test_embeddings_are_batch_invariant_and_deterministic(embedder):
     whole = embedder.embed(TEXTS)
     assert np.array_equal(whole[2], whole[3])  # identical texts, identical rows
@@ -58,6 +60,7 @@ def test_embeddings_are_batch_invariant_and_deterministic(embedder):
     assert embedder.embed([]).shape == (0, 384)
 
 
+@pytest.mark.slow
 def test_the_model_folder_decides_pooling_and_dense_layers(embedder, tmp_path):
     """A model with CLS pooling and a Dense projection (the hand-written pooling took any mode but CLS for mean and
     skipped Dense layers): the folder's steps run, checked against the encoder's CLS vector through the layer."""

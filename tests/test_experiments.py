@@ -50,7 +50,7 @@ def test_one_experiment_per_paper_table_and_figure_and_an_offline_twin_for_each(
 
 @pytest.mark.parametrize("name", slow_paper_grids(EXPERIMENTS))
 def test_every_experiment_composes_with_every_swept_value(name):
-    from posixlab.cli import to_run_config
+    from posixlab.cli import to_config
 
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[f"+experiment={name}"], return_hydra_config=True)
@@ -61,7 +61,7 @@ def test_every_experiment_composes_with_every_swept_value(name):
         for combination in itertools.product(*values.values()):
             overrides = [f"+experiment={name}", *(f"{k}={v}" for k, v in zip(values, combination))]
             job = compose(config_name="config", overrides=overrides)
-            run_config = to_run_config(job, "out")
+            run_config = to_config(job, "out")
             assert run_config.variant in VARIANT_TYPES  # a variant type posixlab generates
             if job.dataset.variants:  # the data set allows only some variant types (BBH: template only)
                 assert run_config.variant in job.dataset.variants
@@ -79,7 +79,7 @@ def test_every_experiment_composes_with_every_swept_value(name):
 
 @pytest.mark.parametrize("name", slow_paper_grids(ERRICA))
 def test_every_classification_experiment_composes_with_every_swept_value(name):
-    from posixlab.cli import to_classification_config
+    from posixlab.cli import to_config
 
     assert (CONF / "experiment" / f"{name}.yaml").is_file()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
@@ -89,7 +89,7 @@ def test_every_classification_experiment_composes_with_every_swept_value(name):
         for combination in itertools.product(*values.values()):
             overrides = [f"+experiment={name}", *(f"{k}={v}" for k, v in zip(values, combination))]
             job = compose(config_name="config", overrides=overrides)
-            run_config = to_classification_config(job, "out")
+            run_config = to_config(job, "out")
             assert run_config.num_rephrasings == 30 and job.task.name == "classification"
             if name.startswith("paper_"):  # the paper's data sets and models; the classifier rephrases itself
                 assert run_config.model.source == "hub" and run_config.rephraser.model == run_config.model.path
@@ -102,7 +102,7 @@ def test_every_classification_experiment_composes_with_every_swept_value(name):
 def test_the_other_classification_experiments_compose(name):
     """The classification experiments beyond Table 1 (chat models, structured outputs): each swept value composes
     into a classification run of packaged models, or of the packaged model behind a local chat server."""
-    from posixlab.cli import to_classification_config
+    from posixlab.cli import to_config
 
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[f"+experiment={name}"], return_hydra_config=True)
@@ -111,7 +111,7 @@ def test_the_other_classification_experiments_compose(name):
         values = {key: str(value).split(",") for key, value in params.items()}
         for combination in itertools.product(*values.values()):
             overrides = [f"+experiment={name}", *(f"{k}={v}" for k, v in zip(values, combination))]
-            run_config = to_classification_config(compose(config_name="config", overrides=overrides), "out")
+            run_config = to_config(compose(config_name="config", overrides=overrides), "out")
             if run_config.model.backend == "chat":
                 assert run_config.model.server.base_url.startswith("http://127.0.0.1:")
             else:
@@ -124,7 +124,7 @@ def test_paper_table2_is_the_papers_grid():
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         params = compose(config_name="config", overrides=["+experiment=paper_table2"],
                          return_hydra_config=True).hydra.sweeper.params
-    assert params.shots == "0,1,2,3" and params.variant == "spelling,template,paraphrase"
+    assert params["task.shots"] == "0,1,2,3" and params.variant == "spelling,template,paraphrase"
     assert params.model == "llama2-7b,llama2-7b-chat,mistral-7b,mistral-7b-instruct"
 
 

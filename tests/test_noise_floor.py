@@ -263,14 +263,18 @@ def test_from_records_equals_the_pure_function():
 
 
 def test_stack_note_names_the_stack():
+    """The note reads the stack's determinism as a capability (``deterministic``), not as a backend's name."""
     labels, gold, classes = synthetic("random", n=20)
     records = as_records(labels, gold)
-    assert "nondeterminism of the stack" in noise_floor_from_records(records, classes, backend="vllm")["stack_note"]
+    note = noise_floor_from_records(records, classes, backend="vllm", deterministic_stack=True)["stack_note"]
+    assert "nondeterminism of the stack" in note
     assert "endpoint" in noise_floor_from_records(records, classes, backend="openai")["stack_note"]
+    assert "the my-model endpoint" in noise_floor_from_records(records, classes, backend="my-model")["stack_note"]
+    assert "for a hosted endpoint" in noise_floor_from_records(records, classes)["stack_note"]
 
 
 def test_classification_summary_and_markdown_carry_the_block():
-    from posixlab.results import classification_summary_markdown
+    from posixlab.tasks.classification import classification_summary_markdown
     from posixlab.tasks.classification import build_classification_summary
 
     records = as_records(WORKED, ["a", "a"])
@@ -279,8 +283,9 @@ def test_classification_summary_and_markdown_carry_the_block():
         rec["sensitivity"] = sensitivity(rec["distribution"])
     meta = {"model": {"name": "m", "backend": "vllm"}, "dataset": "d", "strategy": "simple", "probability": "greedy",
             "seed": 0}
-    summary = build_classification_summary(records, CLASSES, 4, meta)
-    assert summary["noise_floor"] == noise_floor(WORKED, ["a", "a"], CLASSES, seed=0, backend="vllm")
+    summary = build_classification_summary(records, CLASSES, 4, meta)  # saved before meta["capabilities"]: the name
+    assert summary["noise_floor"] == noise_floor(WORKED, ["a", "a"], CLASSES, seed=0, backend="vllm",
+                                                 deterministic_stack=True)
     assert summary["noise_floor"]["rephrasings"]["sensitivity"] == pytest.approx(summary["sensitivity"]["mean"])
     text = classification_summary_markdown(summary)
     assert "## Noise floor (R = 2 repeats)" in text
@@ -292,3 +297,25 @@ def test_classification_summary_and_markdown_carry_the_block():
     summary = build_classification_summary(records, CLASSES, 4, meta)
     assert summary["noise_floor"] is None
     assert "Noise floor" not in classification_summary_markdown(summary)
+
+
+def test_the_summary_reads_the_stack_s_determinism_from_the_run_s_capabilities():
+    """A run records its model's capabilities (meta["capabilities"]); the summary's stack note reads DETERMINISTIC
+    there, whatever the backend is called; a summary saved without them falls back to the backend's name."""
+    from posixlab.tasks.classification import build_classification_summary
+
+    records = as_records(WORKED, ["a", "a"])
+    for rec in records:
+        rec["distribution"] = class_distribution([p["label"] for p in rec["predictions"]], CLASSES).tolist()
+        rec["sensitivity"] = sensitivity(rec["distribution"])
+    base = {"dataset": "d", "strategy": "simple", "probability": "greedy", "seed": 0}
+
+    def note(model, **meta):
+        return build_classification_summary(records, CLASSES, 4, {**base, "model": model, **meta})["noise_floor"][
+            "stack_note"]
+
+    in_process = note({"name": "m"}, capabilities=["deterministic", "generate", "score"])  # no identity backend
+    assert "for an in-process or vLLM model (greedy at temperature 0) this is nondeterminism of the stack" in in_process
+    assert "the sglang endpoint's" in note({"name": "m", "backend": "sglang"}, capabilities=["generate"])
+    assert note({"name": "m", "backend": "vllm"}, capabilities=["generate"]) != note({"name": "m", "backend": "vllm"})
+    assert note({"name": "m", "backend": "vllm"}) == in_process  # an old summary: the backend's name

@@ -128,6 +128,7 @@ def test_a_corrupted_paraphrase_file_is_reported_not_used(tmp_path, damage):
         source_with(path, [])
 
 
+@pytest.mark.slow  # a user's file is quality-checked: the MiniLM embedder loads
 def test_a_users_own_paraphrase_file(tmp_path):
     path = tmp_path / "mine.jsonl"
     path.write_text(json.dumps({"original": ITEM.question, "paraphrases": ["Which planet is the Red Planet?"]}) + "\n")

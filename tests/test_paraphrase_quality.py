@@ -17,6 +17,7 @@ from scripted import ScriptedRephraser
 ROOT = Path(__file__).resolve().parent.parent
 INSTRUCTION = Instruction.from_dict(yaml.safe_load((ROOT / "conf/rephraser/instruction/default.yaml").read_text()))
 RULES = QualityRules(min_similarity=0.7)
+pytestmark = pytest.mark.slow  # every test embeds with the packaged MiniLM (the scorer, or a user file's checks)
 
 
 @pytest.fixture(scope="module")

@@ -173,6 +173,18 @@ def test_401_fails_at_once_naming_the_key_variable(scripted, monkeypatch):
     assert len(scripted.requests) == 1
 
 
+def test_a_wrong_model_name_and_a_malformed_body_are_rephraser_errors(scripted):
+    scripted.script = [(404, {}, {"error": {"message": "model 'gpt-9' not found"}})]
+    with pytest.raises(RephraserError, match="HTTP 404") as err:
+        local(scripted.base_url).chat([{"role": "user", "content": "hi"}], seed=0, n=1, max_tokens=5)
+    assert "model 'gpt-9' not found" in str(err.value) and "rephraser.model" in str(err.value)
+    assert len(scripted.requests) == 1  # a 404 is not retried
+    scripted.script = [(200, {}, {"object": "chat.completion", "choices": []})]
+    with pytest.raises(RephraserError, match="not a chat completion") as err:
+        local(scripted.base_url).chat([{"role": "user", "content": "hi"}], seed=0, n=1, max_tokens=5)
+    assert not isinstance(err.value, EndpointUnreachableError) and "rephraser.base_url" in str(err.value)
+
+
 def test_too_few_valid_paraphrases_says_how_many_and_why(scripted):
     reply = "\n".join(["1. Which planet is known as the Red Planet?", "2. What planet is called the Red Planet?",
                        "3. What planet is called the Red Planet?", "4. which planet is known as the red planet"])

@@ -51,7 +51,7 @@ def test_a_task_that_needs_scores_refuses_a_text_only_model_before_any_work(text
 def test_an_unknown_backend_is_named():
     from posixlab.runner import check
 
-    with pytest.raises(ConfigError, match="unknown backend 'tgi'; choose one of transformers, vllm"):
+    with pytest.raises(ConfigError, match="unknown backend 'tgi'; choose one of chat, transformers, vllm"):
         check(make_task(PosixConfig(model=ModelSpec("m", "packaged", "m", backend="tgi"), dataset=DatasetSpec("mmlu"))))
 
 
@@ -60,8 +60,8 @@ def test_a_key_the_task_does_not_use_is_an_error_with_exit_status_2(root, tmp_pa
     result = subprocess.run([sys.executable, "run.py", "task=classification", "num_sets=3", "logger=none",
                              f"hydra.run.dir={tmp_path}"], cwd=root, capture_output=True, text=True, timeout=300)
     assert result.returncode == 2, result.stderr[-2000:]
-    assert "num_sets is a setting of the posix task; task=classification does not use it" in result.stderr
-    assert "dataset.num_samples" in result.stderr
+    assert "task.num_sets is a setting of task=posix, not of task=classification" in result.stderr
+    assert "(task=classification has its samples: dataset.num_samples)" in result.stderr
 
 
 

@@ -189,6 +189,31 @@ def test_structured_settings_that_cannot_work_are_config_errors(tmp_path):
         run(replace(cfg, probability="label_probs"), progress=False)
 
 
+def test_structured_checks_ask_for_capabilities_not_backend_names(tmp_path, monkeypatch):
+    """A backend of any name with instructor's request modes (tools) may use tools mode; one with slot scores may
+    read the classes' probabilities in the JSON slot; one with neither may do neither."""
+    from types import SimpleNamespace
+
+    from posixlab import backends
+    from posixlab.models.capabilities import GENERATE, SLOT_SCORES, STRUCTURED, TOOLS
+    from posixlab.tasks.classification.config import check_settings
+
+    cfg = structured_config("http://127.0.0.1:9/v1", tmp_path)
+    for name, capabilities in (("mine-api", {TOOLS}), ("mine-local", {SLOT_SCORES}), ("mine-bare", set())):
+        monkeypatch.setitem(backends.BACKENDS, name, SimpleNamespace(
+            name=name, capabilities=frozenset({GENERATE, STRUCTURED, *capabilities})))
+    api, local, bare = (replace(cfg, model=replace(cfg.model, backend=b)) for b in ("mine-api", "mine-local",
+                                                                                      "mine-bare"))
+    check_settings(replace(api, structured_mode="tools"))
+    check_settings(replace(local, probability="label_probs"))
+    with pytest.raises(ConfigError, match="tools mode and the mode dimension need a chat model"):
+        check_settings(replace(local, structured_mode="tools"))
+    with pytest.raises(ConfigError, match="scored in this process"):
+        check_settings(replace(api, probability="label_probs"))
+    with pytest.raises(ConfigError, match="need a chat model"):
+        check_settings(replace(bare, variants="schema", schema_dimensions=("mode",)))
+
+
 def test_in_process_constrained_decoding_gives_only_schema_valid_answers(lm, tmp_path):
     """SmolLM2 in this process, its greedy decoding held to each variant's schema by llguidance: every answer is a
     valid object of its schema (the failures are 0), under schema variants of every in-process dimension."""
@@ -352,7 +377,7 @@ def test_slot_logprobs_read_each_class_where_the_label_s_value_starts(lm):
     """The context is the prompt and the answer up to the label's value (a reasoning field first included); each
     class is scored as its tokens and the closing quote, in the task's class order whatever the enum's order; an
     answer without the label's slot gives None."""
-    from posixlab.tasks.classification import slot_logprobs
+    from posixlab.structured.slots import slot_logprobs
 
     prompt = lm.encode("Classify: Who wrote Hamlet?\n", add_special_tokens=False)
     classes = ["Number", "Entity", "Person"]

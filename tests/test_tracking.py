@@ -51,7 +51,7 @@ def test_offline_run_holds_config_summary_table_figures_and_artifact(tmp_path):
     kinds = records_by_kind(run_dir)
 
     config = {item.key: json.loads(item.value_json) for item in kinds["run"][0].run.config.update}
-    assert config["model"]["name"] == "smollm2-135m-instruct" and config["num_sets"] == 3
+    assert config["model"]["name"] == "smollm2-135m-instruct" and config["task"]["num_sets"] == 3
     assert config["logger"]["mode"] == "offline" and config["embedding"]["name"] == "all-MiniLM-L6-v2"
     assert kinds["run"][0].run.display_name == "job" and kinds["run"][0].run.run_group == ""  # one job: no group
 

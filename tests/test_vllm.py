@@ -215,6 +215,7 @@ def test_the_score_cache_is_keyed_by_the_server(lm, served, tmp_path):
 # ---------------------------------------------------------------------------------------------------- failures
 
 
+@pytest.mark.slow  # loads the packaged SmolLM2 (its tokenizer; a cold cache converts it) before it asks the port
 def test_a_closed_port_fails_at_once_with_one_message(tmp_path):
     spec = ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct", backend="vllm",
                      server=ServerSettings(base_url=f"http://127.0.0.1:{closed_port()}/v1", max_attempts=2))
@@ -225,6 +226,26 @@ def test_a_closed_port_fails_at_once_with_one_message(tmp_path):
     print(f"a run against a closed port failed after {elapsed:.1f} s")
     assert elapsed < 30  # the server is asked before any prompt set is built
     assert not (tmp_path / "run" / "sets.jsonl").exists()
+
+
+def test_a_rejected_key_and_a_failing_server_are_one_message_each(monkeypatch):
+    """The shared client's errors, against a scripted OpenAI-compatible server (no vLLM needed): a 401 on /models
+    names the key's variable; a 500 on every attempt says how many were made and what to change."""
+    from chat_server import ChatServer
+
+    from posixlab.errors import ServerResponseError
+    from posixlab.serving.client import VLLMClient
+
+    monkeypatch.setenv("POSIXLAB_TEST_KEY", "sk-never-shown")
+    with ChatServer(lambda body, n: (200, {}, {}), models_status=401) as scripted:
+        with pytest.raises(ServerResponseError, match=r"rejected the API key .*\$POSIXLAB_TEST_KEY") as err:
+            VLLMClient(scripted.base_url, api_key_env="POSIXLAB_TEST_KEY", max_attempts=2).models()
+    assert "sk-never-shown" not in str(err.value)
+    with ChatServer(lambda body, n: (500, {}, {"error": {"message": "engine died"}})) as scripted:
+        with pytest.raises(ServerResponseError, match=r"HTTP 500 \(engine died\) to all 2 attempts"):
+            VLLMClient(scripted.base_url, max_attempts=2).generate("m", [1, 2, 3], 5, [0])
+    assert scripted.requests == 2
+    assert scripted.bodies[0]["temperature"] == 0 and scripted.bodies[0]["max_tokens"] == 5
 
 
 @pytest.mark.slow

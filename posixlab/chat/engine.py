@@ -16,12 +16,12 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from posixlab.chat.cache import ResponseCache
 from posixlab.chat.client import ChatAnswer
 from posixlab.chat.model import ChatModel
+from posixlab.openai_client import run_bounded
 
 CHARS_PER_TOKEN = 4  # dry runs estimate prompt tokens as characters / 4 (OpenAI's rule of thumb for English)
 
@@ -49,7 +49,10 @@ class ChatEngine:
         self.usage_all = {"prompt_tokens": 0, "completion_tokens": 0}  # every answer used, cached ones too
         self.served: dict[tuple, int] = {}  # (served model, system_fingerprint) -> answers
         self.stopped: str | None = None
-        self.cap = lm.spec.server.max_requests  # requests this engine may send (the runner shares one budget)
+        # requests this engine may send: model.server.max_requests is one budget for the whole run, shared by its
+        # engines (one per response length) through the model's count of what was sent
+        cap = lm.spec.server.max_requests
+        self.cap = None if cap is None else max(0, cap - lm.requests_sent)
 
     # --- what a run would send ---------------------------------------------------------------------------------------
     def jobs(self, requests) -> list[tuple[int, int, dict, int]]:
@@ -68,6 +71,15 @@ class ChatEngine:
                 "max_completion_tokens": len(todo) * self.max_new_tokens}
 
     # --- the work ----------------------------------------------------------------------------------------------------
+    def run(self, requests, in_order: bool = False) -> Iterator[tuple[int, TextAnswers]]:
+        """The runner's protocol (``posixlab.backends.Engine``): ``answer_sets``, counting what was sent on the model
+        (the run's one request budget)."""
+        before = self.sent
+        try:
+            yield from self.answer_sets(requests, in_order=in_order)
+        finally:
+            self.lm.requests_sent += self.sent - before
+
     def answer_sets(self, requests, in_order: bool = False) -> Iterator[tuple[int, TextAnswers]]:
         """Yield ``(index, TextAnswers)`` for every request whose prompts are all answered."""
         jobs = self.jobs(requests)
@@ -97,36 +109,19 @@ class ChatEngine:
 
     def _send(self, to_send: list, done) -> Iterator[tuple[int, TextAnswers]]:
         url, client = self.lm.client.base_url, self.lm.client
-        queue = iter(to_send)
-        with ThreadPoolExecutor(max_workers=self.lm.spec.server.max_concurrency) as pool:
-            flying = {}
 
-            def launch() -> None:
-                for job in queue:
-                    flying[pool.submit(client.complete, job[2])] = job
-                    if len(flying) >= self.lm.spec.server.max_concurrency:
-                        return
+        def keep(job: tuple, answer: ChatAnswer) -> TextAnswers | None:
+            # every answer that comes back is cached and counted, also those landing after a failure
+            i, k, body, repeat = job
+            self.sent += 1
+            if self.cache is not None:
+                self.cache.put(url, body, repeat, answer)
+            return done(i, k, answer)
 
-            launch()
-            failure = None
-            while flying:
-                finished, _ = wait(flying, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    i, k, body, repeat = flying.pop(future)
-                    try:
-                        answer = future.result()
-                    except Exception as exc:  # noqa: BLE001 - the first failure stops the run, after the rest land
-                        failure = failure or exc
-                        continue
-                    self.sent += 1
-                    if self.cache is not None:
-                        self.cache.put(url, body, repeat, answer)
-                    if (ready := done(i, k, answer)) is not None and failure is None:
-                        yield i, ready
-                if failure is None:
-                    launch()
-            if failure is not None:
-                raise failure
+        for job, answer in run_bounded(lambda job: client.complete(job[2]), to_send,
+                                       self.lm.spec.server.max_concurrency, late=keep):
+            if (ready := keep(job, answer)) is not None:
+                yield job[0], ready
 
     def _count(self, answer: ChatAnswer) -> None:
         for key in self.usage_all:

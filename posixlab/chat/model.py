@@ -15,13 +15,12 @@ import sys
 
 from posixlab.chat.client import ChatClient, api_key
 from posixlab.errors import ConfigError
-from posixlab.models.capabilities import GENERATE, STRUCTURED
 from posixlab.models.loading import ModelSpec
+from posixlab.openai_client import Generation, chat_body
 
 
 class ChatModel:
-    # text only (no token ids, no log-probabilities of given text); JSON objects of a schema through instructor
-    capabilities = frozenset({GENERATE, STRUCTURED})
+    backend = "chat"  # its capabilities: posixlab/chat/backend.py
 
     def __init__(self, spec: ModelSpec, client: ChatClient, listed: list[str] | None):
         self.spec = spec
@@ -34,6 +33,7 @@ class ChatModel:
         self.identity = {"backend": "chat", "name": spec.name, "model": self.model, "base_url": client.base_url,
                          "temperature": spec.server.temperature, "seed": spec.server.seed}
         self.forward_tokens = 0  # nothing runs here; the summary counts the endpoint's tokens instead
+        self.requests_sent = 0  # by every engine of the run (model.server.max_requests caps the sum)
         self.eos_ids = frozenset()
         self.max_context = None
 
@@ -46,11 +46,8 @@ class ChatModel:
         sends for it, in its mode."""
         messages = [{"role": "user", "content": text}]
         extra = structured.request_kwargs(messages) if structured is not None else {"messages": messages}
-        body = {"model": self.model, **extra, "temperature": self.spec.server.temperature,
-                "max_tokens": max_new_tokens}
-        if self.spec.server.seed is not None:
-            body["seed"] = self.spec.server.seed
-        return body
+        generation = Generation(max_new_tokens, temperature=self.spec.server.temperature, seed=self.spec.server.seed)
+        return chat_body(self.model, generation, extra)
 
     def close(self) -> None:
         pass

@@ -9,8 +9,10 @@ Each comes from the Hugging Face Hub (``source: hub``) or from a local copy in i
 - DBPedia-14: ``dbpedia_csv/{test,train}.csv`` without a header (class 1-14, title, content) and ``classes.txt``;
 - WoS-46985: the folder ``WOS46985/`` with ``X.txt`` (one abstract a line) and ``YL1.txt`` (level-1 labels 0-6).
 
-Labels become the class names the prompt shows (``TREC_CLASSES`` ...). DBPedia and WoS are large, so the paper
-draws 2,000 class-balanced samples with seed 42 (``balanced_sample``); TREC uses its 500 test questions.
+Labels become the class names the prompt shows. What the prompts say of each data set (task sentence, classes, their
+definitions and the aliases the parser accepts) is data: ``posixlab/data/classifiers/<name>.yaml``, classifier files
+without samples (``BUILTIN``); this module reads the samples. DBPedia and WoS are large, so the paper draws 2,000
+class-balanced samples with seed 42 (``balanced_sample``); TREC uses its 500 test questions.
 """
 
 from __future__ import annotations
@@ -19,35 +21,30 @@ import csv
 import json
 import random
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from posixlab.data.classifier_file import ClassifierDefinition, Sample, read_definition
 from posixlab.data.files import hub_rows
 from posixlab.errors import ConfigError, DatasetUnavailableError
 
+BUILTIN_DIR = Path(__file__).with_name("classifiers")
+# the built-in data sets, each a classifier file without samples (read once, at import); the readers below know them
+BUILTIN: dict[str, ClassifierDefinition] = {
+    name: read_definition(BUILTIN_DIR / f"{name}.yaml")
+    for name in ("trec", "cb", "rte", "dbpedia14", "wos46985", "mmlu_letters")}
+CLASSES = {name: d.classes for name, d in BUILTIN.items()}  # the class names the prompts show, in the files' order
+# other phrasings of a class that the parser accepts (the label itself always counts)
+ALIASES = {name: d.aliases for name, d in BUILTIN.items()}
 
-@dataclass(frozen=True)
-class Sample:
-    sample_id: str
-    text: str  # what the prompt shows after "Here is the text:"
-    gold: str | None  # a class name, or None (unlabelled: sensitivity still works)
-    fields: dict = field(default_factory=dict, hash=False, compare=False)  # premise/hypothesis, title, options ...
-
-
+# TREC's coarse codes (its files' and the hub's) and the classes the prompts name
 TREC_CODES = {"NUM": "Number", "DESC": "Description", "ENTY": "Entity", "ABBR": "Abbreviation", "LOC": "Location",
               "HUM": "Person"}
-TREC_CLASSES = list(TREC_CODES.values())
-CB_CLASSES = ["entailment", "contradiction", "neutral"]
-RTE_CLASSES = ["entailment", "not entailment"]
-DBPEDIA_CLASSES = ["Company", "Educational Institution", "Artist", "Athlete", "Office Holder",
-                   "Mean Of Transportation", "Building", "Natural Place", "Village", "Animal", "Plant", "Album",
-                   "Film", "Written Work"]
-WOS_CLASSES = ["Computer Science", "Electrical Engineering", "Psychology", "Mechanical Engineering",
-               "Civil Engineering", "Medical Science", "Biochemistry"]  # YL1 = 0..6, in the data set's order
-LETTER_CLASSES = ["A", "B", "C", "D"]
-
-CLASSES = {"trec": TREC_CLASSES, "cb": CB_CLASSES, "rte": RTE_CLASSES, "dbpedia14": DBPEDIA_CLASSES,
-           "wos46985": WOS_CLASSES, "mmlu_letters": LETTER_CLASSES}
+TREC_CLASSES = CLASSES["trec"]
+CB_CLASSES = CLASSES["cb"]
+RTE_CLASSES = CLASSES["rte"]
+DBPEDIA_CLASSES = CLASSES["dbpedia14"]  # the data set's classes 1-14, in its order
+WOS_CLASSES = CLASSES["wos46985"]  # YL1 = 0..6, in the data set's order
+LETTER_CLASSES = CLASSES["mmlu_letters"]
 
 # hub id, config, label field, and how a hub row becomes (text, fields)
 HUB = {"trec": ("CogComp/trec", None, "coarse_label"), "cb": ("aps/super_glue", "cb", "label"),
@@ -270,21 +267,3 @@ def exemplars(pool: list[Sample], exclude: set[str], classes: list[str], seed: i
                               f"the hub), or evaluate fewer samples (num_samples)")
         out[c] = members[rng.randrange(len(members))]
     return out
-
-
-# other phrasings of a class that the parser accepts (the label itself always counts)
-ALIASES = {
-    "trec": {"Person": ["human", "people", "HUM"], "Abbreviation": ["abbrev", "acronym", "ABBR"],
-             "Number": ["numeric", "NUM"], "Location": ["place", "LOC"], "Entity": ["ENTY"],
-             "Description": ["definition", "DESC"]},
-    "cb": {},
-    "rte": {"not entailment": ["not_entailment", "no entailment", "non entailment", "not entailed",
-                               "contradiction/neutral", "contradiction or neutral"]},
-    "dbpedia14": {"Mean Of Transportation": ["means of transportation", "transportation"],
-                  "Educational Institution": ["education institution"], "Office Holder": ["officeholder"],
-                  "Written Work": ["writtenwork"], "Natural Place": ["naturalplace"]},
-    "wos46985": {"Electrical Engineering": ["ECE", "electrical and computer engineering"],
-                 "Mechanical Engineering": ["MAE", "mechanical and aerospace engineering"],
-                 "Medical Science": ["medical", "medicine"], "Computer Science": ["CS"]},
-    "mmlu_letters": {},
-}

@@ -20,6 +20,9 @@ The file is a YAML (``.yaml``, ``.yml``) or JSON (``.json``) object with these k
 ``text``, optional ``label`` and ``id``) or ``.csv`` (a header row with a ``text`` column, optional ``label`` and
 ``id`` columns; an empty ``label`` cell is no label). Sample ids default to ``<name>/<k>`` (k = the position, from 0).
 
+The built-in data sets (TREC, CB, RTE, DBPedia-14, WoS-46985, MMLU letters) are files of this format without
+``samples`` (``posixlab/data/classifiers/``, read by ``read_definition``): their samples come from their loaders.
+
 Rules (each break is a ``ConfigError`` naming the file, the place and the fix, raised before any model loads):
 only the keys above; a non-empty task sentence; at least 2 classes, distinct ignoring case, ``_`` and ``-``;
 no class "N/A" (the parser's class for an answer naming none); an alias may not be another class's name or alias;
@@ -49,7 +52,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from posixlab.data.classification import Sample
 from posixlab.errors import ConfigError
 from posixlab.metrics.classification import NA
 
@@ -60,6 +62,14 @@ FILE_SUFFIXES = (".yaml", ".yml", ".json")
 SAMPLE_SUFFIXES = (".jsonl", ".csv")
 EXAMPLE = ("task: Classify the sentiment of the review.\nclasses: [positive, negative]\n"
            "samples: reviews.jsonl   # or a list: [{text: ..., label: positive}, ...]")
+
+
+@dataclass(frozen=True)
+class Sample:
+    sample_id: str
+    text: str  # what the prompt shows after "Here is the text:"
+    gold: str | None  # a class name, or None (unlabelled: sensitivity still works)
+    fields: dict = field(default_factory=dict, hash=False, compare=False)  # premise/hypothesis, title, options ...
 
 
 @dataclass(frozen=True)
@@ -116,6 +126,27 @@ def _scalar(value, where: str, what: str) -> str:
 
 def load_classifier(path: str | Path) -> ClassifierDefinition:
     """The classifier of a ``.yaml``/``.yml``/``.json`` file (format: the module docstring), validated."""
+    path, data, doc, header = _read_header(path)
+    samples, samples_path, samples_data = _samples(path, header["name"], doc, header["classes"], header["aliases"])
+    return ClassifierDefinition(
+        **header, samples=samples, path=str(path), sha256=hashlib.sha256(data).hexdigest(),
+        samples_path=None if samples_path is None else str(samples_path),
+        samples_sha256=None if samples_data is None else hashlib.sha256(samples_data).hexdigest())
+
+
+def read_definition(path: str | Path) -> ClassifierDefinition:
+    """A classifier file without samples: a built-in data set's (``posixlab/data/classifiers/``), whose samples its
+    loader reads (``posixlab/data/classification.py``). The same format and checks, with no ``samples`` key."""
+    path, data, doc, header = _read_header(path)
+    if "samples" in doc:
+        raise ConfigError(f"{path}: a built-in data set's file holds no samples (its loader reads them); remove "
+                          f"the samples key")
+    return ClassifierDefinition(**header, path=str(path), sha256=hashlib.sha256(data).hexdigest())
+
+
+def _read_header(path: str | Path) -> tuple[Path, bytes, dict, dict]:
+    """The file's path, bytes and document, and what it says besides its samples: name, task sentence, classes,
+    definitions and aliases, checked."""
     path = Path(path).expanduser().resolve()
     if path.suffix.lower() not in FILE_SUFFIXES:
         raise ConfigError(f"{path}: a classifier file ends in .yaml, .yml or .json, not "
@@ -134,12 +165,8 @@ def load_classifier(path: str | Path) -> ClassifierDefinition:
         raise ConfigError(f"{where}: no task sentence; add e.g. `task: Classify the sentiment of the review.` (the "
                           f"sentence the rephrasings rewrite)")
     classes, definitions, aliases = _classes(where, doc.get("classes"))
-    samples, samples_path, samples_data = _samples(path, name, doc, classes, aliases)
-    return ClassifierDefinition(
-        name=name, task_sentence=task, classes=classes, definitions=definitions, aliases=aliases, samples=samples,
-        path=str(path), sha256=hashlib.sha256(data).hexdigest(),
-        samples_path=None if samples_path is None else str(samples_path),
-        samples_sha256=None if samples_data is None else hashlib.sha256(samples_data).hexdigest())
+    return path, data, doc, {"name": name, "task_sentence": task, "classes": classes, "definitions": definitions,
+                             "aliases": aliases}
 
 
 def _parse_document(path: Path, text: str) -> dict:
@@ -399,4 +426,4 @@ def check_samples(rows: list[tuple[str, dict]], name: str, classes: list[str], a
     return samples
 
 
-__all__ = ["ClassifierDefinition", "check_samples", "load_classifier", "read_samples_file"]
+__all__ = ["ClassifierDefinition", "Sample", "check_samples", "load_classifier", "read_definition", "read_samples_file"]

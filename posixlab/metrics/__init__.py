@@ -1,8 +1,8 @@
 """Metrics: pure functions of log-probability matrices and responses, with doctested examples."""
 
-from posixlab.metrics.posix import MODES, PAPER, REFERENCE_COMPAT, posix, psi, psi_per_prompt, summarize
+from posixlab.metrics.posix import PAPER, PSI_MODES, REFERENCE_COMPAT, posix, psi, psi_per_prompt, summarize
 
-__all__ = ["MODES", "PAPER", "REFERENCE_COMPAT", "posix", "psi", "psi_per_prompt", "summarize"]
+__all__ = ["PAPER", "PSI_MODES", "REFERENCE_COMPAT", "posix", "psi", "psi_per_prompt", "summarize"]
 
 from posixlab.metrics.accuracy import (accuracy_per_prompt, accuracy_spread, average_performance, best_case_accuracy,
                                        combined_performance_score, consistency_rate, max_performance,

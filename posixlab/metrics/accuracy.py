@@ -369,3 +369,20 @@ def two_way_bootstrap_ci(correct, statistic: Callable[[np.ndarray], float] | Non
                               rng=np.random.Generator(np.random.PCG64(seed)))
     low, high = result.confidence_interval
     return float(low), float(high)
+
+
+def accuracy_metrics(accuracy: dict | None) -> dict:
+    """The accuracy block as flat W&B summary keys: ``accuracy/by_options/avg_p``, ``.../spread_range``, ..."""
+    out = {}
+    for reading in ("by_options", "by_greedy"):
+        block = (accuracy or {}).get(reading)
+        if not block:
+            continue
+        for key in ("accuracy", "worst_case", "best_case", "max_p", "avg_p", "cps", "pss", "consistency_rate"):
+            out[f"accuracy/{reading}/{key}"] = block[key]
+        for key in ("range", "sd", "min", "max", "q05", "q50", "q95"):
+            out[f"accuracy/{reading}/spread_{key}"] = block["spread"][key]
+        out[f"accuracy/{reading}/variants_needed"] = block["variants_needed"]["n"]
+        if block.get("parse_rate"):
+            out[f"accuracy/{reading}/parse_rate"] = block["parse_rate"]["overall"]
+    return out

@@ -62,7 +62,6 @@ from posixlab.errors import ConfigError
 from posixlab.metrics.classification import NA, class_distribution, consistency, consistency_matrix, sensitivity
 
 RESAMPLES = 1000
-DETERMINISTIC_BACKENDS = ("transformers", "in_process", "vllm")  # greedy at T = 0: the same prompt, the same answer
 
 
 def pairwise_disagreement(group: Sequence[str]) -> float:
@@ -195,16 +194,18 @@ def _consistency_bootstrap(floor_means: dict[str, np.ndarray], reph_means: dict[
     return values, int((counts > 0).sum())
 
 
-def stack_note(deterministic: bool, backend: str | None = None) -> str:
-    """What the floor says about the stack that answered (``backend``: the model identity's, None if unknown).
+def stack_note(deterministic: bool, backend: str | None = None, deterministic_stack: bool = False) -> str:
+    """What the floor says about the stack that answered (``backend``: the model identity's, None if unknown;
+    ``deterministic_stack``: the model has the ``deterministic`` capability, greedy at temperature 0 repeating itself,
+    as in process and on vLLM).
 
-    >>> stack_note(False, "vllm").endswith("nondeterminism of the stack")
+    >>> stack_note(False, "vllm", deterministic_stack=True).endswith("nondeterminism of the stack")
     True
     """
     if deterministic:
         return ("no two repeats of a prompt disagree: the floor is exactly 0, as for a deterministic stack "
                 "(in-process, vLLM at temperature 0); every change across prompts is the rephrasings'")
-    if backend in DETERMINISTIC_BACKENDS:
+    if deterministic_stack:
         return ("repeats of a prompt disagree: for an in-process or vLLM model (greedy at temperature 0) this is "
                 "nondeterminism of the stack")
     if backend is not None:
@@ -215,13 +216,15 @@ def stack_note(deterministic: bool, backend: str | None = None) -> str:
 
 
 def noise_floor(labels, gold: Sequence[str | None] | None, classes: Sequence[str], seed: int = 0,
-                resamples: int = RESAMPLES, backend: str | None = None) -> dict | None:
+                resamples: int = RESAMPLES, backend: str | None = None,
+                deterministic_stack: bool = False) -> dict | None:
     """S, C and the flip rate from the rephrasings beside the same from the repeats alone, on equal counts.
 
     ``labels``: y[n][q][r] (N samples × Q prompts × R repeats, q = 0 the original sentence, r = 0 the answer the
     paper's metrics use); ``gold``: one gold class per sample (None, or all None: no consistency); ``classes``: the
-    class names, ``NA`` included; ``seed``: the bootstrap's ``numpy`` Generator. None when R < 2. The module's
-    docstring has the definitions and a worked example.
+    class names, ``NA`` included; ``seed``: the bootstrap's ``numpy`` Generator; ``backend`` and ``deterministic_stack``
+    choose the stack note (``stack_note``). None when R < 2. The module's docstring has the definitions and a worked
+    example.
     """
     classes = list(classes)
     codes = _codes(labels, classes)
@@ -256,7 +259,8 @@ def noise_floor(labels, gold: Sequence[str | None] | None, classes: Sequence[str
                                "consistency": _mean_over_pairs(floor_means) if has_gold else None,
                                "flip_rate": float(floor_flip.mean()), "groups_per_sample": q},
               "rephrasings_at_equal_count": None, "beyond_noise": None,
-              "deterministic": deterministic, "stack_note": stack_note(deterministic, backend), "note": None}
+              "deterministic": deterministic, "stack_note": stack_note(deterministic, backend, deterministic_stack),
+              "note": None}
     blocks = q // r
     if blocks == 0:
         result["note"] = (f"Q = {q} prompts < R = {r} repeats: no block of R prompts, so no rephrasing side at equal "
@@ -341,9 +345,9 @@ def _beyond_noise(s_sides, flip_sides, c_sides, pair_means, gold, seed: int, res
 
 
 def noise_floor_from_records(records: list[dict], classes: Sequence[str], seed: int = 0,
-                             backend: str | None = None) -> dict | None:
-    """``noise_floor`` of a classification run's records (``tasks/classification.py``'s ``record``): y[n][q] =
-    ``predictions[q]["repeat_labels"]`` (R labels, repeat 0 first), gold = ``record["gold"]``. None when no
+                             backend: str | None = None, deterministic_stack: bool = False) -> dict | None:
+    """``noise_floor`` of a classification run's records (``tasks/classification/records.py``'s ``read_record``):
+    y[n][q] = ``predictions[q]["repeat_labels"]`` (R labels, repeat 0 first), gold = ``record["gold"]``. None when no
     prediction has ``repeat_labels`` (a run without ``task.repeats``) or R = 1.
 
     >>> recs = [{"gold": "a", "predictions": [{"label": "a", "repeat_labels": ["a", "a"]},
@@ -369,4 +373,5 @@ def noise_floor_from_records(records: list[dict], classes: Sequence[str], seed: 
         raise ConfigError(f"repeat_labels hold different numbers of repeats ({sorted(sizes)}); the noise floor needs "
                           f"the same R for every prompt")
     gold = [rec.get("gold") for rec in records]
-    return noise_floor(labels, None if all(g is None for g in gold) else gold, classes, seed=seed, backend=backend)
+    return noise_floor(labels, None if all(g is None for g in gold) else gold, classes, seed=seed, backend=backend,
+                       deterministic_stack=deterministic_stack)

@@ -44,7 +44,7 @@ from posixlab.errors import PromptSetError
 
 PAPER = "paper"
 REFERENCE_COMPAT = "reference_compat"
-MODES = (PAPER, REFERENCE_COMPAT)
+PSI_MODES = (PAPER, REFERENCE_COMPAT)
 
 
 def psi(logprobs, lengths: Sequence[int], *, mode: str = PAPER, max_new_tokens: int | None = None) -> float:
@@ -74,7 +74,7 @@ def psi(logprobs, lengths: Sequence[int], *, mode: str = PAPER, max_new_tokens: 
         # the library's |M[j][i] - M[j][j]| summed over i, j is the row-wise deviation from the diagonal.
         total = np.abs(matrix - diagonal[:, None]).sum() / max_new_tokens
     else:
-        raise PromptSetError(f"unknown ψ mode {mode!r}; choose one of {', '.join(MODES)}")
+        raise PromptSetError(f"unknown ψ mode {mode!r}; choose one of {', '.join(PSI_MODES)}")
     return float(total / (n * (n - 1)))
 
 

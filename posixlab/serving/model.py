@@ -15,7 +15,6 @@ from __future__ import annotations
 import sys
 
 from posixlab.errors import ConfigError, TokenizerMismatchError
-from posixlab.models.capabilities import GENERATE, SCORE, STRUCTURED
 from posixlab.models.causal_lm import TokenizedModel, eos_ids_of
 from posixlab.models.loading import ModelSpec, model_folder
 from posixlab.serving.client import VLLMClient
@@ -32,8 +31,7 @@ TOKENIZER_PROBES = (
 class ServedModel(TokenizedModel):
     """A model behind a vLLM server: text methods from ``TokenizedModel``, requests through ``client``."""
 
-    # greedy decoding held to a JSON schema by the server (vLLM's structured_outputs) as well
-    capabilities = frozenset({GENERATE, SCORE, STRUCTURED})
+    backend = "vllm"  # its capabilities: posixlab/serving/backend.py
 
     def __init__(self, tokenizer, *, name: str, identity: dict, eos_ids, max_context, client: VLLMClient,
                  served_name: str, spec: ModelSpec, server=None):

@@ -1,5 +1,6 @@
-"""Tasks: what a run measures. Each is one module with a config dataclass and a ``Task`` subclass; the one run
-skeleton (``posixlab/runner.py``) runs any of them.
+"""Tasks: what a run measures. Each is one module with a config dataclass and a ``Task`` subclass that registers
+itself here; the one run skeleton (``posixlab/runner.py``), ``posixlab merge``, the gate and the command line serve
+any registered task.
 
 - ``posix``: POSIX of prompt sets (Chatterjee et al., 2024);
 - ``classification``: sensitivity and consistency of a classifier under rephrased instructions (Errica et al., 2025).
@@ -7,21 +8,46 @@ skeleton (``posixlab/runner.py``) runs any of them.
 
 from __future__ import annotations
 
+from posixlab.errors import ConfigError
 from posixlab.tasks.base import Request, Task
-from posixlab.tasks.classification import ClassificationConfig, ClassificationTask
-from posixlab.tasks.posix import PosixConfig, PosixTask
 
-# config type -> task type: a third task adds its line here
-TASKS = {PosixConfig: PosixTask, ClassificationConfig: ClassificationTask}
+TASK_TYPES: dict[str, type[Task]] = {}  # task name -> task type
+
+
+def register_task(task_type: type[Task]) -> type[Task]:
+    """Make a task known to ``make_task``, ``posixlab merge``, the gate and the command line (usable as a class
+    decorator)."""
+    TASK_TYPES[task_type.name] = task_type
+    return task_type
+
+
+def task_named(name: str) -> type[Task]:
+    """The task type registered as ``name`` (a run's ``task.name``, a summary's ``task``)."""
+    if name not in TASK_TYPES:
+        raise ConfigError(f"unknown task {name!r}; the tasks are {', '.join(TASK_TYPES)}")
+    return TASK_TYPES[name]
+
+
+def task_of_summary(summary: dict) -> type[Task]:
+    """The task type of a saved run (summaries written before ``task`` existed are POSIX's)."""
+    return task_named(summary.get("task", "posix"))
 
 
 def make_task(cfg, given=None) -> Task:
-    """The task that runs ``cfg``; ``given``: the user's own POSIX prompt sets."""
-    task_type = TASKS.get(type(cfg))
-    if task_type is None:
-        raise TypeError(f"no task runs a {type(cfg).__name__}; give one of {', '.join(t.__name__ for t in TASKS)}")
-    return task_type(cfg, given=given) if task_type is PosixTask else task_type(cfg)
+    """The task that runs ``cfg`` (a task's config dataclass); ``given``: the user's own POSIX prompt sets."""
+    for task_type in TASK_TYPES.values():
+        if isinstance(cfg, task_type.config_type):
+            return task_type(cfg) if given is None else task_type(cfg, given=given)
+    raise TypeError(f"no task runs a {type(cfg).__name__}; give one of "
+                    f"{', '.join(t.config_type.__name__ for t in TASK_TYPES.values())}")
 
 
-__all__ = ["ClassificationConfig", "ClassificationTask", "PosixConfig", "PosixTask", "Request", "TASKS", "Task",
-           "make_task"]
+from posixlab.tasks.classification import ClassificationConfig, ClassificationTask  # noqa: E402
+from posixlab.tasks.posix import PosixConfig, PosixTask  # noqa: E402
+
+register_task(PosixTask)
+register_task(ClassificationTask)
+TASKS = {t.config_type: t for t in TASK_TYPES.values()}  # config type -> task type (the older spelling)
+
+__all__ = ["ClassificationConfig", "ClassificationTask", "PosixConfig", "PosixTask", "Request", "TASKS", "TASK_TYPES",
+           "Task", "make_task", "register_task", "task_named", "task_of_summary"]

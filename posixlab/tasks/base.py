@@ -6,14 +6,19 @@ says what it needs from a model (``needs``: generate text; score token sequences
 summarises the records. Everything else (config checks shared by all tasks, the model, the score cache, shards,
 progress, the records file, the summary files) is the runner's, so every task gets all of it.
 
-A third task is one new module in ``posixlab/tasks/`` with a ``Task`` subclass, registered in
-``posixlab/tasks/__init__.py``.
+A task also owns what the command line, the CI gate and the run tracker say about it (``config_from``,
+``report_lines``, ``gate_metrics``, ``tracked``, ``figures``), so ``posixlab/cli.py``, ``gate.py`` and
+``tracking.py`` serve any task without knowing one. A third task is one module with a ``Task`` subclass that calls
+``posixlab.tasks.register_task`` (a test-only one lives in ``tests/``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from posixlab.errors import ConfigError
 
 from posixlab.models.capabilities import GENERATE, SCORE  # noqa: F401  (what a task may need)
 
@@ -41,8 +46,67 @@ def answer_texts(result, lm) -> list[str]:
     return [lm.decode([t for t in response if t not in lm.eos_ids]) for response in result.responses]
 
 
+# the accuracy thresholds every task whose records hold graded answers takes (posixlab.answers.accuracy_summary);
+# {reading}: the accuracy reading, options or greedy
+ACCURACY_GATES = {"min_accuracy": "accuracy.by_{reading}.accuracy",
+                  "max_accuracy_spread": "accuracy.by_{reading}.spread.range",
+                  "min_worst_case_accuracy": "accuracy.by_{reading}.worst_case"}
+ACCURACY_MISSING = {
+    "accuracy": "no item has a gold answer (POSIX: the data set's answers or your sets' \"answer\"; "
+                "classification: gold labels)",
+    "accuracy.by_options": "the run did not score the options (score_options=false, or items without options); "
+                           "set gate.accuracy_reading=greedy",
+    "accuracy.by_greedy": "the run has no greedy answers",
+}
+
+
+@dataclass
+class Tracked:
+    """What a run tracker (W&B: ``posixlab/tracking.py``) logs for a finished run: summary numbers, one table with a
+    row per unit, and the results folder as an artifact of ``artifact_type`` with ``artifact_metadata``."""
+
+    scalars: dict
+    table_name: str = ""
+    columns: list[str] = field(default_factory=list)
+    rows: list[list] = field(default_factory=list)
+    artifact_type: str = "results"
+    artifact_metadata: dict = field(default_factory=dict)
+
+
+def read_setting(values: dict, cls, where: str):
+    """``cls(**values)``, or a ``ConfigError`` naming the keys ``cls`` does not have.
+
+    >>> from posixlab.models.capabilities import GENERATE
+    >>> read_setting({"texts": [], "ids": [], "max_new_tokens": 5}, Request, "request").max_new_tokens
+    5
+    >>> read_setting({"txt": []}, Request, "a request")
+    Traceback (most recent call last):
+    ...
+    posixlab.errors.ConfigError: a request has no setting(s) txt (the schema is Request: texts, ids, max_new_tokens, candidates, repeat, structured)
+    """
+    unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
+    if unknown:
+        raise ConfigError(f"{where} has no setting(s) {', '.join(sorted(unknown))} (the schema is {cls.__name__}: "
+                          f"{', '.join(f.name for f in dataclasses.fields(cls))})")
+    return cls(**values)
+
+
+def shared_settings(c: dict, output_dir: str) -> dict:
+    """The settings every task's configuration takes alike, from the composed config's top level."""
+    from posixlab.rephrase.config import RephraserConfig
+    from posixlab.scoring.options import EngineOptions
+
+    return {"max_new_tokens": c["max_new_tokens"], "seed": c["seed"], "chat_template": c["chat_template"],
+            "output_dir": output_dir, "cache_dir": c["cache_dir"], "score_cache": c["score_cache"],
+            "score_cache_dir": c["score_cache_dir"], "engine": read_setting(c["engine"], EngineOptions, "engine"),
+            "rephraser": read_setting(c["rephraser"], RephraserConfig, "rephraser"),
+            "shard": None if c.get("shard") is None else str(c["shard"]), "dry_run": bool(c.get("dry_run"))}
+
+
 class Task:
     """One kind of measurement. Subclasses set the class attributes and implement the methods below."""
+
+    config_type: type = object  # the task's configuration dataclass (``make_task`` picks the task by it)
 
     name: str = ""
     records_file: str = ""  # one JSON line per unit, in the run folder
@@ -52,7 +116,23 @@ class Task:
     summary_keys: tuple[str, ...] = ()  # the summary's computed keys (the rest is the run's metadata)
     input_files: tuple[str, ...] = ()  # files about the inputs a run folder holds besides records and summary
 
-    def __init__(self, cfg):
+    # what the command line, the gate and the tracker read (class attributes: a saved summary needs no task object)
+    headline_name: str = ""  # the run's one number, as the result line names it ("POSIX", "sensitivity S")
+    headline_key: str = ""  # its dotted key in the summary ("psi.posix")
+    gate_metrics: dict[str, str] = {}  # gate threshold (max_... or min_...) -> the summary key it reads
+    gate_guards: dict[str, str] = {}  # thresholds checked beside any other of this task's, never alone
+    gate_missing: dict[str, str] = {}  # why a summary has no value at a key (by the first missing key on the path)
+    accuracy_readings: tuple[str, ...] = ("options", "greedy")  # what gate.accuracy_reading may be for this task
+    config_groups: tuple[str, ...] = ()  # top-level config groups only this task reads (variant=..., embedding=...)
+    task_settings: tuple[str, ...] = ()  # the config's fields set under task.* (their defaults: the dataclass's)
+    # another task's setting (or config group) -> this task's nearest one, for the message that refuses it here
+    instead_of: dict[str, str] = {}
+    # settings that were top-level keys before they moved under task.*: the old spelling still works (with a notice)
+    moved_settings: tuple[str, ...] = ()
+
+    def __init__(self, cfg, given=None):
+        if given is not None:
+            raise ConfigError(f"the {self.name} task takes no prompt sets of yours (given=)")
         self.cfg = cfg
 
     # --- before any work ------------------------------------------------------------------------------------------
@@ -101,3 +181,56 @@ class Task:
     def describe(self) -> str:
         """The run in a few words, for progress bars."""
         return self.name
+
+    # --- the command line, the gate, the tracker ------------------------------------------------------------------------
+    @classmethod
+    def config_from(cls, node: dict, output_dir: str):
+        """The task's configuration from the composed, resolved config (plain dicts: no Hydra here)."""
+        raise NotImplementedError
+
+    @classmethod
+    def headline(cls, summary: dict) -> float | None:
+        """The run's one number (what a Hydra job returns, e.g. to a sweeper); None when the summary has none."""
+        node = summary
+        for part in cls.headline_key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        return node if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+
+    @classmethod
+    def num_units(cls, summary: dict) -> int | None:
+        """How many units the summary covers."""
+        return summary.get(f"num_{cls.unit_name}s")
+
+    @classmethod
+    def report_lines(cls, summary: dict) -> list[str]:
+        """What the command prints about a finished run (its result line first)."""
+        value = cls.headline(summary)
+        return [f"{cls.headline_name} = {'n/a' if value is None else f'{value:.4f}'}"]
+
+    @classmethod
+    def tracked(cls, summary: dict, folder: Path) -> Tracked:
+        """What the run tracker logs about a finished run."""
+        return Tracked({cls.headline_key: cls.headline(summary)}, artifact_type=f"{cls.name}-results")
+
+    # --- posixlab status (a sweep's cells while they run) -------------------------------------------------------------
+    @classmethod
+    def units_planned(cls, config: dict) -> int | None:
+        """How many units a run of this resolved config (its ``config.yaml``) covers before any shard is taken;
+        None: the whole data set (unknown until it is read)."""
+        return None
+
+    @classmethod
+    def live_metrics(cls, records: list[dict]) -> dict:
+        """A few numbers over the records written so far, by short name (``posixlab status``)."""
+        return {}
+
+    @classmethod
+    def final_metrics(cls, summary: dict) -> dict:
+        """The same numbers, from a finished run's summary."""
+        value = cls.headline(summary)
+        return {} if value is None else {cls.headline_name: value}
+
+    @classmethod
+    def figures(cls, folder: Path) -> dict[str, Path]:
+        """The figures of a finished run, written under ``folder / "figures"`` (name -> file)."""
+        return {}

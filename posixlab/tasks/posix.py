@@ -9,6 +9,7 @@ happen before the first forward pass.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -21,14 +22,17 @@ from posixlab.embeddings import EmbeddingSpec, SentenceEmbedder
 from posixlab.errors import ConfigError
 from posixlab.metrics import REFERENCE_COMPAT, psi, psi_per_prompt
 from posixlab.metrics.factors import set_factors
-from posixlab.models import ModelSpec
+from posixlab.models.loading import ModelSpec, spec_from_dict
 from posixlab.paths import default_cache_dir
 from posixlab.prompts import PromptItem
 from posixlab.rephrase import RephraserConfig, make_paraphrase_source
-from posixlab.results import SETS_FILE, build_summary, write_summary
+from posixlab.metrics.accuracy import accuracy_metrics
+from posixlab.rephrase.quality import describe_summary
+from posixlab.results import SETS_FILE, accuracy_lines, api_lines, build_summary, choice_lines, read_records, write_summary
 from posixlab.scoring import EngineOptions
 from posixlab.shards import parse_shard
-from posixlab.tasks.base import GENERATE, SCORE, Request, Task, answer_texts
+from posixlab.tasks.base import (ACCURACY_GATES, ACCURACY_MISSING, GENERATE, SCORE, Request, Task, Tracked, answer_texts,
+                                 read_setting, shared_settings)
 from posixlab.variants import VARIANT_TYPES, PromptSet, PromptVariant, VariantGenerator, get_variant_generator
 
 USER_SETS = "prompt_sets"  # the data set name of the user's own prompt sets (conf/dataset/prompt_sets.yaml)
@@ -223,6 +227,14 @@ def _answers_record(prompt_set: PromptSet, requests: list[Request], results: lis
 
 class PosixTask(Task):
     name = "posix"
+    config_type = PosixConfig
+    headline_name = "POSIX"
+    headline_key = "psi.posix"
+    gate_metrics = {"max_posix": "psi.posix", **ACCURACY_GATES}
+    gate_missing = ACCURACY_MISSING
+    config_groups = ("variant", "embedding")
+    task_settings = ("num_variants", "shots", "perturb_shots", "score_options", "psi", "option_text")
+    moved_settings = ("num_sets", *task_settings)
     records_file = SETS_FILE
     index_key = "set_index"
     unit_name = "set"
@@ -321,3 +333,95 @@ class PosixTask(Task):
     @classmethod
     def write_summary(cls, folder: Path, summary: dict) -> None:
         write_summary(folder, summary)
+
+    # --- the command line, the gate, the tracker ------------------------------------------------------------------------
+    @classmethod
+    def config_from(cls, c: dict, output_dir: str) -> PosixConfig:
+        dataset = dict(c["dataset"])
+        if dataset.pop("task", "posix") != "posix":
+            raise ConfigError(f"dataset {dataset['name']} is a classification data set: add task=classification")
+        for key in ("max_new_tokens", "experiment_sets", "num_sets"):  # defaults of task settings, not of the loader
+            dataset.pop(key, None)
+        task = c["task"]
+        return PosixConfig(
+            model=spec_from_dict(c["model"]),
+            dataset=read_setting(dataset, DatasetSpec, f"dataset {dataset['name']}"),
+            variant=c["variant"]["name"],
+            variant_options=c["variant"].get("options") or {},
+            num_sets=task["num_sets"],
+            num_variants=task["num_variants"],
+            shots=task["shots"],
+            perturb_shots=task["perturb_shots"],
+            **shared_settings(c, output_dir),
+            embedding=read_setting(c["embedding"], EmbeddingSpec, "embedding") if c["embedding"].get("name") else None,
+            score_options=task["score_options"],
+            psi=bool(task["psi"]),
+            option_text=bool(task.get("option_text", False)),
+        )
+
+    @classmethod
+    def num_units(cls, summary: dict) -> int | None:
+        return summary["psi"]["num_sets"] if summary.get("psi") else summary.get("num_sets")
+
+    @classmethod
+    def report_lines(cls, summary: dict) -> list[str]:
+        about = (f"{summary['config']['model']['name']} · {summary['dataset']} · {summary['variant']} · "
+                 f"{summary['shots']}-shot")
+        accuracy = accuracy_lines(summary.get("accuracy")) + choice_lines(summary.get("prompt_choice"))
+        p = summary["psi"]
+        if p is None:  # psi=false: the answers alone
+            return [f"answers only (psi=false): {summary['num_sets']} sets · {about}", *accuracy, *api_lines(summary)]
+        sd = "n/a" if p["sd"] is None else f"{p['sd']:.4f}"
+        quality = describe_summary(summary.get("variant_details", {}).get("paraphrase_quality"))
+        return [f"POSIX = {p['posix']:.4f} (95% CI {p['ci95'][0]:.4f} to {p['ci95'][1]:.4f}, sd {sd}, median "
+                f"{p['median']:.4f}, {p['num_sets']} sets of N = {summary['num_prompts_per_set'] or 'varies'}) · "
+                f"{about}", *accuracy, *([quality] if quality else [])]
+
+    @classmethod
+    def tracked(cls, summary: dict, folder: Path) -> Tracked:
+        """ψ and its statistics, the factors, compute and accuracy in the summary; one table row per set."""
+        p = summary["psi"]
+        if p is None:  # psi=false: the answers alone
+            return Tracked({"num_sets": summary["num_sets"], **accuracy_metrics(summary.get("accuracy"))},
+                           artifact_type="posix-answers", artifact_metadata={"num_sets": summary["num_sets"]})
+        rows = []
+        for r in read_records(folder, cls.records_file, cls.index_key):
+            f = r.get("factors", {})
+            rows.append([r.get("set_index"), r["item_id"], r.get("subject"), r["variant_type"], r["psi"],
+                         r["psi_reference_compat"], f.get("unique_responses"), f.get("response_entropy"),
+                         f.get("semantic_coherence"), f.get("logprob_variance"), f.get("logprob_sd"),
+                         json.dumps(sorted({p["kind"] for p in r["prompts"]})),
+                         json.dumps([x["text"] for x in r["responses"]], ensure_ascii=False)])
+        return Tracked({
+            "posix": p["posix"], "psi_mean": p["mean"], "psi_sd": p["sd"], "psi_median": p["median"],
+            "psi_ci95_low": p["ci95"][0], "psi_ci95_high": p["ci95"][1], "num_sets": p["num_sets"],
+            "posix_reference_compat": summary["psi_reference_compat"]["posix"],
+            **{f"factor/{k}": v["mean"] for k, v in summary.get("factors", {}).items()},
+            **{f"compute/{k}": v for k, v in summary.get("compute", {}).items()},
+            **accuracy_metrics(summary.get("accuracy")),
+        }, "sets", list(TABLE_COLUMNS), rows, "posix-results", {"posix": p["posix"], "num_sets": p["num_sets"]})
+
+    @classmethod
+    def units_planned(cls, config: dict) -> int | None:
+        task = config.get("task") or {}
+        return task["num_sets"] if "num_sets" in task else config.get("num_sets")  # older folders: top level
+
+    @classmethod
+    def live_metrics(cls, records: list[dict]) -> dict:
+        psis = [r["psi"] for r in records if r.get("psi") is not None]
+        return {"POSIX": sum(psis) / len(psis)} if psis else {}
+
+    @classmethod
+    def figures(cls, folder: Path) -> dict[str, Path]:
+        """The paper's per-run figures (none for psi=false: no ψ)."""
+        from posixlab.analysis.collect import load_rows
+        from posixlab.analysis.figures import run_figures
+
+        summary = json.loads((Path(folder) / "summary.json").read_text(encoding="utf-8"))
+        return {} if summary["psi"] is None else run_figures(load_rows(folder), Path(folder) / "figures")
+
+
+# the per-set table a run tracker logs (PosixTask.tracked)
+TABLE_COLUMNS = ("set_index", "item_id", "subject", "variant_type", "psi", "psi_reference_compat", "unique_responses",
+                 "response_entropy", "semantic_coherence", "logprob_variance", "logprob_sd", "variant_types",
+                 "responses")

@@ -14,8 +14,8 @@ Per run (one strategy):
   - ``sensitivity_vs_consistency``: each sample's S_τ against its mean consistency with the other samples of its
     gold class, beside two simulated baselines (``simulate_labels``): a random predictor and a noisy one;
   - ``most_sensitive.md``: the top-k samples by S_τ with every rephrasing's raw answer and parsed label.
-And a Table-1-style table (micro-F1 over rephrasings, S_τ, C_y; ``table1``) with its per-class companion
-(``per_class``), as Markdown and CSV, copied from the runs' summaries.
+And a Table-1-style table (micro-F1 over rephrasings, S_τ, C_y; ``classification_table1``) with its per-class
+companion (``per_class``), as Markdown and CSV, copied from the runs' summaries.
 
 A strategy or class that a figure expects but the results lack leaves a gap (an empty slot, a missing point) and a
 ``GridWarning``, never an error.
@@ -34,10 +34,10 @@ from posixlab.analysis.classification.load import (STRATEGIES, STRATEGY_LABELS, 
                                                    find_classification_runs, load_classification_runs, load_run)
 from posixlab.analysis.classification.regenerate import regenerate_classification, run_classification_figures
 from posixlab.analysis.classification.report import TOP_K, most_sensitive_report
-from posixlab.analysis.classification.tables import per_class_table, table1
+from posixlab.analysis.classification.tables import classification_table1, per_class_table
 
 __all__ = ["NOISE", "SEED", "STRATEGIES", "STRATEGY_LABELS", "TOP_K", "ClassificationRun", "baseline", "class_mean",
-           "find_classification_runs", "histogram_figure", "load_classification_runs", "load_run", "matrix_figure",
-           "mean_consistency", "most_sensitive_report", "per_class_figure", "per_class_table",
-           "regenerate_classification", "run_classification_figures", "scatter_figure", "simulate_labels", "table1",
-           "violin_figure"]
+           "classification_table1", "find_classification_runs", "histogram_figure", "load_classification_runs",
+           "load_run", "matrix_figure", "mean_consistency", "most_sensitive_report", "per_class_figure",
+           "per_class_table", "regenerate_classification", "run_classification_figures", "scatter_figure",
+           "simulate_labels", "violin_figure"]

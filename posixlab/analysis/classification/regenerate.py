@@ -15,7 +15,7 @@ from posixlab.analysis.classification.figures import (histogram_figure, matrix_f
 from posixlab.analysis.classification.load import (STRATEGIES, ClassificationRun, _as_list,
                                                    load_classification_runs, load_run)
 from posixlab.analysis.classification.report import TOP_K, most_sensitive_report
-from posixlab.analysis.classification.tables import per_class_table, table1
+from posixlab.analysis.classification.tables import classification_table1, per_class_table
 from posixlab.analysis.collect import GridWarning
 from posixlab.analysis.figures import save
 from posixlab.analysis.paper import label
@@ -36,7 +36,7 @@ def run_classification_figures(run_dir: str | Path, out_dir: str | Path, noise: 
         for name, fig in _run_figures(run, noise, seed, [run.strategy]):
             paths[name] = save(fig, out, name)[0]
     paths["most_sensitive"] = _write(out / "most_sensitive.md", most_sensitive_report(run, k))
-    paths["table1"] = write_table(*table1([run]), out, "table1")[0]
+    paths["table1"] = write_table(*classification_table1([run]), out, "table1")[0]
     return paths
 
 
@@ -50,7 +50,8 @@ def regenerate_classification(sources: Iterable[str | Path], out: str | Path, no
         raise ConfigError(f"found no classification results (summary.json with \"task\": \"classification\" beside "
                           f"samples.jsonl) in {', '.join(map(str, _as_list(sources)))}")
     out = Path(out)
-    written = write_table(*table1(runs), out, "table1") + write_table(*per_class_table(runs), out, "per_class")
+    written = (write_table(*classification_table1(runs), out, "table1")
+               + write_table(*per_class_table(runs), out, "per_class"))
     groups: dict[tuple, dict[str, ClassificationRun]] = {}
     for run in runs:
         groups.setdefault(run.group, {})[run.strategy] = run

@@ -10,7 +10,7 @@ from posixlab.analysis.paper import label
 from posixlab.analysis.tables import fmt
 
 
-def table1(runs: list[ClassificationRun]) -> tuple[str, list[dict]]:
+def classification_table1(runs: list[ClassificationRun]) -> tuple[str, list[dict]]:
     """The paper's Table 1 layout: one row per run with micro-F1 (mean ± sd over the Q rephrasings), sensitivity
     (mean ± sd over samples) and consistency (mean over classes, no self-pairs), all copied from ``summary.json``."""
     records = [_record(run) for run in runs]
