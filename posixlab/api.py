@@ -11,7 +11,6 @@ same engine settings, so the numbers are the same, bit for bit.
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 from importlib import resources
@@ -26,7 +25,7 @@ from posixlab.errors import ConfigError
 from posixlab.models import PACKAGED_MODELS, CausalLM, ModelSpec, spec_from_dict
 from posixlab.models.causal_lm import TokenizedModel
 from posixlab.runner import run
-from posixlab.results import SETS_FILE, SUMMARY_FILE, SUMMARY_MD, RunResult, read_sets
+from posixlab.results import SETS_FILE, SUMMARY_FILE, RunResult, read_sets
 from posixlab.scoring import EngineOptions
 from posixlab.tasks.posix import USER_SETS, USER_VARIANT, PosixConfig, check_max_new_tokens
 

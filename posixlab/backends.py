@@ -79,9 +79,8 @@ def named(name: str) -> Backend | None:
 
 def all_backends() -> list[Backend]:
     """Every backend, the built-in ones imported (for messages that list who can do what)."""
-    for name in BUILT_IN:
-        named(name)
-    return list(BACKENDS.values())
+    built_in = [named(name) for name in BUILT_IN]
+    return built_in + [b for name, b in BACKENDS.items() if name not in BUILT_IN]  # in one order, however imported
 
 
 def backend_of(spec_or_model) -> Backend:

@@ -127,6 +127,8 @@ def main(cfg: DictConfig) -> float | None:
             return dry_run_job(cfg, output_dir)
         summary = run_job(cfg, resolved, output_dir, group)
         rows = check_gate(summary, gate)  # one the run's data has no metric for (no gold labels): exit 2 too
+        if resolved.get("report", True):  # after the gate, so that the page shows its rows
+            write_run_report(output_dir, rows)
     except PosixlabError as exc:
         print(f"\nposixlab error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -188,6 +190,53 @@ def run_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str | None)
     return summary
 
 
+def write_run_report(folder: str, gate_rows: list | None = None) -> None:
+    """``report.html`` in a finished run's folder (``report=false``: none). A page that cannot be written is a
+    warning, never the run's failure: the results are already saved."""
+    from posixlab.report.build import REPORT_FILE, build_report
+
+    try:
+        path = build_report([folder], Path(folder) / REPORT_FILE, gate_rows)
+    except Exception as exc:  # noqa: BLE001: the run's results stand without the page
+        print(f"posixlab: warning: no report page ({type(exc).__name__}: {exc}); "
+              f"posixlab report {folder} writes it", file=sys.stderr)
+        return
+    print(f"report: {path}")
+
+
+def report_command(args: list[str]) -> int:
+    """``posixlab report RUN_DIR [RUN_DIR ...] [--out report.html] [gate.KEY=VALUE ...]``: one HTML page about
+    saved runs, which opens from disk (no server, no network). 0: written; 2: an error (nothing written)."""
+    import argparse
+
+    from posixlab.report.build import REPORT_FILE, build_report
+
+    parser = argparse.ArgumentParser(
+        prog="posixlab report", description="Writes one self-contained HTML page about run folders (several: "
+        "compared side by side): the headline, the task's metrics, a sortable table of every unit (a POSIX prompt "
+        "set, a classification sample) whose row opens its prompts, responses and matrix or answers, and with "
+        "gate.KEY=VALUE thresholds the gate. A folder without summary.json (a killed run) gives a PARTIAL page. "
+        "It opens from disk: no server, no network. Exit status 0: written; 2: an error.")
+    parser.add_argument("items", nargs="+", metavar="RUN_DIR | gate.KEY=VALUE",
+                        help="run folders, and thresholds as the gate command takes them")
+    parser.add_argument("--out", help=f"the page to write (default: RUN_DIR/{REPORT_FILE} for one folder, "
+                                      f"./{REPORT_FILE} for several)")
+    options = parser.parse_intermixed_args(args)  # --help: exit 0; a usage error: exit 2
+    folders = [a for a in options.items if "=" not in a]
+    try:
+        if not folders:
+            raise ConfigError("give the run folders to report on")
+        thresholds = [a for a in options.items if "=" in a]
+        gate = parse_gate_overrides(thresholds) if thresholds else None
+        out = options.out or (Path(folders[0]) / REPORT_FILE if len(folders) == 1 else Path(REPORT_FILE))
+        path = build_report(folders, out, gate=gate)
+    except PosixlabError as exc:
+        print(f"posixlab error: {exc}", file=sys.stderr)
+        return 2
+    print(f"report: {path} ({path.stat().st_size / 1024:.0f} KB)")
+    return 0
+
+
 def merge_command(args: list[str]) -> int:
     """``posixlab merge OUT SHARD_FOLDER...``: join the folders of a ``shard=K/N`` sweep into OUT."""
     from posixlab.merge import merge_shards
@@ -205,6 +254,7 @@ def merge_command(args: list[str]) -> int:
     value = task_type.headline(summary)
     print(f"{task_type.headline_name} = {'n/a' if value is None else f'{value:.4f}'} ({task_type.num_units(summary)} "
           f"{task_type.unit_name}s from {len(args) - 1} shards) · results: {args[0]}")
+    write_run_report(args[0])  # the merged cell's page, as one run of the whole cell writes it
     return 0
 
 
@@ -435,13 +485,15 @@ def check_override_keys(argv: list[str]) -> None:
 
 def entry() -> None:
     """The ``posixlab`` console command: ``posixlab merge ...`` joins shards; ``posixlab gate ...`` checks saved runs
-    against thresholds; ``posixlab gguf-path MODEL`` prints a packaged model's GGUF file; ``posixlab status DIR``
+    against thresholds; ``posixlab report RUN_DIR ...`` writes a run's HTML page; ``posixlab gguf-path MODEL`` prints a packaged model's GGUF file; ``posixlab status DIR``
     lists a sweep's cells (done, running, failed, pending); anything else is a Hydra job."""
     sys.argv[1:] = expand_moved_settings(expand_model_aliases(sys.argv[1:]))
     if len(sys.argv) > 1 and sys.argv[1] == "merge":
         sys.exit(merge_command(sys.argv[2:]))
     if len(sys.argv) > 1 and sys.argv[1] == "gate":
         sys.exit(gate_command(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "report":
+        sys.exit(report_command(sys.argv[2:]))
     if len(sys.argv) > 1 and sys.argv[1] == "gguf-path":
         sys.exit(gguf_path_command(sys.argv[2:]))
     if len(sys.argv) > 1 and sys.argv[1] == "status":

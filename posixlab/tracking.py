@@ -12,7 +12,6 @@ Offline runs are written under the job's results folder (``<job>/wandb/offline-r
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 

@@ -14,6 +14,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from hub_fixtures import healthy_hub, hub  # noqa: E402,F401 - the hub stand-in's fixtures (tests/hub_fixtures.py)
 from slurm_fixtures import slurm_cluster  # noqa: E402,F401 - a one-node SLURM cluster (tests/slurm_fixtures.py)
+from browser_fixtures import browser  # noqa: E402,F401 - headless Chromium via Selenium (tests/browser_fixtures.py)
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,6 @@ import sys
 import pytest
 
 from posixlab.backends import BACKENDS, Backend, check_capabilities, register
-from posixlab.classification_prompts import TASKS
 from posixlab.data import DatasetSpec
 from posixlab.errors import ConfigError
 from posixlab.models import ModelSpec
@@ -51,7 +50,7 @@ def test_a_task_that_needs_scores_refuses_a_text_only_model_before_any_work(text
 def test_an_unknown_backend_is_named():
     from posixlab.runner import check
 
-    with pytest.raises(ConfigError, match="unknown backend 'tgi'; choose one of chat, transformers, vllm"):
+    with pytest.raises(ConfigError, match="unknown backend 'tgi'; choose one of transformers, vllm, chat"):
         check(make_task(PosixConfig(model=ModelSpec("m", "packaged", "m", backend="tgi"), dataset=DatasetSpec("mmlu"))))
 
 

@@ -125,7 +125,7 @@ def local(tmp_path_factory):
     out = {}
     for cell in cells(sweep).values():
         config = yaml.safe_load((cell / "config.yaml").read_text())
-        out[(config["variant"]["name"], config["num_sets"])] = cell
+        out[(config["variant"]["name"], config["task"]["num_sets"])] = cell
     assert len(out) == 4
     return {"cells": out, "sweep": sweep, "seen": seen, "seconds": time.monotonic() - started}
 

@@ -284,3 +284,18 @@ def test_structured_label_probs_read_each_class_in_the_answer_s_label_slot(tiny_
             expected.append(softmax(reference))
         mean = [sum(p[k] for p in expected) / len(expected) for k in range(3)]
         assert record["distribution"] == pytest.approx([*mean, 0.0], abs=1e-6)
+
+
+def test_a_structured_prompt_must_leave_room_for_the_structured_answer(tiny_lm, tmp_path, monkeypatch):  # noqa: F811
+    """A structured answer may run longer than max_new_tokens (the JSON around the label): a prompt is checked against
+    the context with the structured answer's length, before any forward pass, not with max_new_tokens."""
+    from posixlab.errors import ContextLengthError
+
+    task = make_task(classifier_config(tmp_path, num_samples=1, num_rephrasings=2, strategy="structured"))
+    (sample,) = task.build_units(progress=False)
+    task.prepare(tiny_lm, [sample], tmp_path)
+    (request, *_) = task.requests(sample, tiny_lm)
+    assert request.max_new_tokens > MAX_NEW
+    monkeypatch.setattr(tiny_lm, "max_context", len(request.ids[0]) + MAX_NEW)  # room for MAX_NEW tokens only
+    with pytest.raises(ContextLengthError, match=f"with max_new_tokens={request.max_new_tokens}"):
+        task.requests(sample, tiny_lm)

@@ -53,13 +53,13 @@ True
 
 from __future__ import annotations
 
-import math
+import math  # noqa: F401  (the module doctest uses it)
 from collections.abc import Sequence
 
 import numpy as np
 
 from posixlab.errors import ConfigError
-from posixlab.metrics.classification import NA, class_distribution, consistency, consistency_matrix, sensitivity
+from posixlab.metrics.classification import NA, class_distribution, consistency, consistency_matrix, sensitivity  # noqa: F401,E501  (consistency_matrix: a doctest)
 
 RESAMPLES = 1000
 

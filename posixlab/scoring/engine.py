@@ -243,7 +243,7 @@ class ScoringEngine(SetScorer):
                 f"prompts of up to {longest} tokens with {self.max_new_tokens} new tokens on {self.lm.name}: {what} "
                 f"needs {describe_bytes(bytes_)}, and that part of the budget is {describe_bytes(budget)}. Raise "
                 f"engine.{'gpu_memory_gb' if self.lm.device.type == 'cuda' and self.options.memory_gb is None else 'memory_gb'}"
-                f" to at least {at_least / 2**30:.1f} (GB), or shorten the prompts (fewer shots)")
+                f" to at least {at_least / 2**30:.3g} (GB), or shorten the prompts (fewer shots)")
 
     # --- planning ----------------------------------------------------------------------------------------------------
     def _plan_waves(self, sets, indices: list[int], in_order: bool = False) -> list[list[int]]:

@@ -7,7 +7,8 @@ summarises the records. Everything else (config checks shared by all tasks, the 
 progress, the records file, the summary files) is the runner's, so every task gets all of it.
 
 A task also owns what the command line, the CI gate and the run tracker say about it (``config_from``,
-``report_lines``, ``gate_metrics``, ``tracked``, ``figures``), so ``posixlab/cli.py``, ``gate.py`` and
+``report_lines``, ``gate_metrics``, ``tracked``, ``figures``) and what its page in ``posixlab report`` shows
+(``report_sections``, ``report_values``), so ``posixlab/cli.py``, ``gate.py`` and
 ``tracking.py`` serve any task without knowing one. A third task is one module with a ``Task`` subclass that calls
 ``posixlab.tasks.register_task`` (a test-only one lives in ``tests/``).
 """
@@ -15,6 +16,7 @@ A task also owns what the command line, the CI gate and the run tracker say abou
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -234,3 +236,88 @@ class Task:
     def figures(cls, folder: Path) -> dict[str, Path]:
         """The figures of a finished run, written under ``folder / "figures"`` (name -> file)."""
         return {}
+
+    # --- posixlab report (one HTML page per run: posixlab/report/) ----------------------------------------------------
+    # A task's report reads the run folder alone. Ids on the page: the units table is ``{prefix}units`` and unit
+    # I's detail ``{prefix}unit-I`` (prefix "" for the first run of a page, so that several runs fit on one page).
+    @classmethod
+    def report_sections(cls, folder: Path, summary: dict, prefix: str = "") -> str:
+        """The report's sections about one run (HTML): by default its final metrics as cards and a table of its
+        records, one row per unit, whose detail is the record itself."""
+        from posixlab.report import html as h
+
+        records = cls.read_unit_records(folder)
+        metrics = [(name, h.fmt(value)) for name, value in cls.final_metrics(summary).items()]
+        scalars = [k for k, v in (records[0] if records else {}).items()
+                   if isinstance(v, (str, int, float, bool)) or v is None][:8]
+        rows = [[h.cell(r.get(k)) if not isinstance(r.get(k), str) else h.cell(None, h.esc(r[k][:80]))
+                 for k in scalars] for r in records]
+        details = [h.detail(f"{prefix}unit-{n}", f"{cls.unit_name} {n}",
+                            f"<pre>{h.esc(json.dumps(r, indent=1, ensure_ascii=False)[:4000])}</pre>")
+                   for n, r in zip(cls._unit_indices(records), records)]
+        units = h.table([(k, k) for k in scalars], rows, id=f"{prefix}units", row_attrs=[
+            {"cls": "unit", "data_index": n, "data_detail": f"{prefix}unit-{n}"} for n in cls._unit_indices(records)])
+        return (h.section(f"{cls.name}: headline", h.cards(metrics or [(cls.headline_name, "n/a")]))
+                + h.section(f"{len(records)} {cls.unit_name}s (click a row)", units + "".join(details)))
+
+    report_value_name: str = ""  # what report_values are ("ψ", "S"); empty: the headline key's first part
+
+    @classmethod
+    def report_values(cls, folder: Path, summary: dict) -> list[float]:
+        """One number per unit, in the order of ``read_unit_records``, for comparing runs' distributions: by default
+        each record's value at the headline key's first part (``agreement`` for ``agreement.mean``) when it is a
+        number."""
+        key = cls.headline_key.split(".")[0]
+        values = [r.get(key) for r in cls.read_unit_records(folder)]
+        return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+    @classmethod
+    def report_gate_detail(cls, folder: Path, summary: dict, row, prefix: str = "") -> str:
+        """What is behind a failed gate threshold (``row``: a ``posixlab.gate.GateRow``), as HTML: the prompts of
+        lowest accuracy for an accuracy threshold; the units furthest on the wrong side for the headline's."""
+        from posixlab.report import html as h
+
+        if row.key.startswith("accuracy.") and row.key.count(".") >= 2:
+            reading = row.key.split(".")[1]
+            per_prompt = ((summary.get("accuracy") or {}).get(reading) or {}).get("per_prompt") or []
+            worst = sorted(range(len(per_prompt)), key=lambda q: (per_prompt[q] is None, per_prompt[q] or 0))[:5]
+            return "lowest accuracy: " + ", ".join(f"prompt {q} ({h.fmt(per_prompt[q], 3)})" for q in worst)
+        if row.key != cls.headline_key:
+            return ""
+        records = cls.read_unit_records(folder)
+        pairs = list(zip(cls._unit_indices(records), cls.report_values(folder, summary)))
+        pairs.sort(key=lambda p: -p[1] if row.metric.startswith("max_") else p[1])
+        return ("highest" if row.metric.startswith("max_") else "lowest") + ": " + ", ".join(
+            f'<a href="#{prefix}unit-{n}" class="unit-link" data-detail="{prefix}unit-{n}">{cls.unit_name} {n}</a> '
+            f"({h.fmt(v, 3)})" for n, v in pairs[:5])
+
+    @classmethod
+    def partial_meta(cls, config: dict, folder: Path) -> dict:
+        """What ``summarize`` needs besides the records to summarise a run that stopped before its summary (a killed
+        run: its ``config.yaml`` and records file only); the task's own keys are added by its subclass."""
+        meta = {"task": cls.name, "seed": config.get("seed", 0), "model": dict(config.get("model") or {}),
+                "engine": {}, "config": config}
+        try:  # the configuration as a run records it (the dataclass); the resolved config where it cannot be read
+            meta["config"] = dataclasses.asdict(cls.config_from(config, str(folder)))
+        except Exception:  # noqa: BLE001: a config this posixlab cannot read still names the model and data
+            pass
+        return meta
+
+    @classmethod
+    def read_unit_records(cls, folder: Path) -> list[dict]:
+        """The records file's records in unit order; a last line cut short (a run killed while writing) is left
+        out."""
+        path = Path(folder) / cls.records_file
+        if not path.is_file():
+            return []
+        records = []
+        for line in filter(str.strip, path.read_text(encoding="utf-8").split("\n")):
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue
+        return sorted(records, key=lambda r: r.get(cls.index_key, 0))
+
+    @classmethod
+    def _unit_indices(cls, records: list[dict]) -> list[int]:
+        return [r.get(cls.index_key, n) for n, r in enumerate(records)]

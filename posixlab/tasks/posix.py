@@ -420,6 +420,28 @@ class PosixTask(Task):
         summary = json.loads((Path(folder) / "summary.json").read_text(encoding="utf-8"))
         return {} if summary["psi"] is None else run_figures(load_rows(folder), Path(folder) / "figures")
 
+    # --- posixlab report (posixlab/tasks/posix_report.py) ---------------------------------------------------------------
+    report_value_name = "ψ"
+
+    @classmethod
+    def report_sections(cls, folder: Path, summary: dict, prefix: str = "") -> str:
+        from posixlab.tasks import posix_report
+
+        return posix_report.sections(Path(folder), summary, cls.read_unit_records(folder), prefix)
+
+    @classmethod
+    def report_values(cls, folder: Path, summary: dict) -> list[float]:
+        """ψ per set."""
+        from posixlab.tasks import posix_report
+
+        return posix_report.values(cls.read_unit_records(folder))
+
+    @classmethod
+    def partial_meta(cls, config: dict, folder: Path) -> dict:
+        from posixlab.tasks import posix_report
+
+        return posix_report.partial_meta(super().partial_meta(config, folder), config, cls.read_unit_records(folder))
+
 
 # the per-set table a run tracker logs (PosixTask.tracked)
 TABLE_COLUMNS = ("set_index", "item_id", "subject", "variant_type", "psi", "psi_reference_compat", "unique_responses",

@@ -168,6 +168,44 @@ class ClassificationTask(Task):
     def live_metrics(cls, records: list[dict]) -> dict:
         return app.live_metrics(records)
 
+    # --- posixlab report (report.py) ----------------------------------------------------------------------------------
+    report_value_name = "S"
+
+    @classmethod
+    def report_sections(cls, folder: Path, summary: dict, prefix: str = "") -> str:
+        from posixlab.tasks.classification import report
+
+        return report.sections(Path(folder), summary, cls.read_unit_records(folder), prefix)
+
+    @classmethod
+    def report_values(cls, folder: Path, summary: dict) -> list[float]:
+        """S per sample."""
+        from posixlab.tasks.classification import report
+
+        return report.values(cls.read_unit_records(folder))
+
+    @classmethod
+    def report_gate_detail(cls, folder: Path, summary: dict, row, prefix: str = "") -> str:
+        from posixlab.tasks.classification import report
+
+        own = report.gate_detail(cls.read_unit_records(folder), summary, row, cls.unit_name, prefix)
+        return super().report_gate_detail(folder, summary, row, prefix) if own is None else own
+
+    @classmethod
+    def partial_meta(cls, config: dict, folder: Path) -> dict:
+        """The data set's classes (read from its definition: no model, no data), else those the records name."""
+        from posixlab.tasks.classification import report
+        from posixlab.data.classification import CLASSES
+
+        meta = super().partial_meta(config, folder)
+        try:
+            cfg = cls.config_from(config, str(folder))
+            definition = classifier_definition(cfg)
+            classes = list(definition.classes if definition else CLASSES[cfg.data.name])
+        except Exception:  # noqa: BLE001: a config this posixlab cannot read; the records name the classes
+            classes = None
+        return report.partial_meta(meta, config, cls.read_unit_records(folder), classes)
+
     @classmethod
     def final_metrics(cls, summary: dict) -> dict:
         out = {"S": (summary.get("sensitivity") or {}).get("mean")}

@@ -205,13 +205,15 @@ def build_requests(cfg: ClassificationConfig, inputs: Inputs, label_ids: list[li
     out = []
     for q, sentence in enumerate(inputs.rephrasings):
         schema = inputs.schemas[q].schema if inputs.schemas else None
+        # a structured answer may run longer than max_new_tokens (the JSON around the label): the prompt must leave
+        # room for that length, not for max_new_tokens
+        length = cfg.max_new_tokens if schema is None else structured_tokens(cfg.max_new_tokens, schema)
         if text_only(lm):
             text, ids = inputs.frame.prompt(sentence, sample.text, cfg.strategy), []
         else:
             text = prompt_text(cfg, inputs.frame, sample, sentence, lm, schema)
             ids = lm.encode(text, add_special_tokens=not cfg.chat_template)
-            lm.check_fits(ids, cfg.max_new_tokens, what=f"the prompt of sample {sample.sample_id}, rephrasing {q}")
-        length = cfg.max_new_tokens if schema is None else structured_tokens(cfg.max_new_tokens, schema)
+            lm.check_fits(ids, length, what=f"the prompt of sample {sample.sample_id}, rephrasing {q}")
         out += [Request([text], [ids] if ids else [], length, list(label_ids or []), r, schema)
                 for r in range(cfg.repeats)]
     return out

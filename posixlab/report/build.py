@@ -1,0 +1,280 @@
+"""``build_report``: one HTML page about one or more run folders, for any registered task.
+
+Each folder is read and checked before any page is written: its task comes from its summary
+(``posixlab.tasks.task_of_summary``), or, in a run killed before its summary, from its ``config.yaml`` and records
+file (the page is then marked PARTIAL and built from the records written so far, summarised by the task's own
+``summarize``). The page asks each run's task for its sections (``Task.report_sections``); several runs get a
+comparison (headline numbers side by side, and each run's per-unit values, ``Task.report_values``, on one axis); a
+gated run gets a section of its thresholds, with what is behind a failed one (``Task.report_gate_detail``).
+
+This is the only module of ``posixlab.report`` that imports the tasks; no Hydra here (``posixlab.cli`` calls it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from posixlab.errors import ConfigError
+from posixlab.report import html as h
+from posixlab.results import SCHEMA_VERSION, SUMMARY_FILE
+from posixlab.tasks import TASK_TYPES, task_named, task_of_summary
+from posixlab.tasks.base import Task
+
+REPORT_FILE = "report.html"
+
+
+@dataclass
+class Run:
+    """One run folder as the page reads it."""
+
+    folder: Path
+    task: type[Task]
+    summary: dict
+    units_in: int | None = None  # a partial run: the units whose records were written before it stopped
+    units_planned: int | None = None
+    notes: list[str] = field(default_factory=list)  # what the page cannot show, and why
+
+    @property
+    def partial(self) -> bool:
+        return self.units_in is not None
+
+
+# --- reading run folders -------------------------------------------------------------------------------------------
+def read_run(folder: str | Path) -> Run:
+    """A run folder, checked: a ``ConfigError`` naming what is wrong when it is not a run folder."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ConfigError(f"{folder} is not a folder (give a run's results folder)")
+    if (folder / SUMMARY_FILE).is_file():
+        return _finished(folder)
+    return _partial(folder)
+
+
+def _finished(folder: Path) -> Run:
+    try:
+        summary = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{folder / SUMMARY_FILE} cannot be read as JSON ({exc})") from None
+    if not isinstance(summary, dict):
+        raise ConfigError(f"{folder / SUMMARY_FILE} is not a run summary (a JSON object)")
+    task = task_of_summary(summary)  # an unknown task: a ConfigError naming the known ones
+    run = Run(folder, task, summary)
+    run.notes += _version_notes(task, summary)
+    if not (folder / task.records_file).is_file():
+        run.notes.append(f"the folder has no {task.records_file}: the {task.unit_name}s cannot be shown")
+    return run
+
+
+def _version_notes(task: type[Task], summary: dict) -> list[str]:
+    """What an older (or newer) summary lacks for this page."""
+    notes = []
+    version = summary.get("schema_version")
+    if isinstance(version, int) and version > SCHEMA_VERSION:
+        notes.append(f"this summary was written by a newer posixlab (results version {version}; this posixlab "
+                     f"reads {SCHEMA_VERSION}): some of it may not be shown")
+    missing = [key for key in task.summary_keys if key not in summary and key != "notes"]
+    if missing:
+        older = f"results version {version}" if version is not None else "no results version"
+        notes.append(f"this summary was written by an older posixlab ({older}): it has no "
+                     f"{', '.join(missing)}, which the page leaves out")
+    if task.headline(summary) is None and task.headline_key:
+        notes.append(f"the summary has no {task.headline_key}: the headline reads n/a")
+    return notes
+
+
+def _partial(folder: Path) -> Run:
+    """A folder without ``summary.json``: a run killed before its end, summarised from the records written."""
+    config = _read_config(folder)
+    task = _task_of_folder(folder, config)
+    records = task.read_unit_records(folder)
+    if not records:
+        raise ConfigError(f"{folder} has no {SUMMARY_FILE} and no {task.unit_name} in {task.records_file} yet: "
+                          f"nothing to report (a run that stopped before its first {task.unit_name})")
+    meta = task.partial_meta(config, folder)
+    try:
+        summary = task.summarize(records, meta)
+    except Exception as exc:  # noqa: BLE001: too few records for a statistic; the records are still shown
+        summary = {**meta, "task": task.name}
+        note = f"the {len(records)} {task.unit_name}s written so far cannot be summarised ({type(exc).__name__}: {exc})"
+    else:
+        note = None
+    planned = _planned(task, config)
+    summary["stopped"] = f"partial run: {len(records)} of {planned or '?'} {task.unit_name}s"  # a gate fails it
+    run = Run(folder, task, summary, units_in=len(records), units_planned=planned)
+    run.notes += [note] if note else []
+    return run
+
+
+def _read_config(folder: Path) -> dict:
+    path = folder / "config.yaml"
+    if not path.is_file():
+        return {}
+    import yaml
+
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path} cannot be read ({exc})") from None
+    return config if isinstance(config, dict) else {}
+
+
+def _task_of_folder(folder: Path, config: dict) -> type[Task]:
+    name = (config.get("task") or {}).get("name") if isinstance(config.get("task"), dict) else None
+    if name:
+        task = task_named(name)
+        if (folder / task.records_file).is_file():
+            return task
+    for task in TASK_TYPES.values():
+        if (folder / task.records_file).is_file():
+            return task
+    files = ", ".join(dict.fromkeys(t.records_file for t in TASK_TYPES.values()))
+    raise ConfigError(f"{folder} is not a run folder: it has no {SUMMARY_FILE} and no records file ({files}); give "
+                      f"a run's results folder")
+
+
+def _planned(task: type[Task], config: dict) -> int | None:
+    try:
+        return task.units_planned(config)
+    except Exception:  # noqa: BLE001: an older or foreign config.yaml
+        return None
+
+
+# --- the page --------------------------------------------------------------------------------------------------------
+def build_report(folders, out, gate_rows=None, *, gate=None) -> Path:
+    """Write the report page about ``folders`` (run folders; several: compared) to ``out``; returns its path.
+    ``gate_rows``: the checked gate of the (first) run (``posixlab.gate.check_gate``); ``gate``: a ``GateConfig``
+    checked against every run here. Bad input is a ``ConfigError`` before anything is written."""
+    folders = [folders] if isinstance(folders, (str, Path)) else list(folders)
+    if not folders:
+        raise ConfigError("give at least one run folder")
+    runs = [read_run(f) for f in folders]
+    gates = _gates(runs, gate_rows, gate)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(runs, gates), encoding="utf-8")
+    return out
+
+
+def _gates(runs: list[Run], gate_rows, gate) -> list[list]:
+    if gate is None:
+        return [list(gate_rows or [])] + [[] for _ in runs[1:]]
+    from posixlab.gate import check_gate
+
+    out = []
+    for run in runs:
+        try:
+            out.append(check_gate(run.summary, gate))
+        except ConfigError as exc:
+            raise ConfigError(f"{run.folder}: {exc}") from None
+    return out
+
+
+def headline(run: Run) -> str:
+    """The run's one number as its task names it: "POSIX = 0.2921", "sensitivity S = 0.0982"."""
+    value = run.task.headline(run.summary)
+    return f"{run.task.headline_name} = {'n/a' if value is None else f'{value:.4f}'}"
+
+
+def render(runs: list[Run], gates: list[list]) -> str:
+    several = len(runs) > 1
+    title = ("PARTIAL · " if any(r.partial for r in runs) else "") + " · ".join(headline(r) for r in runs)
+    first_partial = next((r for r in runs if r.partial), None)  # its banner is the page's #partial
+    body = [_banners(run, several, run is first_partial) for run in runs]
+    if several:
+        body.append(_compare(runs))
+    for n, (run, rows) in enumerate(zip(runs, gates)):
+        prefix = "" if n == 0 else f"r{n + 1}-"
+        inner = _gate(run, rows, prefix) + _sections(run, prefix)
+        body.append(h.section(f"Run {n + 1}: {run.folder}", inner, cls="run") if several else inner)
+    subtitle = str(runs[0].folder) if not several else f"{len(runs)} runs compared"
+    return h.page(f"posixlab report: {title}", title, "".join(body), subtitle=f"{subtitle} · {_about(runs[0])}")
+
+
+def _about(run: Run) -> str:
+    try:
+        return run.task.report_lines(run.summary)[0]
+    except Exception:  # noqa: BLE001: an older or partial summary the task's result line cannot read
+        return f"{run.task.name} run"
+
+
+def _banners(run: Run, several: bool, first_partial: bool) -> str:
+    where = f"{run.folder}: " if several else ""
+    out = []
+    if run.partial:
+        of = f" of {run.units_planned}" if run.units_planned else ""
+        out.append(h.banner(f"<strong>PARTIAL</strong> {h.esc(where)}this run stopped before its summary: "
+                            f"{run.units_in}{of} {h.esc(run.task.unit_name)}s are in. Every number below is over "
+                            f"those {h.esc(run.task.unit_name)}s only.", id="partial" if first_partial else None,
+                            kind="warn"))
+    for note in run.notes:
+        out.append(h.banner(h.esc(where + note), kind="warn"))
+    return "".join(out)
+
+
+def _sections(run: Run, prefix: str) -> str:
+    """The task's sections; where they cannot read this summary (an older one), the generic page and why."""
+    try:
+        return run.task.report_sections(run.folder, run.summary, prefix)
+    except Exception as exc:  # noqa: BLE001: the page still opens, and says what it cannot show
+        note = h.banner(h.esc(f"the {run.task.name} page cannot read this run's results ({type(exc).__name__}: "
+                              f"{exc}); the generic view follows"), kind="warn")
+        return note + Task.report_sections.__func__(run.task, run.folder, run.summary, prefix)
+
+
+def _values(run: Run) -> list[float]:
+    try:
+        return run.task.report_values(run.folder, run.summary)
+    except Exception:  # noqa: BLE001: a run whose records the task cannot read has no distribution here
+        return []
+
+
+def _compare(runs: list[Run]) -> str:
+    rows = []
+    for n, run in enumerate(runs, 1):
+        s = run.summary
+        model = (s.get("model") or {}).get("name") or ((s.get("config") or {}).get("model") or {}).get("name")
+        rows.append([n, h.cell(None, h.esc(run.folder)), h.cell(None, h.esc(run.task.name)),
+                     h.cell(None, h.esc(run.task.headline_name)), run.task.headline(s),
+                     run.task.num_units(s) if not run.partial else run.units_in, h.cell(None, h.esc(model)),
+                     h.cell(None, h.esc(s.get("dataset"))), h.cell(None, "partial" if run.partial else "finished")])
+    table = h.table([("run", "run"), ("folder", "folder"), ("task", "task"), ("metric", "headline"),
+                     ("value", "value"), ("units", "units"), ("model", "model"), ("dataset", "data set"),
+                     ("state", "state")], rows, id="compare-table")
+    plots = []
+    for task in dict.fromkeys(r.task for r in runs):  # one axis per task: ψ per set, S per sample, ...
+        named = [(f"run {n}: {r.folder.name}", _values(r)) for n, r in enumerate(runs, 1) if r.task is task]
+        label = f"{task.report_value_name or task.headline_key.split('.')[0]} per {task.unit_name}"
+        plots.append(f"<h3>{h.esc(label)}</h3>" + h.distributions(named, label=label))
+    return h.section("Runs compared", table + "".join(plots)
+                     + '<p class="small">A dot per unit (its value on hover); red bar: median; green diamond: '
+                       "mean.</p>", id="compare")
+
+
+def _gate(run: Run, rows: list, prefix: str) -> str:
+    if not rows:
+        return ""
+    lines = []
+    for row in rows:
+        if row.threshold is None:
+            threshold, value = "the run finished", h.esc(row.value)
+        else:
+            threshold = f"{'≤' if row.metric.startswith('max_') else '≥'} {row.threshold:g}"
+            value = h.fmt(row.value)
+        behind = "" if row.passed or row.threshold is None else _gate_detail(run, row, prefix)
+        lines.append(f'<tr class="{"pass" if row.passed else "fail"}"><td>{h.esc(row.metric)}</td>'
+                     f"<td><code>{h.esc(row.key)}</code></td><td>{h.esc(threshold)}</td><td>{value}</td>"
+                     f'<td class="{"pass" if row.passed else "fail"}">{"pass" if row.passed else "FAIL"}</td>'
+                     f"<td>{behind}</td></tr>")
+    passed = all(r.passed for r in rows)
+    table = ("<table><thead><tr><th>gate</th><th>summary key</th><th>threshold</th><th>value</th><th>result</th>"
+             f"<th>behind a failure</th></tr></thead><tbody>{''.join(lines)}</tbody></table>")
+    return h.section(f"Gate {'passed' if passed else 'FAILED'}", table, id="gate" if not prefix else f"{prefix}gate")
+
+
+def _gate_detail(run: Run, row, prefix: str) -> str:
+    try:
+        return run.task.report_gate_detail(run.folder, run.summary, row, prefix)
+    except Exception:  # noqa: BLE001: the threshold's row is shown either way
+        return ""

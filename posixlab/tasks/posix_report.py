@@ -1,0 +1,239 @@
+"""What a POSIX run's page in ``posixlab report`` shows (``PosixTask.report_sections``): the headline (POSIX with
+its interval, model, data set, variant, shots, N), the four factors, the accuracy block, where ψ comes from (the
+summary's most sensitive sets), and a table of every set whose row opens the set: its N prompts with each variant's
+edit against the original highlighted, the responses and answers, the N×N log-probability matrix as a heat map,
+and the prompt pairs that contribute most to ψ."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from posixlab.metrics.where import normalised_log_ratios
+from posixlab.report import html as h
+
+TOP_PAIRS = 5  # per set: the pairs whose terms of ψ are largest
+CONTEXT = 40  # characters kept on each side of a variant's edit (the rest of the shared prompt is an ellipsis)
+FIGURES = (("psi_histogram.png", "ψ per set"),)  # the page shows the rest itself (the matrices, the accuracy block)
+
+
+def sections(folder: Path, summary: dict, records: list[dict], prefix: str = "") -> str:
+    """Every section of a POSIX run's page."""
+    return "".join([
+        _headline(summary), _factors(summary), _accuracy(summary), _where(summary, prefix),
+        _sets(records, prefix), _figures(folder)])
+
+
+def values(records: list[dict]) -> list[float]:
+    """ψ per set (none in a psi=false run)."""
+    return [float(r["psi"]) for r in records if isinstance(r.get("psi"), (int, float))]
+
+
+def partial_meta(meta: dict, config: dict, records: list[dict]) -> dict:
+    """The POSIX keys of a summary rebuilt from a killed run's ``config.yaml`` and records."""
+    task = config.get("task") or {}
+    return {**meta, "dataset": (config.get("dataset") or {}).get("name"),
+            "dataset_source": (config.get("dataset") or {}).get("source"),
+            "variant": (config.get("variant") or {}).get("name"), "shots": task.get("shots", config.get("shots", 0)),
+            "max_new_tokens": config.get("max_new_tokens"),
+            "psi_computed": bool(records) and all("psi" in r for r in records)}
+
+
+# --- the headline and the run's blocks ---------------------------------------------------------------------------
+def _headline(summary: dict) -> str:
+    p = summary.get("psi")
+    model = (summary.get("model") or {}).get("name") or ((summary.get("config") or {}).get("model") or {}).get("name")
+    about = [("model", str(model)), ("data set", f"{summary.get('dataset')}"
+                                     + (f" ({summary['dataset_source']})" if summary.get("dataset_source") else "")),
+             ("variant", str(summary.get("variant"))), ("shots", str(summary.get("shots", "—")))]
+    if not p:
+        return h.section("Headline", h.cards([("POSIX", "n/a", "psi=false: greedy answers only"),
+                                               ("sets", str(summary.get("num_sets"))), *about]))
+    ci = p.get("ci95") or [None, None]
+    n = summary.get("num_prompts_per_set") or "varies"
+    return h.section("Headline", h.cards([
+        ("POSIX", h.fmt(p.get("posix")), f"95% CI {h.fmt(ci[0])} to {h.fmt(ci[1])}"),
+        ("sets × N", f"{p.get('num_sets')} × {n}", f"sd {h.fmt(p.get('sd'))}, median {h.fmt(p.get('median'))}"),
+        *about]))
+
+
+FACTOR_NAMES = {"unique_responses": "unique responses", "response_entropy": "response entropy",
+                "semantic_coherence": "semantic coherence", "logprob_variance": "log-prob variance",
+                "logprob_sd": "log-prob sd"}
+
+
+def _factors(summary: dict) -> str:
+    factors = summary.get("factors") or {}
+    if not factors:
+        return ""
+    rows = [[h.cell(None, h.esc(FACTOR_NAMES.get(k, k))), (v or {}).get("mean"), (v or {}).get("num_sets")]
+            for k, v in factors.items()]
+    return h.section("The four factors (paper §3.3), mean over sets",
+                     h.table([("factor", "factor"), ("mean", "mean"), ("sets", "sets with a value")], rows,
+                             sortable=False))
+
+
+ACCURACY_ROWS = (("accuracy", "accuracy (mean over prompts)"), ("spread.range", "spread (max − min over prompts)"),
+                 ("worst_case", "worst case (right under every prompt)"), ("best_case", "best case"),
+                 ("consistency_rate", "consistency rate"), ("max_p", "MaxP"), ("cps", "CPS"), ("pss", "PSS"))
+
+
+def _accuracy(summary: dict) -> str:
+    block = summary.get("accuracy") or {}
+    readings = [r for r in ("by_options", "by_greedy") if block.get(r)]
+    if not readings:
+        return ""
+    rows = []
+    for key, label in ACCURACY_ROWS:
+        rows.append([h.cell(None, h.esc(label)), *[_dig(block[r], key) for r in readings]])
+    rows.append([h.cell(None, "95% interval"), *[h.cell(None, h.esc(" to ".join(h.fmt(v) for v in block[r]["ci95"])))
+                                                 if block[r].get("ci95") else None for r in readings]])
+    return h.section("Accuracy across prompts", h.table(
+        [("measure", "measure"), *[(r, r.replace("by_", "")) for r in readings]], rows, sortable=False)
+        + f'<p class="small">{h.esc(block.get("note", ""))}</p>')
+
+
+def _dig(node: dict, dotted: str):
+    for part in dotted.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def _where(summary: dict, prefix: str) -> str:
+    top = summary.get("most_sensitive") or []
+    if not top:
+        return ""
+    rows = []
+    for t in top:
+        link = (f'<a href="#{prefix}unit-{t["set_index"]}" class="unit-link" data-detail="{prefix}unit-'
+                f'{t["set_index"]}">{h.esc(t.get("set_id"))}</a>')
+        rows.append([t["set_index"], h.cell(None, link), t["psi"], t.get("i"), t.get("j"), t.get("logp_i"),
+                     t.get("logp_j"), t.get("length"), t.get("term"),
+                     h.cell(None, h.esc(t.get("response_j")), cls="response")])
+    return h.section("Where ψ comes from: the most sensitive sets", h.table(
+        [("set", "set"), ("set_id", "set id"), ("psi", "ψ"), ("i", "prompt i"), ("j", "response j"),
+         ("logp_i", "log P(y_j | x_i)"), ("logp_j", "log P(y_j | x_j)"), ("length", "L_j"), ("term", "term"),
+         ("response", "response j")], rows)
+        + '<p class="small">The pair (i, j) whose term |log P(y_j | x_i) − log P(y_j | x_j)| / L_j of ψ is largest '
+          "in each of the highest-ψ sets (posixlab/metrics/where.py).</p>")
+
+
+def _figures(folder: Path) -> str:
+    found = [(Path(folder) / "figures" / name, caption) for name, caption in FIGURES
+             if (Path(folder) / "figures" / name).is_file()]
+    if not found:
+        return ""
+    return h.section("Figures", "".join(h.figure(path, caption) for path, caption in found), collapsed=True)
+
+
+# --- the sets ------------------------------------------------------------------------------------------------------
+def _reading(record: dict) -> str:
+    answers = record.get("answers") or []
+    return "by_options" if any(a.get("by_options") for a in answers) else "by_greedy"
+
+
+def set_accuracy(record: dict) -> tuple[float | None, float | None]:
+    """A set's accuracy (share of its prompts answered right) and consistency (share of its prompts whose answer is
+    the set's most common one), read by options when the run scored them, else by the greedy answer.
+
+    >>> rec = {"answers": [{"gold": "A", "by_options": None, "by_greedy": {"pred": p, "correct": p == "A"}}
+    ...                    for p in "AAB"]}
+    >>> [round(x, 3) for x in set_accuracy(rec)]
+    [0.667, 0.667]
+    """
+    answers = [a.get(_reading(record)) or {} for a in record.get("answers") or []]
+    if not answers:
+        return None, None
+    correct = [a.get("correct") for a in answers if a.get("correct") is not None]
+    preds = [a.get("pred") for a in answers]
+    top = Counter(preds).most_common(1)[0][1]
+    return (sum(map(bool, correct)) / len(correct) if correct else None), top / len(preds)
+
+
+def _sets(records: list[dict], prefix: str) -> str:
+    if not records:
+        return h.section("Sets", "<p>No set record in this folder.</p>")
+    rows, row_attrs, details = [], [], []
+    for n, r in enumerate(records):
+        index = r.get("set_index", n)
+        accuracy, consistency = set_accuracy(r)
+        unique = (r.get("factors") or {}).get("unique_responses")
+        rows.append([index, h.cell(None, h.esc(r.get("set_id"))), h.cell(None, h.esc(r.get("subject") or "")),
+                     r.get("psi"), accuracy, consistency, unique, len(r.get("prompts") or [])])
+        row_attrs.append({"cls": "unit", "data_index": index, "data_detail": f"{prefix}unit-{index}"})
+        details.append(h.detail(f"{prefix}unit-{index}", f"set {index}: {r.get('set_id')}", _set_detail(r)))
+    table = h.table([("set", "set"), ("set_id", "set id"), ("subject", "subject"), ("psi", "ψ"),
+                     ("accuracy", "accuracy"), ("consistency", "consistency"), ("unique", "unique responses"),
+                     ("n", "N")], rows, id=f"{prefix}units", row_attrs=row_attrs)
+    note = ('<p class="small">Click a column to sort, a row to open its set. Accuracy: the share of the set\'s '
+            "prompts answered right; consistency: the share whose answer is the set's most common one (options "
+            "reading when the run scored the options, else the greedy answer).</p>")
+    return h.section(f"Sets ({len(records)})", note + table + "".join(details))
+
+
+def _set_detail(record: dict) -> str:
+    about = h.key_values([("ψ", record.get("psi")), ("gold answer", record.get("answer")),
+                          ("variant type", record.get("variant_type")), ("item", record.get("item_id"))])
+    return about + _prompts(record) + _matrix(record) + _pairs(record)
+
+
+def _prompts(record: dict) -> str:
+    prompts = record.get("prompts") or []
+    responses = record.get("responses") or []
+    answers = record.get("answers") or []
+    reading = _reading(record)
+    original = prompts[0]["text"] if prompts else ""
+    rows = []
+    for k, p in enumerate(prompts):
+        text = h.esc(p.get("text")) if k == 0 else h.highlight_edit(original, p.get("text") or "", CONTEXT)
+        response = responses[k].get("text") if k < len(responses) else None
+        answer = (answers[k].get(reading) or {}) if k < len(answers) else {}
+        mark = "" if answer.get("correct") is None else ("✓" if answer["correct"] else "✗")
+        rows.append(f'<tr><td>{k}</td><td class="small">{h.esc(p.get("kind"))}</td>'
+                    f'<td class="prompt">{text}</td><td class="response">{h.esc(response)}</td>'
+                    f'<td>{h.esc(answer.get("pred"))} {mark}</td></tr>')
+    return ('<h4>Prompts (each variant\'s edit against the original: <mark>added</mark>, <del>removed</del>), '
+            'responses and answers</h4><table class="prompts"><thead><tr><th>#</th><th>kind</th><th>prompt</th>'
+            f'<th>response</th><th>answer ({reading.replace("by_", "")})</th></tr></thead><tbody>'
+            + "".join(rows) + "</tbody></table>")
+
+
+def _matrix(record: dict) -> str:
+    matrix = record.get("logprob_matrix")
+    if not matrix:
+        return ""
+    return ("<h4>Log-probability matrix M[i, j] = log P(response j | prompt i)</h4>"
+            + h.heatmap(matrix, row_label="prompt", col_label="response",
+                        caption="hover a cell for its value; the diagonal (outlined) is each prompt's own response"))
+
+
+def top_pairs(matrix, lengths, k: int = TOP_PAIRS) -> list[dict]:
+    """The ``k`` ordered pairs (i ≠ j) with the largest terms of ψ, |M[i, j] − M[j, j]| / L_j, largest first (ties
+    to the lowest i, then j), as ``metrics.where.most_moved_pair`` picks the first.
+
+    >>> [(p["i"], p["j"], p["term"]) for p in top_pairs([[-1.0, -2.0], [-3.0, -1.0]], [2, 2])]
+    [(1, 0, 1.0), (0, 1, 0.5)]
+    """
+    ratios = normalised_log_ratios(matrix, lengths)
+    terms = np.abs(ratios)
+    np.fill_diagonal(terms, np.nan)
+    m = np.asarray(matrix, dtype=np.float64)
+    order = [(i, j) for i in range(len(m)) for j in range(len(m)) if not np.isnan(terms[i, j])]
+    order.sort(key=lambda ij: -terms[ij])  # a stable sort keeps row-major order among ties
+    return [{"i": i, "j": j, "logp_i": float(m[i, j]), "logp_j": float(m[j, j]), "length": int(lengths[j]),
+             "log_ratio": float(ratios[i, j]), "term": float(terms[i, j])} for i, j in order[:k]]
+
+
+def _pairs(record: dict) -> str:
+    if not record.get("logprob_matrix") or not record.get("lengths"):
+        return ""
+    responses = record.get("responses") or []
+    rows = [[p["i"], p["j"], p["logp_i"], p["logp_j"], p["length"], p["log_ratio"], p["term"],
+             h.cell(None, h.esc(responses[p["j"]].get("text") if p["j"] < len(responses) else ""), cls="response")]
+            for p in top_pairs(record["logprob_matrix"], record["lengths"])]
+    return ("<h4>The pairs that contribute most to ψ</h4>" + h.table(
+        [("i", "prompt i"), ("j", "response j"), ("logp_i", "log P(y_j | x_i)"), ("logp_j", "log P(y_j | x_j)"),
+         ("length", "L_j"), ("ratio", "(log P(y_j|x_i) − log P(y_j|x_j)) / L_j"), ("term", "term of ψ"),
+         ("response", "response j")], rows, sortable=False))

@@ -1,0 +1,218 @@
+"""``posixlab report``: one HTML page per run folder (posixlab/report/), for POSIX, classification and a task from
+outside the package, built from run folders that the tiny model (tests/tiny_model.py) and the rule backend
+(tests/plugin_backend.py) write in milliseconds. The page's DOM contract (ids and classes a browser test clicks) is
+checked on the HTML text here; tests/test_report_browser.py clicks it."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+from tiny_model import tiny_lm  # noqa: F401  (the session fixture)
+
+from posixlab.backends import BACKENDS
+from posixlab.classification_prompts import TASKS as TASK_SENTENCES
+from posixlab.cli import merge_command, report_command
+from posixlab.data import DatasetSpec
+from posixlab.errors import ConfigError
+from posixlab.models import ModelSpec
+from posixlab.rephrase import RephraserConfig
+from posixlab.report.build import build_report
+from posixlab.report.html import highlight_edit
+from posixlab.runner import run
+from posixlab.tasks import TASK_TYPES
+from posixlab.tasks.classification import ClassificationConfig, ClassificationData
+from posixlab.tasks.posix import PosixConfig
+from posixlab.tasks.posix_report import CONTEXT
+
+TINY = ModelSpec("tiny-test-model", "local", "tiny-test-model")  # never loaded: the runs are given the model
+RULE = ModelSpec("rule", "api", "rule", backend="rule-test")
+PARAPHRASES = [f"Choose the right option for this question, version {k}." for k in range(1, 30)]  # 29: Q = 30
+plugin_task = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def plugins():
+    """The rule backend and the agreement task, registered for this module only (as tests/test_plugins.py does)."""
+    global plugin_task
+    backend = importlib.reload(importlib.import_module("plugin_backend"))
+    plugin_task = importlib.reload(importlib.import_module("plugin_task"))
+    yield
+    BACKENDS.pop(backend.NAME)
+    TASK_TYPES.pop(plugin_task.AgreementTask.name)
+
+
+@pytest.fixture(scope="module")
+def rephrasings(tmp_path_factory):
+    path = tmp_path_factory.mktemp("reph") / "rephrasings.jsonl"
+    path.write_text(json.dumps({"original": TASK_SENTENCES["mmlu_letters"], "paraphrases": PARAPHRASES}) + "\n",
+                    encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def posix_run(tiny_lm, tmp_path_factory):  # noqa: F811
+    """3 MMLU sets of N = 4 spelling variants, scored by the tiny model."""
+    import torch
+
+    out = tmp_path_factory.mktemp("posix") / "run"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the tiny model's passes are too small to share between threads
+    try:
+        run(PosixConfig(model=TINY, dataset=DatasetSpec("mmlu", source="sample"), num_sets=3, num_variants=3,
+                        embedding=None, output_dir=str(out), score_cache=False,
+                        cache_dir=str(out.parent / "cache")), lm=tiny_lm, progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    return out
+
+
+def classification(tmp_path, rephrasings_file, name: str, samples: int = 6, q: int = 4, **settings) -> dict:
+    return run(ClassificationConfig(
+        model=RULE, data=ClassificationData("mmlu_letters", num_samples=samples), num_rephrasings=q,
+        rephraser=RephraserConfig(backend="file", path=str(rephrasings_file), validate=False),
+        output_dir=str(tmp_path / name), cache_dir=str(tmp_path / "cache"), **settings), progress=False)
+
+
+@pytest.fixture(scope="module")
+def cls_run(tmp_path_factory, rephrasings):
+    root = tmp_path_factory.mktemp("cls")
+    classification(root, rephrasings, "run")
+    return root / "run"
+
+
+def records(folder, name) -> list[dict]:
+    return [json.loads(line) for line in (folder / name).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def page_of(folder, out=None, **kw) -> str:
+    return build_report([folder], out or folder / "report.html", **kw).read_text(encoding="utf-8")
+
+
+def h1(page: str) -> str:
+    return re.search(r'<h1 id="headline">(.*?)</h1>', page).group(1)
+
+
+def test_the_posix_page(posix_run):
+    page = page_of(posix_run)
+    summary = json.loads((posix_run / "summary.json").read_text())
+    sets = records(posix_run, "sets.jsonl")
+    assert '<body data-report="posixlab">' in page
+    assert f"POSIX = {summary['psi']['posix']:.4f}" in h1(page)
+    assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', page), "the page loads nothing from outside"
+    assert "<link" not in page and "<script src" not in page
+    assert '<table id="units" class="sortable">' in page and '<th data-sort="psi">' in page
+    assert page.count('<tr class="unit"') == len(sets) == 3
+    for r in sets:
+        i = r["set_index"]
+        assert f'<tr class="unit" data-index="{i}" data-detail="unit-{i}">' in page
+        detail = re.search(rf'<section class="detail" id="unit-{i}" hidden>(.*?)</section>', page, re.S).group(1)
+        assert detail.count('class="prompt"') == len(r["prompts"]) == 4 and 'class="heatmap"' in detail
+        original, variant = r["prompts"][0]["text"], r["prompts"][1]["text"]
+        edit = highlight_edit(original, variant, CONTEXT)
+        assert ("<mark>" in edit or "<del>" in edit) and edit in detail  # the spelling error, highlighted
+        assert "log P(y_j | x_i)" in detail  # the pairs that contribute most to ψ
+    assert 'id="compare"' not in page and 'id="partial"' not in page and 'id="gate"' not in page
+
+
+def test_the_classification_page(cls_run):
+    page = page_of(cls_run)
+    summary = json.loads((cls_run / "summary.json").read_text())
+    samples = records(cls_run, "samples.jsonl")
+    assert f"sensitivity S = {summary['sensitivity']['mean']:.4f}" in h1(page)
+    assert page.count('<tr class="unit"') == len(samples) == 6
+    assert page.count('<section class="detail"') == 6
+    assert page.count('<td class="answer') == 6 * 4  # an answer cell per sample and rephrasing
+    differs = sum(len({p["label"] for p in r["predictions"]}) > 1 for r in samples)
+    assert (page.count("answer differs") > 0) == (differs > 0)
+    assert PARAPHRASES[0] in page and 'data-ref="q1"' in page  # each rephrasing's text, written once
+
+
+def test_a_partial_run_is_marked_and_a_bad_folder_is_refused(posix_run, tmp_path, capsys):
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    # no config.yaml (posixlab.runner.run writes none): the page reads what it needs from the records
+    lines = (posix_run / "sets.jsonl").read_text(encoding="utf-8").splitlines()
+    (killed / "sets.jsonl").write_text("\n".join(lines[:2]) + "\n" + lines[2][:500], encoding="utf-8")  # cut short
+    page = page_of(killed)
+    assert '<div id="partial"' in page and "2 sets are in" in page and h1(page).startswith("PARTIAL")
+    assert page.count('<tr class="unit"') == 2
+
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="is not a run folder"):
+        build_report([tmp_path / "empty"], tmp_path / "x.html")
+    assert report_command([str(tmp_path / "empty")]) == 2
+    assert report_command([str(tmp_path / "missing")]) == 2
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "summary.json").write_text("{not json", encoding="utf-8")
+    assert report_command([str(tmp_path / "broken")]) == 2
+    err = capsys.readouterr().err
+    assert "is not a run folder" in err and "is not a folder" in err and "cannot be read as JSON" in err
+    assert "Traceback" not in err and not (tmp_path / "x.html").exists()
+    with pytest.raises(SystemExit) as exit_help:
+        report_command(["--help"])
+    assert exit_help.value.code == 0 and "posixlab report" in capsys.readouterr().out
+
+
+def test_an_older_summary_says_what_it_cannot_show(posix_run, tmp_path):
+    old = tmp_path / "old"
+    shutil.copytree(posix_run, old)
+    summary = json.loads((old / "summary.json").read_text())
+    for key in ("schema_version", "most_sensitive", "accuracy", "factors"):
+        summary.pop(key)
+    summary["psi"].pop("ci95")
+    (old / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    page = page_of(old)
+    assert "older posixlab" in page and "most_sensitive" in page
+    assert page.count('<tr class="unit"') == 3 and "POSIX = " in h1(page)
+
+
+def test_two_runs_are_compared_and_the_gate_is_shown(posix_run, cls_run, tmp_path):
+    page = build_report([posix_run, cls_run], tmp_path / "both.html").read_text(encoding="utf-8")
+    assert '<section id="compare">' in page and "POSIX = " in h1(page) and "sensitivity S = " in h1(page)
+    assert 'id="units"' in page and 'id="r2-units"' in page and 'data-detail="r2-unit-0"' in page
+    assert "ψ per set" in page and "S per sample" in page and page.count("<svg") == 2
+
+    out = tmp_path / "gated.html"
+    assert report_command([str(posix_run), "gate.max_posix=0.0", "--out", str(out)]) == 0
+    page = out.read_text(encoding="utf-8")
+    gate = re.search(r'<section id="gate">(.*?)</section>', page, re.S).group(1)
+    assert '<tr class="fail">' in gate and "max_posix" in gate and 'class="unit-link"' in gate
+    assert report_command([str(cls_run), "gate.max_posix=0.5"]) == 2  # not this task's metric
+
+
+def test_any_task_gets_the_generic_page_and_merge_writes_one(tmp_path, rephrasings):
+    questions = [["What is 2 + 2?", "What is 2+2?"], ["Name a prime.", "Give a prime."]]
+    run(plugin_task.AgreementConfig(model=RULE, questions=questions, output_dir=str(tmp_path / "agree"),
+                                    cache_dir=str(tmp_path / "cache")), progress=False)
+    page = page_of(tmp_path / "agree")
+    assert "agreement = " in h1(page) and page.count('<tr class="unit"') == 2 and 'id="unit-1"' in page
+
+    shards = [tmp_path / f"shard{k}" for k in (1, 2)]
+    for k in (1, 2):
+        classification(tmp_path, rephrasings, f"shard{k}", shard=f"{k}/2")
+    assert merge_command([str(tmp_path / "merged"), *map(str, shards)]) == 0
+    assert (tmp_path / "merged" / "report.html").read_text(encoding="utf-8").count('<tr class="unit"') == 6
+
+
+def test_a_100_sample_q30_classification_page_stays_small(tmp_path, rephrasings):
+    classification(tmp_path, rephrasings, "big", samples=100, q=30)
+    page = build_report([tmp_path / "big"], tmp_path / "big" / "report.html")
+    assert page.stat().st_size < 1_000_000
+    assert page.read_text(encoding="utf-8").count('<td class="answer') == 100 * 30
+
+
+@pytest.mark.slow
+def test_a_cli_run_writes_its_report(tmp_path, root):
+    out = tmp_path / "job"
+    done = subprocess.run([sys.executable, "run.py", "logger=none", "progress=false", "task.num_sets=2",
+                           "task.num_variants=2", "embedding=none", "report=true", f"hydra.run.dir={out}"],
+                          cwd=root, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert f"report: {out / 'report.html'}" in done.stdout and page.count('<tr class="unit"') == 2
