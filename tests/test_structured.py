@@ -474,3 +474,15 @@ def test_classify_takes_your_own_pydantic_model(tmp_path):
         bodies = server.bodies
     assert {b["response_format"]["json_schema"]["name"] for b in bodies} == {"QuestionKind"}
     assert [r["predictions"][0]["label"] for r in result.records] == ["Person"] * 3  # the enum's first member
+
+
+def test_the_failure_note_says_what_a_failed_answer_counts_as_for_each_reading():
+    """greedy: a failed answer is N/A; label_probs: one that reached its label slot is read from the slot (what
+    tasks/classification/records.py does), so the summary must not say N/A for it."""
+    from posixlab.structured.summary import structured_summary
+
+    recs = [{"gold": "a", "predictions": [{"label": "a", "parse": {"failure": None}},
+                                          {"label": "b", "parse": {"failure": "invalid_json"}}]}]
+    greedy = structured_summary(recs, ["a", "b", "N/A"], None)["failures"]["note"]
+    slots = structured_summary(recs, ["a", "b", "N/A"], None, probability="label_probs")["failures"]["note"]
+    assert greedy.endswith("is N/A in S and C") and "read from the slot's class probabilities" in slots

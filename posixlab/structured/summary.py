@@ -2,7 +2,9 @@
 and per dimension, and, with schema variants, S and C per dimension (which part of a schema moves predictions).
 
 An answer that is not a valid object of its schema (invalid JSON, a missing label field, a label outside the enum)
-is N/A in S and C, as the paper treats an unparsable answer; here it is also counted, by kind.
+is N/A in S and C, as the paper treats an unparsable answer; here it is also counted, by kind. With
+probability=label_probs, an answer that reached its label slot is read from the slot's class probabilities even when
+the rest of it fails the schema (``FAILURE_NOTES``).
 
 >>> recs = [{"gold": "a", "predictions": [
 ...     {"label": "a", "parse": {"failure": None}}, {"label": "b", "parse": {"failure": None}},
@@ -22,8 +24,18 @@ from posixlab.metrics.classification import NA, class_distribution, consistency,
 from posixlab.structured.schema import FAILURES
 
 
+# what a failed answer counts as in S and C, by how p(y|x) was read
+FAILURE_NOTES = {
+    "greedy": "an answer that is no valid object of its schema is N/A in S and C",
+    # the label slot's class probabilities exist whenever the answer reached its label slot, whatever follows it
+    "label_probs": "an answer that never reaches its label slot is N/A in S and C; one that reaches it but is no "
+                   "valid object of its schema (cut off after the label, say) is read from the slot's class "
+                   "probabilities, as every other answer is",
+}
+
+
 def structured_summary(records: list[dict], classes: list[str], dimensions: list[str] | None,
-                       changes: list[str] | None = None) -> dict | None:
+                       changes: list[str] | None = None, probability: str = "greedy") -> dict | None:
     """None unless the run's answers were checked against a schema (strategy=structured)."""
     if not records or "failure" not in (records[0]["predictions"][0].get("parse") or {}):
         return None
@@ -39,7 +51,7 @@ def structured_summary(records: list[dict], classes: list[str], dimensions: list
 
     every = list(range(q_count))
     out = {"failures": {"counts": counts(every), "rate": rate(every),
-                        "note": "an answer that is no valid object of its schema is N/A in S and C"},
+                        "note": FAILURE_NOTES.get(probability, FAILURE_NOTES["greedy"])},
            "per_prompt": [{"prompt": q, "dimension": dimensions[q], "change": (changes or [None] * q_count)[q],
                            "failures": counts([q]), "failure_rate": rate([q])} for q in every],
            "per_dimension": []}

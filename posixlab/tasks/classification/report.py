@@ -110,8 +110,9 @@ def _structured(summary: dict) -> str:
     if not st:
         return ""
     f = st.get("failures") or {}
-    body = (f"<p>Answers that are no valid object of their schema (N/A in S and C): {h.fmt(f.get('rate'), 3)} "
-            f"({h.esc(', '.join(f'{k} {v}' for k, v in (f.get('counts') or {}).items()))}).</p>")
+    note = f.get("note") or "an answer that is no valid object of its schema is N/A in S and C"
+    body = (f"<p>Answers that are no valid object of their schema: {h.fmt(f.get('rate'), 3)} "
+            f"({h.esc(', '.join(f'{k} {v}' for k, v in (f.get('counts') or {}).items()))}); {h.esc(note)}.</p>")
     dims = st.get("per_dimension") or []
     if dims:
         body += h.table([("dimension", "dimension"), ("variants", "variants"), ("s", "S (original + variants)"),

@@ -94,7 +94,7 @@ def build_classification_summary(records: list[dict], classes: list[str], num_re
     summary["noise_floor"] = noise_floor_from_records(records, classes, meta.get("seed", 0), backend=backend,
                                                       deterministic_stack=deterministic_stack(meta))
     summary["structured"] = structured_summary(records, classes, meta.get("schema_dimensions"),
-                                               meta.get("schema_changes"))
+                                               meta.get("schema_changes"), meta.get("probability", "greedy"))
     return summary
 
 
@@ -213,8 +213,8 @@ def classification_summary_markdown(summary: dict) -> str:
     if structured:
         f = structured["failures"]
         lines += ["", f"## Structured answers ({summary.get('structured_mode')} mode)", "",
-                  f"Answers that are no valid object of their schema (N/A in S and C): {f['rate']:.1%} "
-                  f"({', '.join(f'{k} {v}' for k, v in f['counts'].items())}).", ""]
+                  f"Answers that are no valid object of their schema: {f['rate']:.1%} "
+                  f"({', '.join(f'{k} {v}' for k, v in f['counts'].items())}); {f['note']}.", ""]
         if structured["per_dimension"]:
             lines += ["| dimension | variants | S (original + variants) | C | failure rate |", "|---|---|---|---|---|"]
             lines += [f"| {d['dimension']} | {d['num_variants']} | {_f(d['sensitivity'])} | {_f(d['consistency'])} | "
