@@ -1,4 +1,4 @@
-"""The HTML report (``posixlab.report.build_report``) opened in a real browser: headless Chromium driven by Selenium
+"""The HTML report (``posixlab.report.build.build_report``) opened in a real browser: headless Chromium driven by Selenium
 (the ``browser`` fixture, tests/browser_fixtures.py), from a file:// URL, with no server.
 
 Every report is built from REAL runs: the tiny test model (tests/tiny_model.py: a 2-layer transformers model built in
@@ -28,7 +28,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tiny_model import build_tiny_lm
+from tiny_model import build_tiny_lm, classifier_config
 
 pytestmark = pytest.mark.slow  # a browser starts (about 1 s), and real runs of the tiny model (about 2 s)
 
@@ -49,8 +49,6 @@ POSIX_SETS = [  # spelling-like edits (swapped and dropped letters), as the spel
     {"id": "poem", "prompts": ["write a short poem.", "wirte a short poem.", "write a shrot poem."]},
     {"id": "week", "prompts": ["how many days in a week?", "how many dyas in a week?", "how mnay days in a week?"]},
 ]  # 12 sets: set numbers 0 to 11, whose text order (0, 1, 10, 11, 2, ...) is not their numeric order
-CLASSES = ["positive", "negative", "mixed"]
-TASK = "is the review positive or negative?"
 WAIT = 10  # seconds the page may take to show what a click asks for
 
 
@@ -94,26 +92,10 @@ def chat_folder(tiny, posix_folder) -> Path:
 
 @pytest.fixture(scope="module")
 def classification_folder(tiny, tmp_path_factory) -> Path:
-    from posixlab.models import ModelSpec
-    from posixlab.rephrase import RephraserConfig
     from posixlab.runner import run
-    from posixlab.tasks.classification import ClassificationConfig, ClassificationData
 
     root = tmp_path_factory.mktemp("classification")
-    (root / "reviews.yaml").write_text(
-        f"task: {TASK}\nclasses: [{', '.join(CLASSES)}]\nsamples:\n"
-        '  - {text: "a joy from start to finish.", label: positive}\n'
-        '  - {text: "two hours i will not get back.", label: negative}\n'
-        '  - {text: "great cast, dull plot.", label: mixed}\n', encoding="utf-8")
-    (root / "rephrasings.jsonl").write_text(json.dumps({"original": TASK, "paraphrases": [
-        "is this review positive or negative?", "say if the review is positive or negative."]}) + "\n")
-    config = ClassificationConfig(
-        model=ModelSpec("tiny-test-model", "local", "tiny-test-model"),
-        data=ClassificationData(name="classifier", source="path", path=str(root / "reviews.yaml"), num_samples=3),
-        num_rephrasings=3, max_new_tokens=6, output_dir=str(root / "run"), cache_dir=str(root / "cache"),
-        score_cache_dir=str(root / "scores"), probability="label_probs",
-        rephraser=RephraserConfig(backend="file", path=str(root / "rephrasings.jsonl"), min_similarity=0.0,
-                                  validate=False))
+    config = classifier_config(root, probability="label_probs")  # 3 samples × Q = 3, as test_tiny_model.py runs it
     run(config, lm=tiny, progress=False)
     return root / "run"
 
@@ -138,7 +120,7 @@ def result_line(summary: dict) -> str:
 
 
 def build(folders: list[Path], out: Path, gate_rows=None) -> Path:
-    from posixlab.report import build_report
+    from posixlab.report.build import build_report
 
     path = Path(build_report([str(f) for f in folders], out, gate_rows))
     assert path.is_file(), path

@@ -19,19 +19,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_model import build_tiny_lm, tiny_lm  # noqa: F401  (tiny_lm: the session fixture)
+from tiny_model import CLASSES, MAX_NEW, SPEC, build_tiny_lm, classifier_config, tiny_lm  # noqa: F401  (tiny_lm: the session fixture)
 
 from posixlab.data import DatasetSpec
-from posixlab.models import ModelSpec
-from posixlab.rephrase import RephraserConfig
 from posixlab.runner import run
 from posixlab.scoring import EngineOptions, bruteforce_matrix
 from posixlab.tasks import make_task
-from posixlab.tasks.classification import ClassificationConfig, ClassificationData
 from posixlab.tasks.posix import PosixConfig
 
-SPEC = ModelSpec("tiny-test-model", "local", "tiny-test-model")  # never loaded: every run is given the model
-MAX_NEW = 6
 HEADER = "answer the question below in one word, in lowercase letters, with no punctuation at all.\n"  # 87 tokens
 PROMPT_SETS = [
     {"id": "capital", "prompts": ["what is the capital of france?", "france's capital is?", "capital of france:"]},
@@ -41,8 +36,6 @@ PROMPT_SETS = [
     # a long shared beginning (the engine runs it once for all three)
     {"id": "shared", "prompts": [HEADER + "who wrote hamlet?", HEADER + "hamlet's author?", HEADER + "hamlet: by?"]},
 ]
-CLASSES = ["positive", "negative", "mixed"]
-TASK = "is the review positive or negative?"
 
 
 @pytest.fixture(autouse=True)
@@ -179,25 +172,6 @@ def test_batching_never_changes_a_record_and_a_rerun_is_served_by_the_cache(tiny
     assert [without_stats(r) for r in records(tmp_path / "again")] == \
         [without_stats(r) for r in records(tmp_path / "wide")]
     assert again["psi"]["posix"] == wide["psi"]["posix"]
-
-
-def classifier_config(tmp_path: Path, num_samples: int = 3, num_rephrasings: int = 3, **task) -> ClassificationConfig:
-    """A three-class classifier file of three labelled samples, and two rephrasings of its task sentence from a
-    paraphrase file (no rephraser model, no quality model)."""
-    (tmp_path / "reviews.yaml").write_text(
-        f"task: {TASK}\nclasses: [{', '.join(CLASSES)}]\nsamples:\n"
-        '  - {text: "a joy from start to finish.", label: positive}\n'
-        '  - {text: "two hours i will not get back.", label: negative}\n'
-        '  - {text: "great cast, dull plot.", label: mixed}\n', encoding="utf-8")
-    (tmp_path / "rephrasings.jsonl").write_text(json.dumps({"original": TASK, "paraphrases": [
-        "is this review positive or negative?", "say if the review is positive or negative."]}) + "\n")
-    rephraser = RephraserConfig(backend="file", path=str(tmp_path / "rephrasings.jsonl"), min_similarity=0.0,
-                                validate=False)
-    data = ClassificationData(name="classifier", source="path", path=str(tmp_path / "reviews.yaml"),
-                              num_samples=num_samples)
-    return ClassificationConfig(model=SPEC, data=data, num_rephrasings=num_rephrasings, max_new_tokens=MAX_NEW,
-                                output_dir=str(tmp_path / "run"), cache_dir=str(tmp_path / "cache"),
-                                score_cache_dir=str(tmp_path / "scores"), rephraser=rephraser, **task)
 
 
 def run_recording_requests(cfg, lm) -> tuple[dict, list[dict], dict]:

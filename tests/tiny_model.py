@@ -14,9 +14,13 @@ your own.
 from __future__ import annotations
 
 import hashlib
+import json
 import string
+from pathlib import Path
 
 import pytest
+
+from posixlab.models.loading import ModelSpec
 
 NAME = "tiny-test-model"
 VERSION = "1"  # bump when the model changes (the identity keys the score cache)
@@ -104,3 +108,32 @@ def build_tiny_lm():
 def tiny_lm():
     """The tiny model, built once per session (10 ms once transformers is imported)."""
     return build_tiny_lm()
+
+
+# --- a tiny classification task, for the tests that run one (test_tiny_model.py, test_report_browser.py) --------------
+SPEC = ModelSpec("tiny-test-model", "local", "tiny-test-model")  # never loaded: every run is given the model
+MAX_NEW = 6
+CLASSES = ["positive", "negative", "mixed"]
+TASK = "is the review positive or negative?"
+
+
+def classifier_config(tmp_path: Path, num_samples: int = 3, num_rephrasings: int = 3, **task) :
+    """A three-class classifier file of three labelled samples, and two rephrasings of its task sentence from a
+    paraphrase file (no rephraser model, no quality model)."""
+    from posixlab.rephrase import RephraserConfig
+    from posixlab.tasks.classification import ClassificationConfig, ClassificationData
+
+    (tmp_path / "reviews.yaml").write_text(
+        f"task: {TASK}\nclasses: [{', '.join(CLASSES)}]\nsamples:\n"
+        '  - {text: "a joy from start to finish.", label: positive}\n'
+        '  - {text: "two hours i will not get back.", label: negative}\n'
+        '  - {text: "great cast, dull plot.", label: mixed}\n', encoding="utf-8")
+    (tmp_path / "rephrasings.jsonl").write_text(json.dumps({"original": TASK, "paraphrases": [
+        "is this review positive or negative?", "say if the review is positive or negative."]}) + "\n")
+    rephraser = RephraserConfig(backend="file", path=str(tmp_path / "rephrasings.jsonl"), min_similarity=0.0,
+                                validate=False)
+    data = ClassificationData(name="classifier", source="path", path=str(tmp_path / "reviews.yaml"),
+                              num_samples=num_samples)
+    return ClassificationConfig(model=SPEC, data=data, num_rephrasings=num_rephrasings, max_new_tokens=MAX_NEW,
+                                output_dir=str(tmp_path / "run"), cache_dir=str(tmp_path / "cache"),
+                                score_cache_dir=str(tmp_path / "scores"), rephraser=rephraser, **task)

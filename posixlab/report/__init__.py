@@ -2,14 +2,6 @@
 
 ``html``: the page's building blocks (no task knowledge); ``build``: ``build_report`` reads run folders and asks
 each folder's task for its sections (``Task.report_sections``, ``Task.report_values``). This ``__init__`` imports
-neither, so that a task may import ``posixlab.report.html`` without importing the tasks back.
+neither, so that a task may import ``posixlab.report.html`` without importing the tasks back (import
+``posixlab.report.build`` for ``build_report``).
 """
-
-from __future__ import annotations
-
-
-def build_report(folders, out, gate_rows=None, **options):
-    """``posixlab.report.build.build_report`` (imported on first use)."""
-    from posixlab.report.build import build_report as build
-
-    return build(folders, out, gate_rows, **options)
