@@ -42,19 +42,18 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from experiments.gpu_phases import PeakMemory  # noqa: F401  (used here and by gpu_check)
 from posixlab.backends import load
 from posixlab.data import DatasetSpec, load_items, select_items
 from posixlab.metrics import REFERENCE_COMPAT, psi
 from posixlab.models import ModelSpec, ServerSettings
 from posixlab.scoring import ScoringEngine, bruteforce_matrix
-from posixlab.serving import ServerEngine
 from posixlab.serving.launch import LocalServer
 from posixlab.variants import get_variant_generator
 
@@ -62,46 +61,6 @@ WORKLOADS = {"mmlu": {"max_new_tokens": 5, "open": False}, "open": {"max_new_tok
 
 
 # --- measuring ---------------------------------------------------------------------------------------------------------
-class PeakMemory:
-    """Peak resident memory (CPU) or peak allocated memory (CUDA) above the level at entry, in MiB."""
-
-    interval = 0.005  # seconds between samples of resident memory
-
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
-
-    @staticmethod
-    def _rss() -> int:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-    def __enter__(self):
-        if self.cuda:
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            self.base = torch.cuda.memory_allocated()
-        else:
-            self.base = self.peak = self._rss()
-            self._stop = threading.Event()
-            self._thread = threading.Thread(target=self._sample, daemon=True)
-            self._thread.start()
-        return self
-
-    def _sample(self):
-        while not self._stop.wait(self.interval):
-            self.peak = max(self.peak, self._rss())
-
-    def __exit__(self, *exc):
-        if self.cuda:
-            torch.cuda.synchronize()
-            self.peak = torch.cuda.max_memory_allocated()
-        else:
-            self._stop.set()
-            self._thread.join()
-            self.peak = max(self.peak, self._rss())
-        self.mib = round((self.peak - self.base) / 2**20, 1)
-
-
 def timed(fn):
     start = time.perf_counter()
     result = fn()
@@ -186,6 +145,8 @@ def run_contender(contender: str, model: str, workload: str, num_sets: int, seed
     device = getattr(lm, "device", torch.device("cpu"))
     with PeakMemory(device) as mem:
         if contender in ("c_engine", "d_vllm"):
+            from posixlab.serving import ServerEngine  # here: the openai client is needed for a server only
+
             engine = ScoringEngine(lm, max_new) if contender == "c_engine" else ServerEngine(lm, max_new)
             results, seconds = timed(lambda: dict(engine.score_sets(ids)))
         elif contender == "bruteforce":

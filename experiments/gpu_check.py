@@ -54,6 +54,7 @@ parity failed, 2 the device is absent or an argument is wrong.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import dataclasses
 import hashlib
@@ -129,6 +130,8 @@ class CheckConfig:
     speed: tuple[Workload, ...]
     small_budget: dict = field(default_factory=dict)  # EngineOptions of the second budget (batch invariance)
     ceiling_shapes: tuple[tuple[int, int], ...] = ((8, 64),)  # (rows, tokens) of the plain forward passes timed
+    budgets: tuple[float, ...] = ()  # GB: the memory budgets whose peak is measured (engine.gpu_memory_gb on a GPU)
+    budget_workloads: tuple[str, ...] = ()  # the speed workloads run under each budget
 
 
 LLAMA2_7B = ModelShape("llama2-7b-shaped", hidden=4096, layers=32, heads=32, kv_heads=32, intermediate=11008,
@@ -146,6 +149,7 @@ CONFIGS = {
                Workload("open", True, "spelling", 1, 5, 8)),
         small_budget={"batch_tokens": 128, "memory_gb": 0.1, "max_wave_rows": 4},  # holds one set: the memory model
         ceiling_shapes=((4, 64), (16, 16)),
+        budgets=(0.05, 0.2), budget_workloads=("mmlu-3shot",),
     ),
     # One GPU: a small Llama-shaped parity model, the paper's N = 21, and Llama-2-7B's shape for speed and memory.
     "gpu": CheckConfig(
@@ -154,12 +158,16 @@ CONFIGS = {
         speed_model=LLAMA2_7B,
         parity=(Workload("mmlu", False, "spelling", 3, 20, 5), Workload("mmlu-template", False, "template", 3, 20, 5),
                 Workload("open", True, "spelling", 2, 20, 30)),
-        speed=(Workload("mmlu", False, "spelling", 3, 20, 5), Workload("mmlu-3shot", False, "spelling", 3, 20, 5, 3),
-               Workload("open", True, "spelling", 3, 20, 30)),
-        small_budget={"batch_tokens": 512, "memory_gb": 0.5, "max_wave_rows": 8},  # holds one set: the memory model
+        # 24 sets a workload: enough to fill the GPU's waves (24 x 21 = 504 prompts; a wave holds up to 1024)
+        speed=(Workload("mmlu", False, "spelling", 24, 20, 5),
+               Workload("mmlu-3shot", False, "spelling", 24, 20, 5, 3),
+               Workload("open", True, "spelling", 24, 20, 30)),
+        small_budget={"batch_tokens": 512, "memory_gb": 1.0, "max_wave_rows": 8},  # holds one set: the memory model
         # benchmark_scoring's shapes (up to 512 tokens a pass) and larger ones, where a GPU reaches its best rate
         ceiling_shapes=((1, 512), (4, 256), (8, 128), (16, 64), (32, 32), (64, 16), (8, 512), (16, 256), (32, 128),
                         (64, 64), (16, 512)),
+        # issue 43: peak memory above the weights within 1.1x the budget at 8, 20 and 40 GB
+        budgets=(8, 20, 40), budget_workloads=("mmlu", "mmlu-3shot", "open"),
     ),
 }
 
@@ -422,14 +430,17 @@ def check_parity(cfg: CheckConfig, tokenizer, device: torch.device, seed: int, l
     return report
 
 
-def check_speed(cfg: CheckConfig, tokenizer, device: torch.device, seed: int, authors: bool, log) -> dict:
-    """Measurement 4: the engine and the authors' method on the speed model, with the ceiling and peak memory."""
-    from experiments.benchmark_scoring import PeakMemory, run_authors
+def check_speed(cfg: CheckConfig, tokenizer, device: torch.device, seed: int, authors: bool, log,
+                before: str | None = None, before_sets: int = 12, save=lambda report: None,
+                budget_sets: int | None = None) -> dict:
+    """Measurement 4: the engine (and, with ``before``, an earlier engine loaded from that file, on the first
+    ``before_sets`` sets) and the authors' method on the speed model, with the ceiling, phases and peak memory; then
+    the memory budgets and a profile. ``save(report)`` keeps what is measured so far after each part."""
+    from experiments.gpu_phases import load_engine, profile_table
     from posixlab.scoring import EngineOptions, ScoringEngine
 
     shape = cfg.speed_model
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    peaks = {}  # per run on a GPU: peak allocated memory, model included (GiB)
     log(f"[speed] building {shape.name} ({shape.parameters(len(tokenizer)) / 1e9:.2f} B parameters) in {dtype} "
         f"on {device}")
     model, build_s = timed(lambda: build_model(shape, tokenizer, seed=seed, dtype=dtype, device=device,
@@ -446,42 +457,126 @@ def check_speed(cfg: CheckConfig, tokenizer, device: torch.device, seed: int, au
     report["ceiling"], report["ceiling_seconds"] = timed(lambda: forward_ceiling(lm, cfg.ceiling_shapes, 3))
     report["ceiling_seconds"] = round(report["ceiling_seconds"], 2)
     ceiling = report["ceiling"]["best_tokens_per_s"]
+    sets = {}
     for w in cfg.speed:
-        texts, ids = build_sets(lm, w, seed)
+        texts, ids = sets[w.name] = build_sets(lm, w, seed)
         log(f"[speed] {w.name}: {len(ids)} sets × N = {len(ids[0])}, {w.max_new_tokens} new tokens")
         score(lm, ids[:1], w.max_new_tokens)  # warm-up: kernels for this workload's shapes
-        real0 = lm.forward_tokens
-        engine = ScoringEngine(lm, w.max_new_tokens, EngineOptions())
-        with PeakMemory(device) as mem:
-            results, seconds = timed(lambda: [s for _, s in sorted(engine.score_sets(ids), key=lambda x: x[0])])
-        real = lm.forward_tokens - real0
+        # the instrumented run first: it also warms the allocator and the kernels up for the plain, timed one
+        _, instrumented = run_engine(ScoringEngine(lm, w.max_new_tokens, EngineOptions()), lm, ids, ceiling,
+                                     phases=True)
+        results, row_engine = run_engine(ScoringEngine(lm, w.max_new_tokens, EngineOptions()), lm, ids, ceiling)
+        row_engine["instrumented"] = instrumented
         row = {"workload": dataclasses.asdict(w), "sets": len(ids), "N": len(ids[0]),
                "mean_prompt_tokens": round(float(np.mean([len(p) for s in ids for p in s])), 1), **set_stats(results),
-               "engine": {"seconds": round(seconds, 3), "s_per_set": round(seconds / len(ids), 3),
-                          "forward_tokens": real, "processed_tokens": engine.processed_tokens,
-                          "tokens_per_s": round(real / seconds, 1),
-                          "processed_tokens_per_s": round(engine.processed_tokens / seconds, 1),
-                          "fraction_of_ceiling": round(real / seconds / ceiling, 3), "peak_mib": mem.mib,
-                          "forward_tokens_naive": sum(s.stats["forward_tokens_naive"] for s in results)},
-               "psi": [round(psi_of(s), 6) for s in results]}
-        if device.type == "cuda":
-            row["engine"]["peak_gib_with_model"] = peaks[f"{w.name} engine"] = round(mem.peak / 2**30, 2)
+               "engine": row_engine, "psi": [round(psi_of(s), 6) for s in results]}
         if authors:
-            try:
-                with PeakMemory(device) as mem:
-                    _, seconds_a = timed(lambda: run_authors(lm, texts, w.max_new_tokens, batched=True))
-                row["authors"] = {"seconds": round(seconds_a, 3), "s_per_set": round(seconds_a / len(ids), 3),
-                                  "peak_mib": mem.mib}
-                row["speedup"] = round(seconds_a / seconds, 2)
-                if device.type == "cuda":
-                    row["authors"]["peak_gib_with_model"] = peaks[f"{w.name} authors"] = round(mem.peak / 2**30, 2)
-            except ImportError as exc:
-                row["authors"] = {"skipped": f"prompt-sensitivity-index is not installed ({exc})"}
+            row.update(authors_row(lm, texts, w, seconds=row_engine["seconds"], sets=len(ids), device=device))
         report["workloads"][w.name] = row
-    if peaks:
-        report["peak_gpu_memory_gib"] = max(peaks.values())
-        report["peak_gpu_memory_gib_by_run"] = peaks
+        save(report)
+    log("[speed] profile of the engine's operators (the first workload, 4 sets) ...")
+    first = cfg.speed[0]
+    report["profile"] = profile_table(
+        lambda: list(ScoringEngine(lm, first.max_new_tokens, EngineOptions()).score_sets(sets[first.name][1][:4])),
+        device)
+    save(report)
+    if before:
+        engine_before = load_engine(before)
+        report["before"] = {"file": before, "sets": before_sets, "workloads": {}}
+        for w in cfg.speed:
+            ids = sets[w.name][1][:before_sets]
+            log(f"[speed] the earlier engine ({before}): {w.name}, {len(ids)} sets")
+            engine = engine_before.ScoringEngine(lm, w.max_new_tokens, engine_before.EngineOptions())
+            with attention_as_before():
+                old, row = run_engine(engine, lm, ids, ceiling, phases=True)
+            ours = report["workloads"][w.name]
+            row["max_abs_dpsi_against_today"] = max(abs(psi_of(s) - p) for s, p in zip(old, ours["psi"]))
+            report["before"]["workloads"][w.name] = row
+            save(report)
+    report["budgets"] = {}  # filled run by run, so that a call cut off keeps the budgets measured
+    check_budgets(cfg, lm, {name: (texts, ids[:budget_sets]) for name, (texts, ids) in sets.items()}, ceiling, log,
+                  out=report["budgets"], save=lambda: save(report))
     return report
+
+
+@contextlib.contextmanager
+def attention_as_before():
+    """The model layer's attention as it was before issue 43 (torch's choice of kernel, cuDNN's included), for the
+    earlier engine: it calls today's ``forward_masked``."""
+    from posixlab.models import causal_lm
+
+    today = causal_lm.attention_kernels
+    causal_lm.attention_kernels = lambda device: contextlib.nullcontext()
+    try:
+        yield
+    finally:
+        causal_lm.attention_kernels = today
+
+
+def run_engine(engine, lm, ids, ceiling: float, phases: bool = False) -> tuple[list, dict]:
+    """Every set of ``ids`` through ``engine``: its results in order, and seconds, tokens and peak memory (with
+    ``phases``, instrumented: ``experiments/gpu_phases.py``)."""
+    from contextlib import nullcontext
+
+    from experiments.gpu_phases import PeakMemory, PhaseTimer
+
+    real0 = lm.forward_tokens
+    with PeakMemory(lm.device) as mem, (PhaseTimer(engine, lm) if phases else nullcontext()) as timer:
+        results, seconds = timed(lambda: [s for _, s in sorted(engine.score_sets(ids), key=lambda x: x[0])])
+        sync(lm.device)
+    real = lm.forward_tokens - real0
+    row = {"seconds": round(seconds, 3), "s_per_set": round(seconds / len(ids), 4), "forward_tokens": real,
+           "processed_tokens": engine.processed_tokens, "tokens_per_s": round(real / seconds, 1),
+           "processed_tokens_per_s": round(engine.processed_tokens / seconds, 1),
+           "fraction_of_ceiling": round(real / seconds / ceiling, 3), "peak_mib": mem.mib,
+           "forward_tokens_naive": sum(s.stats["forward_tokens_naive"] for s in results)}
+    if lm.device.type == "cuda":
+        row["peak_gib_with_model"] = round(mem.peak / 2**30, 2)
+    if phases:
+        row["phases"] = timer.report(seconds, len(ids), ceiling)
+    return results, row
+
+
+def authors_row(lm, texts, w: Workload, seconds: float, sets: int, device: torch.device) -> dict:
+    """The authors' method on the same sets (their library), or why it was skipped."""
+    from experiments.benchmark_scoring import run_authors
+    from experiments.gpu_phases import PeakMemory
+
+    try:
+        with PeakMemory(device) as mem:
+            _, seconds_a = timed(lambda: run_authors(lm, texts, w.max_new_tokens, batched=True))
+    except ImportError as exc:
+        return {"authors": {"skipped": f"prompt-sensitivity-index is not installed ({exc})"}}
+    row = {"authors": {"seconds": round(seconds_a, 3), "s_per_set": round(seconds_a / sets, 3),
+                       "peak_mib": mem.mib}, "speedup": round(seconds_a / seconds, 2)}
+    if device.type == "cuda":
+        row["authors"]["peak_gib_with_model"] = round(mem.peak / 2**30, 2)
+    return row
+
+
+def check_budgets(cfg: CheckConfig, lm, sets: dict, ceiling: float, log, out: dict, save=lambda: None) -> dict:
+    """The engine under each of ``cfg.budgets`` (GB; ``gpu_memory_gb`` on a GPU, ``memory_gb`` on a CPU): peak
+    memory above what was allocated before the run (the weights), against the budget, and seconds per set."""
+    from posixlab.errors import ConfigError
+    from posixlab.scoring import EngineOptions, ScoringEngine
+
+    for budget in cfg.budgets:
+        options = EngineOptions(gpu_memory_gb=budget) if lm.device.type == "cuda" else EngineOptions(memory_gb=budget)
+        for name in cfg.budget_workloads:
+            w = next(w for w in cfg.speed if w.name == name)
+            log(f"[budget] {budget} GB: {name}")
+            engine = ScoringEngine(lm, w.max_new_tokens, options)
+            try:
+                _, row = run_engine(engine, lm, sets[name][1], ceiling)
+            except ConfigError as exc:  # a budget that cannot hold one set: refused before any work
+                out[f"{budget} GB, {name}"] = {"budget_gb": budget, "workload": name, "refused": str(exc)}
+                continue
+            row["waves"] = len(engine._plan_waves(sets[name][1], list(range(len(sets[name][1])))))
+            if lm.device.type == "cuda":
+                row["peak_over_budget"] = round(row["peak_mib"] / 1024 / budget, 3)
+            out[f"{budget} GB, {name}"] = {"budget_gb": budget, "workload": name, **row}
+            save()
+    return out
 
 
 @torch.inference_mode()
@@ -511,9 +606,11 @@ def cost_grid(speed: dict) -> dict:
     sets), for the engine and, when it ran, the authors' method."""
     out = {"note": "per-set times of the speed model; every variant type costed at the spelling sets' time; 1 and 2 "
                    "shots interpolated between 0 and 3; Alpaca at the open-ended stand-in's time; " + RANDOM_WEIGHTS_NOTE}
-    for who in ("engine", "authors"):
+    before = {name: {"workload": speed["workloads"][name]["workload"], "before": row}
+              for name, row in speed.get("before", {}).get("workloads", {}).items()}
+    for who in ("engine", "authors", "before"):
         mmlu, alpaca = {}, {}
-        for row in speed["workloads"].values():
+        for row in (before if who == "before" else speed["workloads"]).values():
             w, result = row["workload"], row.get(who, {})
             if "s_per_set" not in result:
                 break
@@ -529,17 +626,8 @@ def fmt(x, spec=".2e") -> str:
     return "n/a" if x is None else format(x, spec)
 
 
-def markdown(report: dict) -> str:
-    p, s, g = report["parity"], report["speed"], report["grid"]
-    dev = report["device"]
-    hours = "GPU-hours" if dev.startswith("cuda") else "hours (of this CPU; no GPU was used)"
-    memory = (f"Peak GPU memory: {s['peak_gpu_memory_gib']} GiB (model included)." if s and "peak_gpu_memory_gib" in s
-              else "Peak memory: resident memory above the level before each run (CPU).")
-    lines = [f"# GPU check ({report['config']}): {report['device_name']}", "",
-             f"Device `{dev}`; torch {report['versions']['torch']}, transformers {report['versions']['transformers']}; "
-             f"tokenizer {report['tokenizer']['model']} ({report['tokenizer']['vocabulary']} tokens). "
-             f"All models have {RANDOM_WEIGHTS_NOTE}.", "",
-             f"## 1-3. Parity, bfloat16, batch invariance ({p['model']['name']}, "
+def parity_lines(p: dict, dev: str) -> list[str]:
+    lines = [f"## 1-3. Parity, bfloat16, batch invariance ({p['model']['name']}, "
              f"{p['model']['parameters'] / 1e6:.1f} M parameters; {RANDOM_WEIGHTS_NOTE})", "",
              f"Parity (float32 on {dev} against the CPU): **{'passed' if p['passed'] else 'FAILED'}** "
              f"(responses identical: {p['responses_identical']}; ψ within {PSI_TOLERANCE:g} per set required).", "",
@@ -559,6 +647,21 @@ def markdown(report: dict) -> str:
     if ties:
         lines += ["", f"{len(ties)} response(s) parted at a near tie (two best logits within {NEAR_TIE:g}): not counted "
                       "as failures."]
+    return lines
+
+
+def markdown(report: dict) -> str:
+    p, s, g = report["parity"], report["speed"], report["grid"]
+    dev = report["device"]
+    hours = "GPU-hours" if dev.startswith("cuda") else "hours (of this CPU; no GPU was used)"
+    memory = (f"Peak GPU memory: {s['peak_gpu_memory_gib']} GiB (model included)." if s and "peak_gpu_memory_gib" in s
+              else "Peak memory: resident memory above the level before each run (CPU).")
+    lines = [f"# GPU check ({report['config']}): {report['device_name']}", "",
+             f"Device `{dev}`; torch {report['versions']['torch']}, transformers {report['versions']['transformers']}; "
+             f"tokenizer {report['tokenizer']['model']} ({report['tokenizer']['vocabulary']} tokens). "
+             f"All models have {RANDOM_WEIGHTS_NOTE}.", ""]
+    lines += parity_lines(p, dev) if p is not None else [
+        "Parity, bfloat16 and batch invariance: not measured here (--skip-parity)."]
     if s is None:
         lines += ["", "Speed and the grid's cost: not measured (--skip-speed).", "",
                   "Wall time (s): " + ", ".join(f"{k} {v}" for k, v in report["wall_seconds"].items())]
@@ -579,15 +682,55 @@ def markdown(report: dict) -> str:
             f"{', '.join(map(str, r['unique_responses_per_set']))} | {e['s_per_set']:.3f} | "
             f"{a.get('s_per_set', 'n/a')} | {r.get('speedup', 'n/a')}{'×' if 'speedup' in r else ''} | "
             f"{e['tokens_per_s']:,.0f} ({e['fraction_of_ceiling']:.0%}) | {e['peak_mib']} / {a.get('peak_mib', 'n/a')} |")
+    lines += phase_lines(s) + budget_lines(s)
     lines += ["", f"## 5. The paper's grid for one model of this shape ({g['note']})", "",
               f"| method | MMLU: sets · {hours} | Alpaca: sets · {hours} | total {hours} |", "|---|---|---|---|"]
-    for who in ("engine", "authors"):
+    for who in ("engine", "authors", "before"):
         if who in g:
             c = g[who]
             lines.append(f"| {who} | {c['mmlu']['sets']:,} · {c['mmlu']['gpu_hours']:,} | "
                          f"{c['alpaca']['sets']:,} · {c['alpaca']['gpu_hours']:,} | {c['total_gpu_hours']:,} |")
     lines += ["", "Wall time (s): " + ", ".join(f"{k} {v}" for k, v in report["wall_seconds"].items())]
     return "\n".join(lines) + "\n"
+
+
+def phase_lines(s: dict) -> list[str]:
+    """Where the time goes: the instrumented runs' phases, today's engine and the earlier one (``--before``)."""
+    lines = ["", "### Where the time goes (instrumented runs: the device synchronised around every phase and forward "
+                 "call)", "",
+             "| workload | engine | s/set | prefill · decode · scoring · other (s/set) | ms per decoding step "
+             "(tokens a step) | ms per scoring pass (tokens a pass) | fraction of the ceiling: prefill · decode · "
+             "scoring · whole run |", "|---|---|---|---|---|---|---|"]
+    runs = [(name, "today", r["engine"]["instrumented"]) for name, r in s["workloads"].items()]
+    runs += [(name, f"before ({s['before']['sets']} sets)", r) for name, r in s.get("before", {}).get("workloads",
+                                                                                                          {}).items()]
+    for name, who, r in runs:
+        ph = r["phases"]
+        frac = " · ".join(f"{ph[k]['fraction_of_ceiling']:.0%}" if ph[k]["fraction_of_ceiling"] is not None
+                          else "n/a" for k in ("prefill", "decode", "scoring"))
+        per_set = " · ".join(format(ph[k]["s_per_set"], ".3f") for k in ph)
+        lines.append(f"| {name} | {who} | {r['s_per_set']:.3f} | {per_set} | "
+                     f"{ph['decode']['ms_per_call']} ({ph['decode']['tokens_per_call']:.0f}) | "
+                     f"{ph['scoring']['ms_per_call']} ({ph['scoring']['tokens_per_call']:.0f}) | "
+                     f"{frac} · {r['fraction_of_ceiling']:.0%} |")
+    if s.get("profile"):
+        lines += ["", "<details><summary>Profile of the engine's operators (first workload, 4 sets)</summary>", "",
+                  "```", s["profile"].rstrip(), "```", "", "</details>"]
+    return lines
+
+
+def budget_lines(s: dict) -> list[str]:
+    if not s.get("budgets"):
+        return []
+    lines = ["", "### Memory budgets: peak above the weights against the budget", "",
+             "| budget | workload | waves | peak above the weights (GiB) | peak / budget | s/set |", "|---|---|---|---|---|---|"]
+    for r in s["budgets"].values():
+        if "refused" in r:
+            lines.append(f"| {r['budget_gb']} GB | {r['workload']} | refused before any work: {r['refused']} ||||")
+            continue
+        lines.append(f"| {r['budget_gb']} GB | {r['workload']} | {r['waves']} | {r['peak_mib'] / 1024:.2f} | "
+                     f"{r.get('peak_over_budget', 'n/a')} | {r['s_per_set']:.3f} |")
+    return lines
 
 
 def main(argv=None) -> int:
@@ -604,6 +747,12 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's own); "
                         "1 on a CPU shared with other work, where more threads stall each other")
     parser.add_argument("--save-tokenizer", metavar="DIR", help="write the packaged tokenizer into DIR and exit")
+    parser.add_argument("--before", metavar="FILE", help="an earlier engine.py (git show COMMIT:posixlab/scoring/"
+                        "engine.py > FILE), measured beside today's on the same model in the same process")
+    parser.add_argument("--before-sets", type=int, default=12, help="sets per workload for --before (default 12)")
+    parser.add_argument("--budget-sets", type=int, default=None, help="sets per workload under each memory budget "
+                        "(default: all the speed sets)")
+    parser.add_argument("--skip-parity", action="store_true", help="the speed part only (no measurements 1-3)")
     args = parser.parse_args(argv)
 
     from transformers.utils import logging as hf_logging
@@ -644,7 +793,7 @@ def main(argv=None) -> int:
                            "python": platform.python_version()},
               "tokenizer": tokenizer_info, "note": RANDOM_WEIGHTS_NOTE, "wall_seconds": {}}
     t = time.perf_counter()
-    report["parity"] = check_parity(cfg, tokenizer, device, args.seed, log)
+    report["parity"] = None if args.skip_parity else check_parity(cfg, tokenizer, device, args.seed, log)
     report["wall_seconds"]["parity_bf16_batch"] = round(time.perf_counter() - t, 1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -653,7 +802,12 @@ def main(argv=None) -> int:
     report["speed"] = report["grid"] = None
     if not args.skip_speed:
         t = time.perf_counter()
-        report["speed"] = check_speed(cfg, tokenizer, device, args.seed, not args.no_authors, log)
+        def save(speed):  # what is measured so far, in case the call is cut off
+            (out / "gpu_check.partial.json").write_text(json.dumps({**report, "speed": speed}, indent=2) + "\n")
+
+        report["speed"] = check_speed(cfg, tokenizer, device, args.seed, not args.no_authors, log,
+                                      before=args.before, before_sets=args.before_sets, save=save,
+                                      budget_sets=args.budget_sets)
         report["wall_seconds"]["speed"] = round(time.perf_counter() - t, 1)
         report["grid"] = cost_grid(report["speed"])
     report["wall_seconds"]["total"] = round(time.perf_counter() - start, 1)
@@ -663,7 +817,7 @@ def main(argv=None) -> int:
     (out / "gpu_check.md").write_text(text)
     print(json.dumps(report, indent=2))
     print(text)
-    if not report["parity"]["passed"]:
+    if report["parity"] is not None and not report["parity"]["passed"]:
         print("gpu_check: PARITY FAILED: greedy responses differ (not at a near tie) or ψ differs by more than "
               f"{PSI_TOLERANCE:g} between {device} and the CPU; see gpu_check.json, parity", file=sys.stderr)
         return 1

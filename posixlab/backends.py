@@ -16,6 +16,11 @@ transformers):
 
 Another backend (an Anthropic-style API, SGLang) is one module that calls ``register`` when imported; a test-only
 one lives in ``tests/``.
+
+Besides a task's requests, a model that can generate writes free replies to a chat of messages, each request
+carrying its own decoding settings (``posixlab.openai_client.Generation``: budget, temperature, top-p, seed, n): the
+rephraser's paraphrases (``posixlab/rephrase/``) are such replies. ``open_to_generate`` opens the model through its
+backend for that, and ``generate`` asks it.
 """
 
 from __future__ import annotations
@@ -45,7 +50,9 @@ class Engine(Protocol):
 class Backend:
     name: str
     capabilities: frozenset[str]
-    open: Callable  # (spec, cache_dir) -> a loaded or connected model; close() releases it
+    # (spec, cache_dir, **options) -> a loaded or connected model; close() releases it (options: what a caller of
+    # its own asks, ``open_to_generate``)
+    open: Callable
     # (model, max_new_tokens, EngineOptions, cache or None, requests) -> an ``Engine`` for those requests (requests
     # that carry a schema get decoding held to it: the backend picks the engine)
     engine: Callable
@@ -58,6 +65,9 @@ class Backend:
     repeats_in_cache_key: bool = False
     report: Callable | None = None  # (engines, spec) -> what the run's metadata adds (usage, cost, a stop)
     plan: Callable | None = None  # (model, requests, EngineOptions, cache) -> what a dry run would send
+    # (model, messages, Generation) -> the reply texts to a chat of messages, decoded as that one request says (a
+    # rephraser's sampling); None: its models cannot
+    generate: Callable | None = None
 
 
 BACKENDS: dict[str, Backend] = {}
@@ -141,3 +151,29 @@ def open_cache(lm, folder: str | Path | None, cache_dir: str | Path | None):
 def engine_for(lm, max_new_tokens: int, options=None, cache=None, requests: list | None = None) -> Engine:
     """The engine that runs ``requests`` (all of one response length) on ``lm``, as its backend supplies it."""
     return backend_of(lm).engine(lm, max_new_tokens, options, cache, requests or [])
+
+
+def _generator(backend: Backend) -> Callable | None:
+    """How ``backend``'s models write replies to a chat: its own ``generate`` (None where it has none)."""
+    return backend.generate if GENERATE in backend.capabilities else None
+
+
+def open_to_generate(spec: ModelSpec, cache_dir=None, **options):
+    """``spec``'s model, opened through its backend to write replies to chats (``generate``) for a caller of its own
+    (a rephraser); ``options`` go to the backend's ``open`` (a chat API's: the ``role`` whose errors its requests
+    raise). A backend that cannot is a ``ConfigError`` naming those that can, before anything is opened."""
+    backend = backend_of(spec)
+    if _generator(backend) is None:
+        able = [b.name for b in all_backends() if _generator(b) is not None]
+        raise ConfigError(f"model {spec.name} (backend {spec.backend}) cannot write replies to a chat of messages; "
+                          f"backends that can: {', '.join(able)}")
+    return backend.open(spec, cache_dir, **options)
+
+
+def generate(lm, messages: list[dict], generation) -> list[str]:
+    """The reply texts (``generation.n`` of them) to the chat ``messages`` from ``lm``, a model opened with
+    ``open_to_generate``, decoded as ``generation`` (``posixlab.openai_client.Generation``) says for this request."""
+    write = _generator(backend_of(lm))
+    if write is None:
+        raise ConfigError(f"model {getattr(lm, 'name', lm)} (backend {lm.backend}) cannot write replies to a chat")
+    return write(lm, messages, generation)

@@ -53,19 +53,62 @@ def _defaults_of(cls, skip: tuple[str, ...] = ()) -> dict:
     return out
 
 
+def task_schema(task_type) -> type:
+    """The typed node of ``task.*`` for a task: a dataclass generated from the fields of its config dataclass (their
+    annotations and defaults: one source), so that Hydra checks every value at compose time (``task.num_sets=abc``
+    fails there, naming the key). Its fields: the task's ``task_settings``, ``name`` (the task's), the
+    ``moved_settings`` that are not task settings (POSIX's ``num_sets``, whose default conf/task/posix.yaml takes
+    from the data set) and ``run_name`` (set by conf/task/<name>.yaml), in the order the YAML composed them before.
+
+    OmegaConf 2.3 types a field as a primitive, an ``Optional`` one, an enum, a list, a dict or a dataclass; an
+    annotation it does not take (a union with a container, e.g. classification's ``schema: str | dict | None``) is
+    ``Any`` here: that value is not checked at compose time (the task checks it, as before), and the task's own
+    dataclass keeps its annotation."""
+    import dataclasses
+    import typing
+
+    from omegaconf import MISSING
+
+    config = task_type.config_type
+    hints = typing.get_type_hints(config)
+    own = {f.name: f for f in dataclasses.fields(config)}
+
+    def default_of(name: str):  # a fresh Field each time (make_dataclass takes the Field it is given)
+        f = own[name]
+        if f.default is not dataclasses.MISSING:
+            return dataclasses.field(default=f.default)
+        if f.default_factory is not dataclasses.MISSING:
+            return dataclasses.field(default_factory=f.default_factory)
+        return dataclasses.field(default=MISSING)
+
+    def annotation(name: str):
+        try:  # what OmegaConf 2.3 cannot type is Any (see above)
+            OmegaConf.structured(dataclasses.make_dataclass("_Probe", [(name, hints[name], default_of(name))]))
+        except Exception:  # noqa: BLE001: OmegaConf's errors for an unsupported annotation vary by kind
+            return typing.Any
+        return hints[name]
+
+    settings = list(dict.fromkeys(task_type.task_settings))
+    moved = [key for key in task_type.moved_settings if key not in settings]
+    fields = [(key, annotation(key), default_of(key)) for key in settings]
+    fields.append(("name", str, dataclasses.field(default=task_type.name)))
+    fields += [(key, annotation(key), default_of(key)) for key in moved]
+    fields.append(("run_name", str, dataclasses.field(default=MISSING)))  # names the job folders
+    return dataclasses.make_dataclass(f"{config.__name__}TaskSettings", fields)
+
+
 def register_defaults() -> None:
     """One source for every default: the library's dataclasses. Config nodes whose content is nothing but defaults
     are registered from them here (``model/_defaults``, which every model config lists first, and ``engine/default``)
     instead of being restated in YAML; the YAML files hold choices (a model, a data set, a rephraser), and
-    tests/test_config_defaults.py fails when a value a YAML file restates disagrees with its dataclass."""
+    tests/test_config_defaults.py fails when a value a YAML file restates disagrees with its dataclass. Each task's
+    ``task.*`` is a typed (structured) config, ``task_schema``: a value of the wrong type fails at compose time."""
     store = ConfigStore.instance()
     store.store(group="model", name="_defaults", node=_defaults_of(ModelSpec))
     store.store(group="engine", name="default", node=_defaults_of(EngineOptions))
     store.store(group="gate", name="default", node=_defaults_of(GateConfig, skip=("more",)))  # every threshold null: no gate
     for task_type in TASK_TYPES.values():  # each task's own settings, task.*: conf/task/<name>.yaml lists them first
-        settings = _defaults_of(task_type.config_type)
-        store.store(group="task", name=f"_{task_type.name}_defaults",
-                    node={key: settings[key] for key in task_type.task_settings})
+        store.store(group="task", name=f"_{task_type.name}_defaults", node=task_schema(task_type))
 
 
 register_defaults()  # at import, so that compose() in tests and notebooks finds them too
@@ -414,10 +457,78 @@ def unknown_key_message(key: str, container: dict, other_tasks: dict[str, dict],
     return f"{key} is not a setting: {hint}"
 
 
+_KINDS = {int: ("an integer", "integers"), float: ("a number", "numbers"), bool: ("true or false", "true or false"),
+          str: ("a string", "strings")}
+
+
+def _kind_of(node) -> str | None:
+    """What a typed config node takes, in words (``an integer or null``); None when it takes anything."""
+    from enum import Enum
+
+    from omegaconf import ListConfig
+
+    meta = node._metadata
+    if isinstance(node, ListConfig):
+        kind = "a list" + (f" of {_KINDS[meta.element_type][1]}" if meta.element_type in _KINDS else "")
+    elif isinstance(node, DictConfig):
+        kind = "a mapping"
+    elif isinstance(meta.ref_type, type) and issubclass(meta.ref_type, Enum):
+        kind = "one of " + ", ".join(meta.ref_type.__members__)
+    elif meta.ref_type in _KINDS:
+        kind = _KINDS[meta.ref_type][0]
+    else:
+        return None
+    return kind + (" or null" if meta.optional else "")
+
+
+def check_value_type(cfg: DictConfig, key: str, override) -> None:
+    """A ``ConfigError`` naming the key and the type it takes when an override (each value of a sweep) gives a typed
+    setting (``task.*``: a structured config, ``task_schema``) a value of another type, as Hydra would apply it;
+    Hydra's own error would say "could not be converted to Integer" under "Error merging override".
+
+    >>> from hydra.core.override_parser.overrides_parser import OverridesParser
+    >>> from posixlab.tasks import task_named
+    >>> cfg = OmegaConf.create({"task": OmegaConf.structured(task_schema(task_named("posix")))})
+    >>> check_value_type(cfg, "task.shots", OverridesParser.create().parse_override("task.shots=0,1"))
+    >>> check_value_type(cfg, "task.num_sets", OverridesParser.create().parse_override("task.num_sets=abc"))
+    Traceback (most recent call last):
+    ...
+    posixlab.errors.ConfigError: task.num_sets takes an integer or null, not 'abc'
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf.errors import ValidationError
+
+    try:
+        if override.is_sweep_override():
+            texts = list(override.sweep_string_iterator())
+            values = [OverridesParser.create().parse_override(f"{key}={text}").value() for text in texts]
+        else:
+            texts, values = [override.get_value_element_as_str()], [override.value()]
+    except Exception:  # noqa: BLE001: a sweep this cannot list (interval(...)): Hydra checks each job's value
+        return
+    for text, value in zip(texts, values):
+        try:
+            OmegaConf.update(cfg, key, value, merge=True)  # as Hydra applies an override
+        except ValidationError as exc:
+            try:
+                node = cfg
+                for part in key.split("."):
+                    node = node._get_node(part)
+                kind = _kind_of(node)
+            except Exception:  # noqa: BLE001: then OmegaConf's own words
+                kind = None
+            where = f" (in {override.input_line})" if len(texts) > 1 else ""
+            raise ConfigError(f"{key} takes {kind}, not {text!r}{where}" if kind else
+                              f"{key}={text}: {str(exc).splitlines()[0]}{where}") from None
+        except Exception:  # noqa: BLE001: anything else is Hydra's to report
+            return
+
+
 def check_override_keys(argv: list[str]) -> None:
     """A ``ConfigError`` for a command-line override that names a key the composed config does not have, with or
     without ``+``, before Hydra sees it: Hydra would answer "use +key=value", and with the ``+`` it would accept the
-    key silently (the run then ignores it). Group choices (``model=...``, ``+experiment=...``), ``hydra.*`` keys,
+    key silently (the run then ignores it); and for a value of the wrong type for a typed setting (``task.*``,
+    ``check_value_type``). Group choices (``model=...``, ``+experiment=...``), ``hydra.*`` keys,
     deletions and keys under a free-form ``options`` node pass; an override this cannot read is left to Hydra."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -453,17 +564,19 @@ def check_override_keys(argv: list[str]) -> None:
             elif override.is_add() or override.is_force_add():
                 added.append(name)
             else:
-                keys.append((name, line))
+                keys.append((name, override))
 
-        def composed(overrides: list[str]) -> dict | None:
+        def composed(overrides: list[str], typed: bool = False) -> dict | DictConfig | None:
             try:
-                return OmegaConf.to_container(compose(config_name="config", overrides=overrides), resolve=False)
+                cfg = compose(config_name="config", overrides=overrides)
             except HydraException:
                 return None
+            return cfg if typed else OmegaConf.to_container(cfg, resolve=False)
 
-        base = composed(groups)
-        if base is None:
+        typed = composed(groups, typed=True)
+        if typed is None:
             return  # a group choice that does not exist: Hydra's message names the choices
+        base = OmegaConf.to_container(typed, resolve=False)
         def unknown(name: str) -> ConfigError:  # the other task's config is composed only for a key not found
             task = (base.get("task") or {}).get("name")
             others = {t: c for t in TASK_TYPES if t != task
@@ -474,6 +587,8 @@ def check_override_keys(argv: list[str]) -> None:
         for name, _ in keys:
             if not _has_key(base, name):
                 raise unknown(name)
+        for name, override in keys:  # a typed setting (task.*) given a value of another type: every value of a sweep
+            check_value_type(typed, name, override)
         for name in added:
             parent = name.rpartition(".")[0]
             if _has_key(base, name):

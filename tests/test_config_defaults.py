@@ -97,3 +97,98 @@ def test_task_schema_on_the_command_line_reads_the_file_into_the_config(tmp_path
     built = to_config(composed("task=classification", "strategy=structured",
                                               f"task.schema={tmp_path / 's.json'}"), "out")
     assert built.schema == schema
+
+
+# --- task.* is a typed (structured) config, generated from the task's dataclass -----------------------------------
+
+@pytest.mark.parametrize("task, cls", [("posix", PosixConfig), ("classification", ClassificationConfig)])
+def test_a_task_s_settings_compose_to_its_dataclass_defaults(task, cls):
+    from omegaconf import OmegaConf
+
+    from posixlab.tasks import task_named
+
+    task_type = task_named(task)
+    node = OmegaConf.to_container(composed(f"task={task}").task, resolve=True)
+    keys = {*task_type.task_settings, *task_type.moved_settings}
+    defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+                for f in dataclasses.fields(cls) if f.name in keys}
+    assert {key: node[key] for key in keys} == defaults
+    assert node["name"] == task
+
+
+@pytest.mark.parametrize("overrides, key", [
+    (["task.num_sets=abc"], "task.num_sets"), (["task.shots=[1,x]"], "task.shots"), (["task.psi=maybe"], "task.psi"),
+    (["task=classification", "task.repeats=two"], "task.repeats"),
+    (["task=classification", "task.schema_dimensions=abc"], "task.schema_dimensions"),
+])
+def test_a_task_setting_of_the_wrong_type_fails_at_compose_naming_the_key(overrides, key):
+    from hydra.errors import ConfigCompositionException
+    from omegaconf.errors import ValidationError
+
+    with pytest.raises(ConfigCompositionException) as caught:
+        composed(*overrides)
+    assert isinstance(caught.value.__cause__, ValidationError) and caught.value.__cause__.full_key == key
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["task.num_sets=abc"], "task.num_sets takes an integer or null, not 'abc'"),
+    (["num_sets=abc"], "task.num_sets takes an integer or null, not 'abc'"),  # the old spelling, moved
+    (["task.shots=[1,x]"], "task.shots takes an integer, not '[1,x]'"),
+    (["-m", "task.shots=0,1,x"], "task.shots takes an integer, not 'x' (in task.shots=0,1,x)"),
+    (["task=classification", "task.repeats=two"], "task.repeats takes an integer, not 'two'"),
+    (["task=classification", "task.schema_dimensions=abc"], "task.schema_dimensions takes a list of strings or null"),
+    (["task=classification", "task.num_sets=abc"], "task.num_sets is a setting of task=posix"),  # instead_of first
+])
+def test_the_command_line_names_the_key_and_the_type_it_takes(argv, message):
+    from posixlab.cli import check_override_keys, expand_moved_settings
+    from posixlab.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        check_override_keys(expand_moved_settings(argv, notice=lambda text: None))
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize("argv", [
+    ["task.num_sets=null", "task.shots=1", "task.psi=false", "task.option_text=true"], ["-m", "task.shots=0,1,2,3"],
+    ["+experiment=offline_table2"], ["+experiment=offline_structured_mmlu"],
+    ["task=classification", "strategy=structured", "task.variants=schema", "task.schema_dimensions=[rewording,order]",
+     "task.schema={title: T}", "task.task_sentence=Pick one.", "task.probability=label_probs"],
+])
+def test_well_typed_task_settings_pass(argv):
+    from posixlab.cli import check_override_keys
+
+    check_override_keys(argv)
+
+
+def test_an_annotation_omegaconf_cannot_type_is_any_and_the_rest_are_typed():
+    """A task whose settings include a union with a container (OmegaConf 2.3 types none): that field takes anything,
+    the others keep their types, and every default is the dataclass's."""
+    import typing
+
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ValidationError
+
+    from posixlab.cli import task_schema
+    from posixlab.tasks.base import Task
+
+    @dataclasses.dataclass
+    class ToyConfig:
+        count: int = 3
+        either: str | dict | None = None
+        names: list[str] = dataclasses.field(default_factory=lambda: ["a"])
+
+    class Toy(Task):
+        name = "toy"
+        config_type = ToyConfig
+        task_settings = ("count", "either", "names")
+
+    schema = task_schema(Toy)
+    assert {f.name: f.type for f in dataclasses.fields(schema)} == {
+        "count": int, "either": typing.Any, "names": list[str], "name": str, "run_name": str}
+    node = OmegaConf.structured(schema)
+    assert OmegaConf.to_container(node) == {"count": 3, "either": None, "names": ["a"], "name": "toy",
+                                            "run_name": "???"}
+    node.either = {"a": 1}
+    node.either = "text"
+    with pytest.raises(ValidationError):
+        node.count = "many"

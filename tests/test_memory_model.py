@@ -71,6 +71,7 @@ def test_a_budget_that_cannot_hold_one_set_is_an_error_before_any_work():
         engine(8)._plan_waves(sets, [0, 1])
     message = str(caught.value)
     assert "memory budget (8.00 GB) cannot hold one prompt set of 21 prompts of up to 2000 tokens" in message
+    assert "the set's caches need" in message
     assert "Raise engine.gpu_memory_gb to at least" in message
     needed = float(message.split("at least ")[1].split(" ")[0])
     engine(needed)._plan_waves(sets, [0, 1])  # the size it names is enough
@@ -93,5 +94,13 @@ def test_one_transfer_a_decoding_step():
     import inspect
 
     source = inspect.getsource(ScoringEngine._decode)
-    assert "choice.tolist()" in source and "int(choice[" not in source and "float(chosen[" not in source
+    assert source.count(".tolist()") == 1 and "int(choice[" not in source and "float(chosen[" not in source
     assert torch.tensor([3, 4]).tolist() == [3, 4]
+
+
+def test_a_set_over_half_the_budget_runs_in_a_wave_of_its_own_and_its_passes_take_the_rest():
+    # 21 prompts of 226 tokens sharing 40: (40 + 21 * 186 distinct prefix tokens + 21 * 231 stacked) * 0.5 MB = 4.3 GB
+    # of caches, over half of 8 GB; with a pass's largest row beside them the set still fits 8 GB
+    e, sets = engine(8), mmlu_like(3, length=226)
+    assert wave_bytes(e.shape, 21, 226, 5, 40 + 21 * 186) > e.wave_budget
+    assert e._plan_waves(sets, [0, 1, 2]) == [[0], [1], [2]]

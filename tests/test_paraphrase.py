@@ -95,6 +95,37 @@ def test_run_py_paraphrase_one_shot_end_to_end_reads_the_file_and_loads_no_rephr
 
 
 # --- the paraphrase file --------------------------------------------------------------------------------------------
+def test_the_hf_rephraser_writes_with_the_transformers_backends_model(tmp_path, capsys):
+    """hf: the model is the transformers backend's (which declares GENERATE), opened through the registry on the first
+    request, and each request's ``Generation`` decides its replies: n of them, one seed the same replies."""
+    from tiny_model import build_tiny_lm
+
+    from posixlab import backends
+    from posixlab.models.capabilities import GENERATE
+    from posixlab.models.causal_lm import CausalLM
+    from posixlab.models.loading import ModelSpec
+    from posixlab.openai_client import Generation
+    from posixlab.rephrase.hf_backend import HFRephraser
+
+    tiny = build_tiny_lm()
+    tiny.model.save_pretrained(tmp_path / "tiny")
+    tiny.tokenizer.save_pretrained(tmp_path / "tiny")
+    rephraser = HFRephraser(ModelSpec("tiny", "local", str(tmp_path / "tiny"), dtype="float32", device="cpu"),
+                            temperature=1.0, top_p=0.9)
+    assert rephraser._lm is None  # nothing loads until a paraphrase is asked for
+    chat = [{"role": "user", "content": "Rewrite: which planet is red?"}]
+    replies = rephraser.chat(chat, seed=7, n=3, max_tokens=8)
+    assert "loading the rephraser tiny" in capsys.readouterr().err
+    assert isinstance(rephraser.lm, CausalLM) and backends.backend_of(rephraser.lm) is backends.named("transformers")
+    assert GENERATE in backends.capabilities_of(rephraser.lm)
+    assert len(replies) == 3 and rephraser.chat(chat, seed=7, n=3, max_tokens=8) == replies
+    assert rephraser.chat(chat, seed=8, n=3, max_tokens=8) != replies
+    greedy = [backends.generate(rephraser.lm, chat, Generation(8, temperature=0.0, seed=seed)) for seed in (1, 2)]
+    assert greedy[0] == greedy[1] and len(greedy[0]) == 1  # temperature 0: the greedy reply, whatever the seed
+    # the request's budget reached the model: one token per character, at most 8 new ones (the prompt not repeated)
+    assert all(len(reply) <= 8 for reply in replies + greedy[0])
+
+
 def test_second_run_reads_the_file_and_calls_no_model(tmp_path):
     path = tmp_path / "p.jsonl"
     first = source_with(path, ["1. What planet is called the Red Planet?\n2. Which planet is nicknamed the Red Planet?"])

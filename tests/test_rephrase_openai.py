@@ -111,6 +111,36 @@ def test_one_call_per_reply_with_its_own_seed_and_placeholder_key(scripted, monk
     assert {r["auth"] for r in scripted.requests} == {"Bearer EMPTY"}
 
 
+def test_the_model_comes_through_the_backend_registry_and_each_request_carries_its_generation(scripted):
+    """The openai rephraser writes with the chat backend's model, opened through the registry (a backend that
+    declares GENERATE); every request sends what its own ``Generation`` says, reply i of a request seeded seed + i."""
+    from posixlab import backends
+    from posixlab.chat.model import ChatModel
+    from posixlab.models.capabilities import GENERATE
+    from posixlab.openai_client import Generation
+    from posixlab.rephrase.base import request_seed
+
+    rephraser = local(scripted.base_url, temperature=0.3, top_p=0.5)
+    assert isinstance(rephraser.lm, ChatModel) and backends.backend_of(rephraser.lm) is backends.named("chat")
+    assert GENERATE in backends.capabilities_of(rephraser.lm)
+    assert scripted.requests == []  # opening it sent nothing
+    scripted.script = [(200, {}, completion("1. A rewrite."))]
+    chat = [{"role": "user", "content": "hi"}]
+    assert backends.generate(rephraser.lm, chat, Generation(7, temperature=1.2, n=2, seed=5)) == ["1. A rewrite."] * 2
+    assert [r["body"] for r in scripted.requests] == [
+        {"model": "m", "messages": chat, "temperature": 1.2, "max_tokens": 7, "seed": seed} for seed in (5, 6)]
+    scripted.requests.clear()
+    scripted.script = [(200, {}, completion("1. Which planet is called the Red Planet?\n"
+                                            "2. What planet is named the Red Planet?"))]
+    found = collect_paraphrases(rephraser, INSTRUCTION, QUESTION, n=2, per_request=2, samples=2, seed=3)
+    assert len(found.paraphrases) == 2 and found.requests == 1
+    bodies = [r["body"] for r in scripted.requests]
+    first = request_seed(3, QUESTION, 0)
+    assert [b["seed"] for b in bodies] == [first, first + 1]  # one request of 2 samples: two calls, their own seeds
+    assert all(b["temperature"] == 0.3 and b["top_p"] == 0.5 and "n" not in b for b in bodies)
+    assert len({b["max_tokens"] for b in bodies}) == 1 and bodies[0]["messages"][-1]["content"].count(QUESTION) == 1
+
+
 def test_server_down_names_the_endpoint():
     base_url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     start = time.monotonic()

@@ -1,6 +1,7 @@
 """The ``chat`` backend: any OpenAI-compatible chat-completions endpoint (``ChatModel``), requests run by
 ``ChatEngine``. Text in, text out: it generates, and answers JSON objects of a schema through instructor in any of
-its modes (tools, response_format); it cannot score. Every answer is cached, keyed by the whole request and its repeat
+its modes (tools, response_format), and writes replies to a chat of messages for a caller of its own (the ``openai``
+rephraser: ``generate``); it cannot score. Every answer is cached, keyed by the whole request and its repeat
 (``ResponseCache``); the run's metadata gets what was sent, its usage and cost (``api_report``), and a dry run the
 requests it would send, their tokens and their price."""
 
@@ -19,10 +20,14 @@ def check(spec) -> None:
     check_chat(spec)
 
 
-def open_model(spec, cache_dir=None):
+def open_model(spec, cache_dir=None, **options):
     from posixlab.chat.model import open_chat
 
-    return open_chat(spec, cache_dir)
+    return open_chat(spec, cache_dir, **options)
+
+
+def generate(lm, messages: list[dict], generation) -> list[str]:
+    return lm.generate(messages, generation)
 
 
 def engine(lm, max_new_tokens: int, options, cache, requests: list):
@@ -65,4 +70,5 @@ def plan(lm, requests: list, options, cache) -> dict:
 
 
 register(Backend("chat", frozenset({GENERATE, STRUCTURED, TOOLS}), open_model, engine, kind="api", remote=True,
-                 check=check, cache=response_cache, repeats_in_cache_key=True, report=report, plan=plan))
+                 check=check, cache=response_cache, repeats_in_cache_key=True, report=report, plan=plan,
+                 generate=generate))

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from posixlab import openai_client
-from posixlab.openai_client import OpenAIClient, Role
+from posixlab.openai_client import OPENAI_URL, OpenAIClient, Role
 
 # how the shared client's messages name a chat endpoint and its settings
 CHAT = Role(server="chat endpoint", settings="model.server", who="model=chat",
@@ -57,11 +57,15 @@ def api_key(api_key_env: str, base_url: str | None) -> str:
 
 
 class ChatClient:
-    def __init__(self, base_url: str | None, *, api_key_env: str, timeout: float, max_attempts: int):
+    """``role``: whose errors a failure raises and how its messages name the settings (a run's chat model; the
+    rephraser's endpoint, ``posixlab/rephrase/openai_backend.py``); ``hosted_url``: where ``base_url=None`` goes."""
+
+    def __init__(self, base_url: str | None, *, api_key_env: str, timeout: float, max_attempts: int,
+                 role: Role = CHAT, hosted_url: str | None = OPENAI_URL):
         self.api_key_env = api_key_env
         self.max_attempts = max_attempts
-        self._api = OpenAIClient(base_url, role=CHAT, api_key_env=api_key_env, timeout=timeout,
-                                 max_attempts=max_attempts)
+        self._api = OpenAIClient(base_url, role=role, api_key_env=api_key_env, timeout=timeout,
+                                 max_attempts=max_attempts, hosted_url=hosted_url)
         self.base_url = self._api.base_url  # part of every response cache key: keep it as it has always been
 
     def __repr__(self) -> str:

@@ -12,11 +12,12 @@ message at the start, not a failure per request.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 from posixlab.chat.client import ChatClient, api_key
 from posixlab.errors import ConfigError
 from posixlab.models.loading import ModelSpec
-from posixlab.openai_client import Generation, chat_body
+from posixlab.openai_client import OPENAI_URL, Generation, Role, chat_body
 
 
 class ChatModel:
@@ -48,6 +49,14 @@ class ChatModel:
         extra = structured.request_kwargs(messages) if structured is not None else {"messages": messages}
         generation = Generation(max_new_tokens, temperature=self.spec.server.temperature, seed=self.spec.server.seed)
         return chat_body(self.model, generation, extra)
+
+    def generate(self, messages: list[dict], generation: Generation) -> list[str]:
+        """``generation.n`` reply texts to ``messages``, decoded as ``generation`` says: one request per reply, reply
+        ``i`` seeded ``seed + i`` (local servers ignore the API's ``n``; separate requests make every seed explicit).
+        Not cached: a caller of its own (a rephraser) keeps what it needs."""
+        one = [replace(generation, n=1, seed=None if generation.seed is None else generation.seed + i)
+               for i in range(generation.n)]
+        return [self.client.complete(chat_body(self.model, g, {"messages": messages})).text for g in one]
 
     def close(self) -> None:
         pass
@@ -92,7 +101,16 @@ def check_chat(spec: ModelSpec) -> None:
     api_key(s.api_key_env, s.base_url)  # OpenAI itself without a key: a config error now, not a 401 later
 
 
-def open_chat(spec: ModelSpec, cache_dir=None) -> ChatModel:
+def open_chat(spec: ModelSpec, cache_dir=None, *, role: Role | None = None,
+              hosted_url: str | None = OPENAI_URL) -> ChatModel:
+    """The model of a run (checked, and the endpoint asked for its models before any work), or, with a ``role``, the
+    model of a caller of its own (the rephraser): its settings checked by the caller, its failures the role's errors,
+    nothing sent before its first request (a rerun whose paraphrases are all on file never reaches the endpoint)."""
+    if role is not None:
+        client = ChatClient(spec.server.base_url, api_key_env=spec.server.api_key_env, role=role,
+                            timeout=spec.server.request_timeout, max_attempts=spec.server.max_attempts,
+                            hosted_url=hosted_url)
+        return ChatModel(spec, client, None)
     check_chat(spec)
     client = ChatClient(spec.server.base_url, api_key_env=spec.server.api_key_env,
                         timeout=spec.server.request_timeout, max_attempts=spec.server.max_attempts)

@@ -17,11 +17,13 @@ over a 30-token response; ``logsumexp`` stays within ~4e-6.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import Cache, DynamicLayer
 
 from posixlab.errors import ConfigError, ContextLengthError, PromptSetError
 from posixlab.models.capabilities import GENERATE, SCORE
@@ -173,6 +175,12 @@ class CausalLM(TokenizedModel):
         return cache
 
     @staticmethod
+    def slot_cache(buffer: torch.Tensor, length: int) -> Cache:
+        """A key/value cache in ``buffer`` (``(layers, 2, rows, kv_heads, capacity, head_dim)``, allocated once) whose
+        first ``length`` slots are filled: each pass writes its tokens into the next free slots (``SlotLayer``)."""
+        return Cache(layers=[SlotLayer(buffer[layer, 0], buffer[layer, 1], length) for layer in range(len(buffer))])
+
+    @staticmethod
     def cache_tensors(cache: DynamicCache) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """The cache's per-layer tensors. Later forwards concatenate into new tensors, so these stay valid."""
         return [(layer.keys, layer.values) for layer in cache.layers]
@@ -207,9 +215,11 @@ class CausalLM(TokenizedModel):
                 raise ContextLengthError(f"{self.name} attends within a {self.sliding_window}-token window and the "
                                          f"engine cannot mask it per layer; use shorter prompts")
             attention_mask = self._additive(visible)
-        out = self.model(input_ids=input_ids.to(self.device), position_ids=position_ids.to(self.device),
-                         attention_mask=attention_mask, past_key_values=cache, use_cache=True,
-                         logits_to_keep=logits_to_keep if isinstance(logits_to_keep, int) else logits_to_keep.to(self.device))
+        with attention_kernels(self.device):
+            out = self.model(input_ids=input_ids.to(self.device), position_ids=position_ids.to(self.device),
+                             attention_mask=attention_mask, past_key_values=cache, use_cache=True,
+                             logits_to_keep=logits_to_keep if isinstance(logits_to_keep, int)
+                             else logits_to_keep.to(self.device))
         return out.logits
 
     def _additive(self, visible: torch.Tensor) -> torch.Tensor:
@@ -218,6 +228,45 @@ class CausalLM(TokenizedModel):
         mask = torch.zeros(visible.shape, dtype=self.model.dtype, device=self.device)
         mask.masked_fill_(~visible.to(self.device), torch.finfo(self.model.dtype).min)
         return mask[:, None]
+
+
+def attention_kernels(device: torch.device):
+    """The attention kernels of the engine's passes: on a GPU every one of torch's but cuDNN's. cuDNN builds an
+    execution plan for every new shape it sees, and the engine's passes seldom repeat one (rows and widths follow the
+    prompts): measured on an H200 at 7B, the first run of 24 MMLU sets took 0.31 s a set and a second run of the
+    same shapes 0.16 s; the memory-efficient kernel takes the explicit mask at no such cost."""
+    if device.type != "cuda":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+
+
+class SlotLayer(DynamicLayer):
+    """One layer's keys and values in buffers allocated once, ``(rows, kv_heads, capacity, head_dim)``.
+
+    A pass writes its keys into the next free slots and attends to the whole buffer: slots not yet written hold
+    zeros the caller's mask hides. Nothing is copied as the cache grows (a ``DynamicLayer`` concatenates: a copy of
+    the whole cache every decoding step), and the keys' length stays the same from step to step, so every kernel of a
+    decoding block runs at one shape."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, length: int):
+        super().__init__()
+        self.keys, self.values, self.length = keys, values, length
+        self.dtype, self.device = keys.dtype, keys.device
+        self.is_initialized = True
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        end = self.length + key_states.shape[-2]
+        if end > self.keys.shape[-2]:
+            raise RuntimeError(f"a slot cache of {self.keys.shape[-2]} slots cannot hold {end} tokens")
+        self.keys[:, :, self.length:end] = key_states
+        self.values[:, :, self.length:end] = value_states
+        self.length = end
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.length
 
 
 def log_probabilities(logits: torch.Tensor) -> torch.Tensor:

@@ -1,7 +1,10 @@
 """Asking a rephraser model for paraphrases: the instruction, parsing the reply, validating, asking again.
 
-A rephraser is anything with ``chat(messages, *, seed, n, max_tokens) -> list[str]`` (``n`` replies to one chat)
-and an ``identity`` dict that says exactly who writes the paraphrases. ``collect_paraphrases`` drives it:
+A rephraser (``Rephraser``) is a model that can generate, opened through the backend registry
+(``posixlab.backends.open_to_generate``: the ``transformers`` backend's model in this process for ``hf``, the
+``chat`` backend's for ``openai``), with the sampling settings its requests carry, and an ``identity`` dict that says
+exactly who writes the paraphrases. ``chat(messages, *, seed, n, max_tokens) -> list[str]`` is one request: ``n``
+replies to one chat, decoded as one ``Generation`` says. ``collect_paraphrases`` drives it:
 
 1. the chat is the instruction's system message, its worked examples as user/assistant turns, then the request;
 2. each reply is split into candidate lines (numbering, bullets and quotes removed);
@@ -25,6 +28,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from posixlab.backends import generate
 from posixlab.errors import ConfigError, RephraserError
 from posixlab.rephrase.quality import split_statement_list
 
@@ -66,13 +70,42 @@ class Instruction:
 
 
 class Rephraser:
-    """The interface of a rephraser backend (``openai``, ``hf``)."""
+    """Who writes the paraphrases: a model whose backend can generate (``lm``, or ``open_lm`` to open it on first use:
+    a model in this process loads only when a paraphrase is missing) and the sampling every request carries. The
+    ``openai`` and ``hf`` rephrasers are this class, configured (``openai_backend``, ``hf_backend``); a test double may
+    override ``chat`` instead."""
 
     name: str = ""
     identity: dict = {}  # what determines its output: backend, model (and revision), sampling parameters
+    temperature: float = 0.8
+    top_p: float | None = 0.95
+    _lm = None
+    _open_lm = None
+
+    def __init__(self, name: str, identity: dict, *, lm=None, open_lm=None, temperature: float = 0.8,
+                 top_p: float | None = 0.95):
+        self.name, self.identity = name, identity
+        self.temperature, self.top_p = temperature, top_p
+        self._lm, self._open_lm = lm, open_lm
+
+    @property
+    def lm(self):
+        """The model that writes the paraphrases, opened (through the backend registry) the first time it is asked."""
+        if self._lm is None:
+            if self._open_lm is None:
+                raise RephraserError(f"rephraser {self.name or type(self).__name__} has no model to write with")
+            self._lm = self._open_lm()
+        return self._lm
+
+    def generation(self, max_tokens: int, *, n: int, seed: int):
+        """One request's decoding: this rephraser's sampling, the request's budget, replies and seed."""
+        from posixlab.openai_client import Generation  # here: the openai client is imported only when one is sent
+
+        return Generation(max_tokens, temperature=self.temperature, top_p=self.top_p, n=n, seed=seed)
 
     def chat(self, messages: list[dict], *, seed: int, n: int, max_tokens: int) -> list[str]:
-        raise NotImplementedError
+        """``n`` replies to ``messages``: one request, its settings carried in its ``Generation``."""
+        return generate(self.lm, messages, self.generation(max_tokens, n=n, seed=seed))
 
 
 _NUMBERED = re.compile(r"^\s*(?:\(?\d{1,2}\s*[.):\]]|(?:paraphrase|rewrite|version|variant)\s*\d{0,2}\s*[:.)-])\s*",

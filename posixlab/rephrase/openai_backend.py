@@ -1,8 +1,10 @@
 """The ``openai`` rephraser backend: any OpenAI-compatible chat endpoint (OpenAI itself, vLLM, llama.cpp, Ollama).
 
 The paper wrote its paraphrases with GPT-3.5-Turbo through this API; pointing ``base_url`` at a local server gives
-the same code path offline. One reply is one ``chat.completions`` call with its own seed: local servers ignore the
-API's ``n`` parameter, and separate calls make the seeds explicit.
+the same code path offline. The model that writes them is the ``chat`` backend's (``ChatModel``), opened through the
+backend registry for the rephraser (nothing is sent until the first request); this module only configures it. One
+reply is one ``chat.completions`` call with its own seed (``ChatModel.generate``): local servers ignore the API's
+``n`` parameter, and separate calls make the seeds explicit.
 
 Retrying, the key and the errors are the shared OpenAI-compatible client's (``posixlab/openai_client.py``), the
 chat model's too: the ``openai`` client's own retries (``max_retries = max_attempts - 1``) on connection errors,
@@ -16,8 +18,10 @@ the identity, the name and the repr.
 
 from __future__ import annotations
 
+from posixlab.backends import open_to_generate
+from posixlab.chat.model import chat_model
 from posixlab.errors import EndpointUnreachableError, RephraserError
-from posixlab.openai_client import Generation, OpenAIClient, Role, chat_body
+from posixlab.openai_client import Role
 from posixlab.rephrase.base import Rephraser
 
 # how the shared client's messages name the rephraser's endpoint and its settings, and the errors a paraphrase run
@@ -28,6 +32,8 @@ REPHRASER = Role(server="rephraser endpoint", settings="rephraser", who="the ope
 
 
 class OpenAIRephraser(Rephraser):
+    """The ``openai`` rephraser: ``model`` behind the OpenAI-compatible endpoint at ``base_url``, and its sampling."""
+
     def __init__(self, model: str, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
                  temperature: float = 0.8, top_p: float = 0.95, timeout: float = 60, max_attempts: int = 6,
                  name: str | None = None):
@@ -36,15 +42,14 @@ class OpenAIRephraser(Rephraser):
         self.model = model
         self.base_url = base_url
         self.api_key_env = api_key_env
-        self.temperature = temperature
-        self.top_p = top_p
         self.max_attempts = max_attempts
-        self.name = name or f"openai:{model}"
-        self.identity = {"backend": "openai", "model": model, "base_url": base_url,
-                         "temperature": temperature, "top_p": top_p}
+        spec = chat_model(model, base_url, api_key_env=api_key_env, request_timeout=timeout, max_attempts=max_attempts)
+        # opened now, sending nothing: a missing key is a RephraserError before any paraphrase is asked for.
         # hosted_url=None: without a base_url the openai client's own default, $OPENAI_BASE_URL or OpenAI itself
-        self._client = OpenAIClient(base_url, role=REPHRASER, api_key_env=api_key_env, timeout=timeout,
-                                    max_attempts=max_attempts, hosted_url=None)
+        lm = open_to_generate(spec, role=REPHRASER, hosted_url=None)
+        super().__init__(name or f"openai:{model}",
+                         {"backend": "openai", "model": model, "base_url": base_url, "temperature": temperature,
+                          "top_p": top_p}, lm=lm, temperature=temperature, top_p=top_p)
 
     def __repr__(self) -> str:
         return (f"OpenAIRephraser(model={self.model!r}, base_url={self.base_url!r}, "
@@ -52,13 +57,4 @@ class OpenAIRephraser(Rephraser):
 
     @property
     def endpoint(self) -> str:
-        return self._client.base_url
-
-    def chat(self, messages: list[dict], *, seed: int, n: int, max_tokens: int) -> list[str]:
-        """``n`` replies, one request each with its own seed (local servers ignore the API's ``n``)."""
-        return [self._complete(messages, Generation(max_tokens, temperature=self.temperature, top_p=self.top_p,
-                                                    seed=seed + i)) for i in range(n)]
-
-    def _complete(self, messages: list[dict], generation: Generation) -> str:
-        reply = self._client.chat(chat_body(self.model, generation, {"messages": messages}))
-        return reply.choices[0].message.content or ""
+        return self.lm.client.base_url

@@ -26,6 +26,7 @@ same batches, and the same bits, on every run.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -33,7 +34,7 @@ import numpy as np
 import torch
 
 from posixlab.errors import ConfigError
-from posixlab.models.causal_lm import CausalLM, log_probabilities, token_logprobs
+from posixlab.models.causal_lm import CausalLM, token_logprobs
 from posixlab.scoring.cache import ScoreCache
 from posixlab.scoring.options import GPU_SHARE, EngineOptions  # noqa: F401  (re-exported)
 from posixlab.scoring.memory import ModelShape, describe_bytes, pass_bytes, rows_that_fit, wave_bytes
@@ -65,8 +66,11 @@ class _Block:
     """Prompts decoded together: their gathered caches and next-token logits, kept until the wave is scored."""
 
     prompts: list[int]  # indices into the wave's unique prompts
-    lengths: torch.Tensor
-    kv: list
+    lengths: torch.Tensor  # on the model's device
+    # (layers, 2, rows, kv_heads, width + max_new_tokens - 1, head_dim): each row's prompt in its first ``width``
+    # slots (right-padded with zeros), then the slots its response's keys are written into while decoding
+    kv: torch.Tensor
+    width: int
     first_logits: torch.Tensor  # (rows, vocab): raw logits of the token after each prompt
 
 
@@ -206,9 +210,11 @@ class ScoringEngine(SetScorer):
         self.options = options or EngineOptions()
         weights = sum(p.numel() * p.element_size() for p in getattr(lm.model, "parameters", lambda: ())())
         self.batch_tokens, self.memory = self.options.resolve(lm.device, weights)
+        self.max_wave_rows = self.options.wave_rows(lm.device)
         self.shape = ModelShape.of(lm.model)
-        self.wave_budget = self.memory // 2  # the caches a wave holds while its passes run
-        self.pass_budget = self.memory - self.wave_budget  # one pass, on top of them
+        self.wave_budget = self.memory // 2  # the caches a wave holds while its passes run (a set alone may hold more)
+        # one pass, on top of them: what the running wave's caches leave (``_run_wave``), at least the other half
+        self.pass_budget = self.memory - self.wave_budget
         self.pad_id = 0  # any id: padded positions are never seen by a real token
 
     # --- the memory model: bytes per row of each kind of pass (scoring/memory.py) ------------------------------------
@@ -222,28 +228,26 @@ class ScoringEngine(SetScorer):
         return past * self.shape.kv_bytes_per_token + pass_bytes(self.shape, 1, length, past + length, 1)
 
     def _score_row(self, width: int, cached: int) -> int:
-        """One row of a scoring chunk: its copy of the prompt's cache, growing by the trie, and the trie's pass."""
-        return 2 * (cached + width) * self.shape.kv_bytes_per_token + \
-            pass_bytes(self.shape, 1, width, cached + width, width)
+        """One row of a scoring chunk: its copy of the prompt's cache with slots for the trie, and the trie's pass."""
+        return (cached + width) * self.shape.kv_bytes_per_token + pass_bytes(self.shape, 1, width, cached + width,
+                                                                             width)
 
     def _check_fits(self, n: int, longest: int, unique: int) -> None:
         """A ``ConfigError`` when the budget cannot hold one set of ``n`` distinct prompts (the longest ``longest``
-        tokens) alone: its wave's caches, or one row of any of its passes."""
+        tokens) alone: its wave's caches and, beside them, one row of its largest pass."""
         trie = n * self.max_new_tokens  # a prompt's trie holds at most every response of its set
-        need = {"the set's caches": (wave_bytes(self.shape, n, longest, self.max_new_tokens, unique), self.wave_budget),
-                "a decoding row": (self._decode_row(longest), self.pass_budget),
-                "a prefill row": (self._prefill_row(longest, 0), self.pass_budget),
-                "a scoring row": (self._score_row(trie, longest), self.pass_budget)}
-        short = {what: (bytes_, budget) for what, (bytes_, budget) in need.items() if bytes_ > budget}
-        if short:
-            what, (bytes_, budget) = next(iter(short.items()))
-            at_least = 2 * max(b for b, _ in short.values())  # each of the two halves must hold its part
+        caches = wave_bytes(self.shape, n, longest, self.max_new_tokens, unique)
+        rows = {"a decoding row": self._decode_row(longest), "a prefill row": self._prefill_row(longest, 0),
+                "a scoring row": self._score_row(trie, longest)}
+        what, row = max(rows.items(), key=lambda item: item[1])
+        if caches + row > self.memory:
+            at_least = caches + row
             raise ConfigError(
                 f"the engine's memory budget ({describe_bytes(self.memory)}) cannot hold one prompt set of {n} "
-                f"prompts of up to {longest} tokens with {self.max_new_tokens} new tokens on {self.lm.name}: {what} "
-                f"needs {describe_bytes(bytes_)}, and that part of the budget is {describe_bytes(budget)}. Raise "
+                f"prompts of up to {longest} tokens with {self.max_new_tokens} new tokens on {self.lm.name}: the "
+                f"set's caches need {describe_bytes(caches)} and {what} {describe_bytes(row)} beside them. Raise "
                 f"engine.{'gpu_memory_gb' if self.lm.device.type == 'cuda' and self.options.memory_gb is None else 'memory_gb'}"
-                f" to at least {at_least / 2**30:.3g} (GB), or shorten the prompts (fewer shots)")
+                f" to at least {math.ceil(at_least / 2**30 * 100) / 100:.2f} (GB), or shorten the prompts (fewer shots)")
 
     # --- planning ----------------------------------------------------------------------------------------------------
     def _plan_waves(self, sets, indices: list[int], in_order: bool = False) -> list[list[int]]:
@@ -256,7 +260,7 @@ class ScoringEngine(SetScorer):
         for i in (indices if in_order else sorted(indices, key=lambda i: (longest[i], i))):
             n = len(distinct[i])
             need = wave_bytes(self.shape, rows + n, max(width, longest[i]), self.max_new_tokens, tokens + unique[i])
-            if current and (rows + n > self.options.max_wave_rows or need > self.wave_budget):
+            if current and (rows + n > self.max_wave_rows or need > self.wave_budget):
                 waves.append(current)
                 current, rows, width, tokens = [], 0, 0, 0
             current.append(i)
@@ -266,13 +270,14 @@ class ScoringEngine(SetScorer):
         return waves
 
     def _blocks(self, prompts: list[Ids]) -> list[list[int]]:
-        """Decoding batches: the wave's prompts sorted by length, cut so padded tokens fit the token budget and the
-        rows' growing caches and passes fit the pass budget."""
+        """Decoding batches: the wave's prompts sorted by length, cut so a step's tokens (one a row) fit the token
+        budget and the rows' caches and passes fit the pass budget. A step reads every weight once whatever its
+        rows, so a block is as large as memory allows (the prompts' lengths count in the memory model)."""
         order = sorted(range(len(prompts)), key=lambda u: (len(prompts[u]), u))
         blocks, current = [], []
         for u in order:
             rows = len(current) + 1
-            if current and (rows * len(prompts[u]) > self.batch_tokens
+            if current and (rows > self.batch_tokens
                             or rows * self._decode_row(len(prompts[u])) > self.pass_budget):
                 blocks.append(current)
                 current = []
@@ -285,14 +290,19 @@ class ScoringEngine(SetScorer):
         unique: dict[Ids, int] = {}
         slots = [[unique.setdefault(p, len(unique)) for p in prompts] for _, prompts, _ in items]
         prompts = list(unique)
+        # every pass may take what this wave's caches leave of the budget (planning kept them within half of it)
+        held = wave_bytes(self.shape, len(prompts), max(map(len, prompts)), self.max_new_tokens,
+                          distinct_prefixes(prompts))
+        self.pass_budget = max(self.memory - self.wave_budget, self.memory - held)
 
         segments, end, segment_kv, first_logits = self._prefill(prompts)
         blocks, generated = [], {}
         for rows in self._blocks(prompts):
             chains = [path(segments, end[u]) for u in rows]
-            block = _Block(rows, torch.tensor([len(prompts[u]) for u in rows]),
-                           self._stack_kv(chains, max(len(prompts[u]) for u in rows), segment_kv),
-                           torch.stack([first_logits[u] for u in rows]))
+            width = max(len(prompts[u]) for u in rows)
+            block = _Block(rows, torch.tensor([len(prompts[u]) for u in rows], device=self.lm.device),
+                           self._stack_kv(chains, width, segment_kv, capacity=width + self.max_new_tokens - 1),
+                           width, torch.stack([first_logits[u] for u in rows]))
             for u, gen in zip(rows, self._decode(block)):
                 generated[u] = gen
             blocks.append(block)
@@ -362,47 +372,49 @@ class ScoringEngine(SetScorer):
         visible[:, :, past:] |= torch.eye(width, dtype=torch.bool)[None] & ~real[:, :, None]  # padding sees itself
         key_positions = torch.cat([torch.arange(past).expand(n, past), positions], dim=1)
         chains = [path(segments, segments[k].parent) if segments[k].parent >= 0 else [] for k in rows]
-        cache = self.lm.new_cache(self._stack_kv(chains, past, segment_kv) if past else None)
-        logits = self.lm.forward_masked(ids, positions, visible, key_positions, cache,
+        kv = self._stack_kv(chains, past, segment_kv, capacity=past + width)
+        logits = self.lm.forward_masked(ids, positions, visible, key_positions, self.lm.slot_cache(kv, past),
                                         logits_to_keep=torch.tensor([width - 1]))
         self._count(n * width, int(lengths.sum()))
         for r, k in enumerate(rows):
-            span = slice(past + int(offset[r]), past + width)
-            segment_kv[k] = torch.stack([torch.stack([layer.keys[r, :, span], layer.values[r, :, span]])
-                                         for layer in cache.layers])
+            segment_kv[k] = kv[:, :, r, :, past + int(offset[r]):past + width].clone()
             for u in ending.get(k, ()):
-                first_logits[u] = logits[r, 0].clone()
+                first_logits[u] = logits[r, 0]  # a view: the pass keeps one column of logits, no more
 
-    @staticmethod
-    def _stack_kv(chains: list[list[int]], width: int, segment_kv) -> list:
-        """Per-layer ``(keys, values)`` of shape ``(rows, kv_heads, width, head_dim)``: each row the concatenation of
-        its chain of segments, right-padded with zeros (padding is never visible)."""
-        some = segment_kv[next(c[0] for c in chains if c)]
-        layers, _, heads, _, dim = some.shape
-        out = some.new_zeros((len(chains), layers, 2, heads, width, dim))
+    def _stack_kv(self, chains: list[list[int]], width: int, segment_kv, capacity: int) -> torch.Tensor:
+        """The keys and values of rows, ``(layers, 2, rows, kv_heads, capacity, head_dim)``: each row's first slots
+        the concatenation of its chain of segments (``width`` at most), the rest zeros (never visible)."""
+        shape = self.shape
+        out = torch.zeros((shape.layers, 2, len(chains), shape.kv_heads, capacity, shape.head_dim),
+                          dtype=self.lm.model.dtype, device=self.lm.device)
         for r, chain in enumerate(chains):
             at = 0
             for k in chain:
                 length = segment_kv[k].shape[3]
-                out[r, :, :, :, at:at + length] = segment_kv[k]
+                out[:, :, r, :, at:at + length] = segment_kv[k]
                 at += length
-        return [(out[:, layer, 0], out[:, layer, 1]) for layer in range(layers)]
+        return out
 
     @torch.inference_mode()
     def _decode(self, block: _Block) -> list[tuple[list[int], list[float]]]:
         """Greedy responses of a block's rows: argmax of the raw logits, ending after the first EOS (kept)."""
-        n, width = len(block.prompts), block.kv[0][0].shape[-2]
+        n, width, device = len(block.prompts), block.width, self.lm.device
         tokens, logprobs = [[] for _ in range(n)], [[] for _ in range(n)]
         done = [False] * n
-        cache = self.lm.new_cache(block.kv)
+        cache = self.lm.slot_cache(block.kv, width)
         live = list(range(n))  # the block row of each cache row
+        lengths = block.lengths
+        slots = torch.arange(block.kv.shape[4], device=device)[None, :]
+        # a key slot's position: the prompt's own below ``width``; a response token's after its prompt's end
+        key_positions = torch.where(slots < width, slots, lengths[:, None] + slots - width)
         logits = block.first_logits
         constraint = self._constraint(block)  # None: free greedy decoding (every engine but the constrained one)
         for step in range(self.max_new_tokens):
             choice = (logits if constraint is None else constraint.mask(logits, live)).argmax(dim=-1)
             chosen = token_logprobs(logits, choice)  # the model's own probability of the token, before any mask
-            # one transfer a step for every row (a GPU would otherwise synchronise once per row and value)
-            choice_list, chosen_list = choice.tolist(), chosen.tolist()
+            # one transfer a step for every row's token and log-probability (float64 holds both exactly)
+            choice_list, chosen_list = torch.stack([choice.double(), chosen.double()]).tolist()
+            choice_list = [int(c) for c in choice_list]
             for k, b in enumerate(live):
                 if not done[b]:
                     tokens[b].append(choice_list[k])
@@ -413,16 +425,15 @@ class ScoringEngine(SetScorer):
             going = [k for k, b in enumerate(live) if not done[b]]
             if not going:
                 break
+            inputs = choice[:, None]  # a finished row's input is never read by another row
             if len(going) <= 0.75 * len(live):  # drop finished rows once enough of them are idle
-                cache.batch_select_indices(torch.tensor(going, device=self.lm.device))
+                kept = torch.tensor(going, device=device)
+                cache.batch_select_indices(kept)
                 live = [live[k] for k in going]
-            rows = torch.tensor(live)
-            lengths = block.lengths[rows]
-            inputs = torch.tensor([[tokens[b][-1]] for b in live])
+                inputs, lengths, key_positions = inputs[kept], lengths[kept], key_positions[kept]
             positions = (lengths + step)[:, None]
-            slots = torch.arange(width + step + 1)
-            visible = ((slots[None, :] < lengths[:, None]) | (slots[None, :] >= width))[:, None, :]
-            key_positions = torch.where(slots[None, :] < width, slots[None, :], lengths[:, None] + slots - width)
+            # the prompt's own tokens, then the response's so far (slot ``width + step`` is this step's)
+            visible = ((slots < lengths[:, None]) | ((slots >= width) & (slots <= width + step)))[:, None, :]
             logits = self.lm.forward_masked(inputs, positions, visible, key_positions, cache)[:, -1]
             self._count(len(live), sum(not done[b] for b in live))
         return list(zip(tokens, logprobs))
@@ -436,13 +447,14 @@ class ScoringEngine(SetScorer):
         """log P(y | x) for every response each prompt of the block needs, into ``scores[(prompt, y)]``."""
         owners = [(b, u, y) for b, u in enumerate(block.prompts) for y in tries[u].responses]
         if owners:  # every response's first token, read in one transfer
-            first = log_probabilities(block.first_logits)
-            picked = first[torch.tensor([b for b, _, _ in owners]), torch.tensor([y[0] for _, _, y in owners])]
+            picked = selected_logprobs(block.first_logits[:, None], torch.tensor([b for b, _, _ in owners]),
+                                       torch.zeros(len(owners), dtype=torch.long),
+                                       torch.tensor([y[0] for _, _, y in owners], device=self.lm.device))
             for (_, u, y), value in zip(owners, picked.tolist()):
                 scores[(u, y)] = value
         rows = sorted((b for b, u in enumerate(block.prompts) if len(tries[block.prompts[b]])),
                       key=lambda b: (-len(tries[block.prompts[b]]), b))
-        cached = block.kv[0][0].shape[-2]
+        cached = block.width
         start = 0
         while start < len(rows):
             width = len(tries[block.prompts[rows[start]]])  # longest first: the chunk's first row sets the width
@@ -455,10 +467,12 @@ class ScoringEngine(SetScorer):
 
     def _score_chunk(self, block: _Block, chunk: list[int], width: int, tries: list[ResponseTrie],
                      prompt_ids: list[int], scores: dict) -> None:
-        index = torch.tensor(chunk, device=self.lm.device)
-        cache = self.lm.new_cache([(k[index], v[index]) for k, v in block.kv])
-        cached = block.kv[0][0].shape[-2]
-        n = len(chunk)
+        cached, n = block.width, len(chunk)
+        kv = block.kv.new_empty(block.kv.shape[:2] + (n,) + block.kv.shape[3:4] + (cached + width,)
+                                + block.kv.shape[5:])
+        for c, b in enumerate(chunk):  # row by row: a gather would hold a second copy of every row's cache
+            kv[:, :, c, :, :cached] = block.kv[:, :, b, :, :cached]
+        cache = self.lm.slot_cache(kv, cached)
         ids = torch.full((n, width), self.pad_id, dtype=torch.long)
         positions = torch.zeros((n, width), dtype=torch.long)
         visible = torch.zeros((n, width, cached + width), dtype=torch.bool)
@@ -482,14 +496,31 @@ class ScoringEngine(SetScorer):
                     rows.append(c), nodes.append(node), targets.append(token), owners.append((prompt_ids[c], y))
         if not rows:
             return
-        rows_t, nodes_t = torch.tensor(rows), torch.tensor(nodes)
-        picked = token_logprobs(logits[rows_t, nodes_t], torch.tensor(targets, device=self.lm.device)).tolist()
+        picked = selected_logprobs(logits, torch.tensor(rows), torch.tensor(nodes),
+                                   torch.tensor(targets, device=self.lm.device)).tolist()  # one transfer a chunk
         for owner, value in zip(owners, picked):  # in token order, so each sum runs first token to last
             scores[owner] += value
 
     def _count(self, processed: int, real: int) -> None:
         self.processed_tokens += processed
         self.lm.forward_tokens += real
+
+def selected_logprobs(logits: torch.Tensor, rows: torch.Tensor, queries: torch.Tensor, targets: torch.Tensor,
+                      slice_bytes: int = 2**28) -> torch.Tensor:
+    """``log P(targets[t])`` under ``logits[rows[t], queries[t]]``, in float32, computed a slice of targets at a
+    time: only a slice's logits are copied and widened to float32 (``slice_bytes`` of them at most), never the
+    pass's whole ``(rows, queries, vocab)`` block. Each value is its row's own log-softmax, so slicing changes nothing.
+
+    >>> logits = torch.tensor([[[0.0, 1.0, 2.0]], [[1.0, 1.0, 1.0]]])
+    >>> values = selected_logprobs(logits, torch.tensor([0, 1]), torch.tensor([0, 0]), torch.tensor([2, 0]),
+    ...                            slice_bytes=1)
+    >>> [round(v, 4) for v in values.tolist()]    # 2 - log(1 + e + e^2), then log(1/3)
+    [-0.4076, -1.0986]
+    """
+    per_slice = max(1, slice_bytes // (logits.shape[-1] * (logits.element_size() + 8)))
+    return torch.cat([token_logprobs(logits[rows[i:i + per_slice], queries[i:i + per_slice]],
+                                     targets[i:i + per_slice]) for i in range(0, len(rows), per_slice)])
+
 
 def distinct_prefixes(prompts) -> int:
     """The tokens a radix tree of ``prompts`` holds: every distinct prefix once (what their prefill's segments

@@ -1,0 +1,158 @@
+"""Where a scoring engine's time goes (issue 43): seconds per phase, the model's share of each, and what a profile
+of the device's kernels says. Used by ``experiments/gpu_check.py``; works on any engine with the methods
+``_prefill``, ``_decode`` and ``_score`` (this repository's, and earlier versions of it loaded from a file).
+
+A phase's seconds run from its method's entry to its exit with the device synchronised at both ends; its model
+seconds sum the forward calls inside it, each synchronised too. "Other" is the rest of the run: planning, stacking
+caches, tries, assembly and the cache. The synchronisations cost a little overlap of host and device, so an
+instrumented run is slower than a plain one: gpu_check times both and reports each.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+PHASES = {"_prefill": "prefill", "_decode": "decode", "_score": "scoring"}
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class PhaseTimer:
+    """Instruments one engine and its model while in a ``with`` block (instance attributes shadow the methods;
+    leaving the block removes them)."""
+
+    def __init__(self, engine, lm):
+        self.engine, self.lm = engine, lm
+        self.phases = {name: {"seconds": 0.0, "model_seconds": 0.0, "forward_calls": 0, "forward_tokens": 0,
+                              "processed_tokens": 0} for name in PHASES.values()}
+        self.current: str | None = None
+
+    def __enter__(self):
+        for method, name in PHASES.items():
+            setattr(self.engine, method, self._phase(getattr(self.engine, method), name))
+        self.lm.forward_masked = self._forward(self.lm.forward_masked)
+        return self
+
+    def __exit__(self, *exc):
+        for method in PHASES:
+            delattr(self.engine, method)
+        del self.lm.forward_masked
+
+    def _phase(self, method, name):
+        def run(*args, **kwargs):
+            if self.current is not None:  # a phase inside another counts as the outer one
+                return method(*args, **kwargs)
+            sync(self.lm.device)
+            self.current, start = name, time.perf_counter()
+            tokens, processed = self.lm.forward_tokens, self.engine.processed_tokens
+            try:
+                return method(*args, **kwargs)
+            finally:
+                sync(self.lm.device)
+                phase = self.phases[name]
+                phase["seconds"] += time.perf_counter() - start
+                phase["forward_tokens"] += self.lm.forward_tokens - tokens
+                phase["processed_tokens"] += self.engine.processed_tokens - processed
+                self.current = None
+        return run
+
+    def _forward(self, forward):
+        def run(*args, **kwargs):
+            sync(self.lm.device)
+            start = time.perf_counter()
+            try:
+                return forward(*args, **kwargs)
+            finally:
+                sync(self.lm.device)
+                phase = self.phases.get(self.current)
+                if phase is not None:
+                    phase["model_seconds"] += time.perf_counter() - start
+                    phase["forward_calls"] += 1
+        return run
+
+    def report(self, total_seconds: float, sets: int, ceiling: float) -> dict:
+        """Per phase: seconds (and per set), model seconds, calls, ms per call, tokens, fraction of the ceiling."""
+        out = {}
+        for name, p in self.phases.items():
+            seconds = p["seconds"]
+            out[name] = {"seconds": round(seconds, 3), "s_per_set": round(seconds / sets, 4),
+                         "model_seconds": round(p["model_seconds"], 3), "forward_calls": p["forward_calls"],
+                         "ms_per_call": round(1000 * p["model_seconds"] / max(1, p["forward_calls"]), 2),
+                         "forward_tokens": p["forward_tokens"], "processed_tokens": p["processed_tokens"],
+                         "tokens_per_call": round(p["processed_tokens"] / max(1, p["forward_calls"]), 1),
+                         "fraction_of_ceiling": round(p["forward_tokens"] / seconds / ceiling, 3) if seconds else None}
+        other = total_seconds - sum(p["seconds"] for p in self.phases.values())
+        out["other (host)"] = {"seconds": round(other, 3), "s_per_set": round(other / sets, 4)}
+        return out
+
+
+class PeakMemory:
+    """Peak resident memory (CPU) or peak allocated memory (CUDA) above the level at entry, in MiB."""
+
+    interval = 0.005  # seconds between samples of resident memory
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+
+    @staticmethod
+    def _rss() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    def __enter__(self):
+        if self.cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self.base = torch.cuda.memory_allocated()
+        else:
+            self.base = self.peak = self._rss()
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._stop.wait(self.interval):
+            self.peak = max(self.peak, self._rss())
+
+    def __exit__(self, *exc):
+        if self.cuda:
+            torch.cuda.synchronize()
+            self.peak = torch.cuda.max_memory_allocated()
+        else:
+            self._stop.set()
+            self._thread.join()
+            self.peak = max(self.peak, self._rss())
+        self.mib = round((self.peak - self.base) / 2**20, 1)
+
+
+def profile_table(run, device: torch.device, rows: int = 20) -> str:
+    """The ``torch.profiler`` table of ``run()``'s operators, the most device time first (host time on a CPU)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        run()
+        sync(device)
+    key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    return prof.key_averages().table(sort_by=key, row_limit=rows, max_name_column_width=70)
+
+
+def load_engine(path: str):
+    """An engine module from a file (an earlier version of ``posixlab/scoring/engine.py``, written out with
+    ``git show COMMIT:posixlab/scoring/engine.py > FILE``), to measure it beside today's in one process."""
+    spec = importlib.util.spec_from_file_location(f"engine_{Path(path).stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module

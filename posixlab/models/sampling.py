@@ -1,0 +1,31 @@
+"""Sampled replies to a chat from a model in this process (``CausalLM``): how an in-process model writes free text
+(a rephraser's paraphrases), beside the greedy decoding and scoring on token ids that POSIX measures with.
+
+``sample_chat`` takes what a request to a chat API would say (``posixlab.openai_client.Generation``) and does it
+with ``transformers``' ``generate``: the chat template, then ``n`` replies sampled in one call (one generator seeded
+once per request, so the same seed gives the same replies on the same machine), or the greedy reply at temperature
+0. It is the ``generate`` of the backend that runs models in this process (``posixlab.backends.generate``).
+"""
+
+from __future__ import annotations
+
+
+def sample_chat(lm, messages: list[dict], generation) -> list[str]:
+    """``generation.n`` reply texts to ``messages`` from ``lm`` (a ``CausalLM``), decoded as ``generation`` says."""
+    import torch  # here, not at the top: posixlab.backends names this module without importing torch
+
+    text = lm.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    ids = torch.tensor([lm.encode(text, add_special_tokens=False)], device=lm.device)
+    pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else min(lm.eos_ids)
+    if generation.temperature > 0:
+        # top_k=0 and top-p 1 unless asked: only what the request says narrows the distribution, as an API does
+        decoding = {"do_sample": True, "temperature": generation.temperature, "top_k": 0,
+                    "top_p": 1.0 if generation.top_p is None else generation.top_p}
+    else:
+        decoding = {"do_sample": False}
+    if generation.seed is not None:
+        torch.manual_seed(generation.seed)  # every reply of the request comes from this one seeded generator
+    with torch.inference_mode():
+        out = lm.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=generation.max_tokens,
+                                num_return_sequences=generation.n, pad_token_id=pad, **decoding)
+    return [lm.decode(row[ids.shape[1]:]) for row in out]
