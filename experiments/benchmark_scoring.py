@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from experiments.gpu_phases import PeakMemory  # noqa: F401  (used here and by gpu_check)
+from experiments.gpu_phases import PeakMemory
 from posixlab.backends import load
 from posixlab.data import DatasetSpec, load_items, select_items
 from posixlab.metrics import REFERENCE_COMPAT, psi
