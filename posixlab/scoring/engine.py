@@ -19,9 +19,10 @@ Every number equals one full forward pass per (prompt, response) pair within flo
    generations and scores are all cached are served from it without a forward pass.
 
 Batch sizes follow a memory budget (``EngineOptions``) through one memory model (``memory.py``: what a wave's caches
-and each pass really allocate, from the model's sizes): a wave's caches stay within half the budget, each pass within
-the other half, and a budget that cannot hold one prompt set is an error before any work. One configuration gives the
-same batches, and the same bits, on every run.
+and each pass really allocate, from the model's sizes): waves are planned within half the budget (a set larger than
+that runs alone), each pass within what its wave's caches leave, and a budget that cannot hold one prompt set's caches
+with its largest pass row is an error before any work. Caches are buffers allocated once with slots for what a pass
+adds (``SlotLayer``). One configuration gives the same batches, and the same bits, on every run.
 """
 
 from __future__ import annotations

@@ -16,8 +16,9 @@ for a pass of ``rows`` rows × ``queries`` new tokens that see ``keys`` keys (ca
   temporary.
 
 And what a wave holds while its passes run (``wave_bytes``): the prefill's segments (each shared beginning once) and
-every decoding block's stacked cache with room for the responses. The engine keeps the wave's caches within half the
-budget and sizes each pass within what is left, so a budget is what a run spends, not a wish.
+every decoding block's stacked cache with room for the responses. The engine plans waves within half the budget and
+sizes each pass within what the wave's caches leave, so a budget is what a run spends, not a wish (measured on an
+H200 at 7B: a peak of 0.47-0.72 of the budget above the weights; figures/gpu_check/, section 6).
 
 >>> llama7b = ModelShape(layers=32, hidden=4096, intermediate=11008, heads=32, kv_heads=32, head_dim=128,
 ...                      vocab=32000, dtype_bytes=2)
