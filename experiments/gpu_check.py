@@ -733,7 +733,7 @@ def budget_lines(s: dict) -> list[str]:
     return lines
 
 
-def main(argv=None) -> int:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", choices=sorted(CONFIGS), default="tiny")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:K")
@@ -753,6 +753,11 @@ def main(argv=None) -> int:
     parser.add_argument("--budget-sets", type=int, default=None, help="sets per workload under each memory budget "
                         "(default: all the speed sets)")
     parser.add_argument("--skip-parity", action="store_true", help="the speed part only (no measurements 1-3)")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = arguments()
     args = parser.parse_args(argv)
 
     from transformers.utils import logging as hf_logging

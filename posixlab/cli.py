@@ -524,6 +524,27 @@ def check_value_type(cfg: DictConfig, key: str, override) -> None:
             return
 
 
+def _sort_overrides(parsed, repository) -> tuple[list[str], list[tuple[str, object]], list[str]]:
+    """Parsed overrides in three kinds: group choices (as override lines, a sweep's first value standing for it),
+    keys set (name and override) and keys added with ``+``; ``hydra.*`` keys and deletions are left out."""
+    groups, keys, added = [], [], []
+    for override in parsed:
+        name = override.key_or_group
+        if name.startswith("hydra") or override.is_delete():
+            continue
+        value = next(iter(override.sweep_string_iterator())) if override.is_sweep_override() else None
+        line = override.input_line if value is None else (
+            f"{'++' if override.is_force_add() else '+' if override.is_add() else ''}"
+            f"{override.get_key_element()}={value}")
+        if repository.group_exists(name.replace(".", "/")):
+            groups.append(line)
+        elif override.is_add() or override.is_force_add():
+            added.append(name)
+        else:
+            keys.append((name, override))
+    return groups, keys, added
+
+
 def check_override_keys(argv: list[str]) -> None:
     """A ``ConfigError`` for a command-line override that names a key the composed config does not have, with or
     without ``+``, before Hydra sees it: Hydra would answer "use +key=value", and with the ``+`` it would accept the
@@ -549,22 +570,7 @@ def check_override_keys(argv: list[str]) -> None:
         return  # Hydra's own message about the syntax follows
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        repository = GlobalHydra.instance().config_loader().repository
-        groups, keys, added = [], [], []
-        for override in parsed:
-            name = override.key_or_group
-            if name.startswith("hydra") or override.is_delete():
-                continue
-            value = next(iter(override.sweep_string_iterator())) if override.is_sweep_override() else None
-            line = override.input_line if value is None else (
-                f"{'++' if override.is_force_add() else '+' if override.is_add() else ''}"
-                f"{override.get_key_element()}={value}")
-            if repository.group_exists(name.replace(".", "/")):
-                groups.append(line)
-            elif override.is_add() or override.is_force_add():
-                added.append(name)
-            else:
-                keys.append((name, override))
+        groups, keys, added = _sort_overrides(parsed, GlobalHydra.instance().config_loader().repository)
 
         def composed(overrides: list[str], typed: bool = False) -> dict | DictConfig | None:
             try:

@@ -109,7 +109,6 @@ class CausalLM(TokenizedModel):
                          eos_ids=eos_ids_of(model.generation_config.eos_token_id, tokenizer), max_context=max_context)
         self.model = model.eval()
         self.device = next(model.parameters()).device
-        self.padding_tokens = 0  # padded positions run through the model (work done, but not counted above)
         text_config = model.config.get_text_config(decoder=True)
         self.vocab_size = int(text_config.vocab_size)
         layer_types = getattr(text_config, "layer_types", None)
@@ -118,7 +117,8 @@ class CausalLM(TokenizedModel):
         heads = text_config.num_attention_heads
         head_dim = getattr(text_config, "head_dim", None) or text_config.hidden_size // heads
         kv_heads = getattr(text_config, "num_key_value_heads", None) or heads
-        # bytes one token occupies in the key/value cache: sizes the engine's batches
+        # bytes one token occupies in the key/value cache: how the earlier engine that gpu_check --before measures
+        # sized its batches (today's engine reads posixlab.scoring.memory.ModelShape)
         self.kv_bytes_per_token = 2 * text_config.num_hidden_layers * kv_heads * head_dim * model.dtype.itemsize
 
     # --- the three operations -----------------------------------------------------------------------------------
@@ -165,10 +165,9 @@ class CausalLM(TokenizedModel):
     # --- the batched path the scoring engine uses -----------------------------------------------------------------
     @staticmethod
     def new_cache(kv=None) -> DynamicCache:
-        """A key/value cache whose layers keep every key (no sliding-window truncation: masks handle windows).
-
-        ``kv`` (a list of per-layer ``(keys, values)``, as ``cache_tensors`` returns) fills it.
-        """
+        """A key/value cache whose layers keep every key (no sliding-window truncation: masks handle windows),
+        filled with ``kv`` (a list of per-layer ``(keys, values)``). Today's engine uses ``slot_cache``; the earlier
+        engine that ``experiments/gpu_check.py --before`` measures beside it calls this."""
         cache = DynamicCache()
         for layer, (keys, values) in enumerate(kv or ()):
             cache.update(keys, values, layer)
@@ -179,11 +178,6 @@ class CausalLM(TokenizedModel):
         """A key/value cache in ``buffer`` (``(layers, 2, rows, kv_heads, capacity, head_dim)``, allocated once) whose
         first ``length`` slots are filled: each pass writes its tokens into the next free slots (``SlotLayer``)."""
         return Cache(layers=[SlotLayer(buffer[layer, 0], buffer[layer, 1], length) for layer in range(len(buffer))])
-
-    @staticmethod
-    def cache_tensors(cache: DynamicCache) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """The cache's per-layer tensors. Later forwards concatenate into new tensors, so these stay valid."""
-        return [(layer.keys, layer.values) for layer in cache.layers]
 
     @torch.inference_mode()
     def forward_masked(self, input_ids, position_ids, visible, key_positions, cache, logits_to_keep=0):
