@@ -432,10 +432,11 @@ def check_parity(cfg: CheckConfig, tokenizer, device: torch.device, seed: int, l
 
 def check_speed(cfg: CheckConfig, tokenizer, device: torch.device, seed: int, authors: bool, log,
                 before: str | None = None, before_sets: int = 12, save=lambda report: None,
-                budget_sets: int | None = None) -> dict:
+                budget_sets: int | None = None, budgets_first: bool = False) -> dict:
     """Measurement 4: the engine (and, with ``before``, an earlier engine loaded from that file, on the first
     ``before_sets`` sets) and the authors' method on the speed model, with the ceiling, phases and peak memory; then
-    the memory budgets and a profile. ``save(report)`` keeps what is measured so far after each part."""
+    the memory budgets (``budgets_first``: before the rest) and a profile. ``save(report)`` keeps what is measured so
+    far after each part."""
     from experiments.gpu_phases import load_engine, profile_table
     from posixlab.scoring import EngineOptions, ScoringEngine
 
@@ -457,9 +458,17 @@ def check_speed(cfg: CheckConfig, tokenizer, device: torch.device, seed: int, au
     report["ceiling"], report["ceiling_seconds"] = timed(lambda: forward_ceiling(lm, cfg.ceiling_shapes, 3))
     report["ceiling_seconds"] = round(report["ceiling_seconds"], 2)
     ceiling = report["ceiling"]["best_tokens_per_s"]
-    sets = {}
+    sets = {w.name: build_sets(lm, w, seed) for w in cfg.speed}
+
+    def budgets():  # filled run by run, so that a call cut off keeps the budgets measured
+        report["budgets"] = {}
+        check_budgets(cfg, lm, {name: (texts, ids[:budget_sets]) for name, (texts, ids) in sets.items()}, ceiling,
+                      log, out=report["budgets"], save=lambda: save(report))
+
+    if budgets_first:
+        budgets()
     for w in cfg.speed:
-        texts, ids = sets[w.name] = build_sets(lm, w, seed)
+        texts, ids = sets[w.name]
         log(f"[speed] {w.name}: {len(ids)} sets × N = {len(ids[0])}, {w.max_new_tokens} new tokens")
         score(lm, ids[:1], w.max_new_tokens)  # warm-up: kernels for this workload's shapes
         # the instrumented run first: it also warms the allocator and the kernels up for the plain, timed one
@@ -493,9 +502,8 @@ def check_speed(cfg: CheckConfig, tokenizer, device: torch.device, seed: int, au
             row["max_abs_dpsi_against_today"] = max(abs(psi_of(s) - p) for s, p in zip(old, ours["psi"]))
             report["before"]["workloads"][w.name] = row
             save(report)
-    report["budgets"] = {}  # filled run by run, so that a call cut off keeps the budgets measured
-    check_budgets(cfg, lm, {name: (texts, ids[:budget_sets]) for name, (texts, ids) in sets.items()}, ceiling, log,
-                  out=report["budgets"], save=lambda: save(report))
+    if not budgets_first:
+        budgets()
     return report
 
 
@@ -513,15 +521,16 @@ def attention_as_before():
         causal_lm.attention_kernels = today
 
 
-def run_engine(engine, lm, ids, ceiling: float, phases: bool = False) -> tuple[list, dict]:
+def run_engine(engine, lm, ids, ceiling: float, phases: bool = False, tensors: bool = False) -> tuple[list, dict]:
     """Every set of ``ids`` through ``engine``: its results in order, and seconds, tokens and peak memory (with
-    ``phases``, instrumented: ``experiments/gpu_phases.py``)."""
+    ``phases``, instrumented: ``experiments/gpu_phases.py``; with ``tensors``, a CPU's peak of tensors, not of
+    resident memory)."""
     from contextlib import nullcontext
 
     from experiments.gpu_phases import PeakMemory, PhaseTimer
 
     real0 = lm.forward_tokens
-    with PeakMemory(lm.device) as mem, (PhaseTimer(engine, lm) if phases else nullcontext()) as timer:
+    with PeakMemory(lm.device, tensors) as mem, (PhaseTimer(engine, lm) if phases else nullcontext()) as timer:
         results, seconds = timed(lambda: [s for _, s in sorted(engine.score_sets(ids), key=lambda x: x[0])])
         sync(lm.device)
     real = lm.forward_tokens - real0
@@ -556,7 +565,8 @@ def authors_row(lm, texts, w: Workload, seconds: float, sets: int, device: torch
 
 def check_budgets(cfg: CheckConfig, lm, sets: dict, ceiling: float, log, out: dict, save=lambda: None) -> dict:
     """The engine under each of ``cfg.budgets`` (GB; ``gpu_memory_gb`` on a GPU, ``memory_gb`` on a CPU): peak
-    memory above what was allocated before the run (the weights), against the budget, and seconds per set."""
+    memory of tensors above what was allocated before the run (the weights), against the budget, and seconds per set
+    (on a CPU under torch's profiler, which slows it)."""
     from posixlab.errors import ConfigError
     from posixlab.scoring import EngineOptions, ScoringEngine
 
@@ -567,13 +577,12 @@ def check_budgets(cfg: CheckConfig, lm, sets: dict, ceiling: float, log, out: di
             log(f"[budget] {budget} GB: {name}")
             engine = ScoringEngine(lm, w.max_new_tokens, options)
             try:
-                _, row = run_engine(engine, lm, sets[name][1], ceiling)
+                _, row = run_engine(engine, lm, sets[name][1], ceiling, tensors=True)
             except ConfigError as exc:  # a budget that cannot hold one set: refused before any work
                 out[f"{budget} GB, {name}"] = {"budget_gb": budget, "workload": name, "refused": str(exc)}
                 continue
             row["waves"] = len(engine._plan_waves(sets[name][1], list(range(len(sets[name][1])))))
-            if lm.device.type == "cuda":
-                row["peak_over_budget"] = round(row["peak_mib"] / 1024 / budget, 3)
+            row["peak_over_budget"] = round(row["peak_mib"] / 1024 / budget, 3)
             out[f"{budget} GB, {name}"] = {"budget_gb": budget, "workload": name, **row}
             save()
     return out
@@ -753,6 +762,8 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--budget-sets", type=int, default=None, help="sets per workload under each memory budget "
                         "(default: all the speed sets)")
     parser.add_argument("--skip-parity", action="store_true", help="the speed part only (no measurements 1-3)")
+    parser.add_argument("--budgets-first", action="store_true", help="the memory budgets before the speed workloads "
+                        "(a call cut off by its time limit keeps them)")
     return parser
 
 
@@ -812,7 +823,7 @@ def main(argv=None) -> int:
 
         report["speed"] = check_speed(cfg, tokenizer, device, args.seed, not args.no_authors, log,
                                       before=args.before, before_sets=args.before_sets, save=save,
-                                      budget_sets=args.budget_sets)
+                                      budget_sets=args.budget_sets, budgets_first=args.budgets_first)
         report["wall_seconds"]["speed"] = round(time.perf_counter() - t, 1)
         report["grid"] = cost_grid(report["speed"])
     report["wall_seconds"]["total"] = round(time.perf_counter() - start, 1)

@@ -97,12 +97,15 @@ class PhaseTimer:
 
 
 class PeakMemory:
-    """Peak resident memory (CPU) or peak allocated memory (CUDA) above the level at entry, in MiB."""
+    """Peak memory above the level at entry, in MiB (``mib``; ``peak`` in bytes, the level at entry included): on CUDA
+    the allocator's peak of allocated tensors; on a CPU the peak of allocated tensors from torch's profiler
+    (``tensors=True``: exact, and slower) or else of resident memory, sampled (what the process costs the machine)."""
 
     interval = 0.005  # seconds between samples of resident memory
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, tensors: bool = False):
         self.cuda = device.type == "cuda"
+        self.tensors = tensors and not self.cuda
 
     @staticmethod
     def _rss() -> int:
@@ -114,6 +117,12 @@ class PeakMemory:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
             self.base = torch.cuda.memory_allocated()
+        elif self.tensors:
+            from torch.profiler import ProfilerActivity, profile
+
+            self.base = 0
+            self._profile = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+            self._profile.__enter__()
         else:
             self.base = self.peak = self._rss()
             self._stop = threading.Event()
@@ -129,11 +138,25 @@ class PeakMemory:
         if self.cuda:
             torch.cuda.synchronize()
             self.peak = torch.cuda.max_memory_allocated()
+        elif self.tensors:
+            self._profile.__exit__(*exc)
+            self.peak = tensor_peak(self._profile)
         else:
             self._stop.set()
             self._thread.join()
             self.peak = max(self.peak, self._rss())
         self.mib = round((self.peak - self.base) / 2**20, 1)
+
+
+def tensor_peak(profile) -> int:
+    """The most bytes of tensors held at once, counted from zero at the profile's start: the running sum of its
+    allocations (positive) and frees (negative) in time order."""
+    held = peak = 0
+    events = (e for e in profile.profiler.kineto_results.events() if e.name() == "[memory]")
+    for event in sorted(events, key=lambda e: e.start_ns()):
+        held += event.nbytes()
+        peak = max(peak, held)
+    return peak
 
 
 def profile_table(run, device: torch.device, rows: int = 20) -> str:

@@ -180,4 +180,6 @@ def test_the_tiny_configuration_runs_on_the_cpu_and_passes_parity(tmp_path):
                       if not r["workload"]["open"]},
              "alpaca": {0: speed["workloads"]["open"]["engine"]["s_per_set"]}}
     assert report["grid"]["engine"] == gpu_check.grid_cost(times)
+    for row in speed["budgets"].values():  # the peak of tensors above the weights, within 1.1x each budget
+        assert "refused" in row or 0 < row["peak_over_budget"] <= 1.1, row
     assert "worst case" in report["note"] and "worst case" in (out / "gpu_check.md").read_text()

@@ -36,9 +36,10 @@ import torch
 
 from posixlab.errors import ConfigError
 from posixlab.models.causal_lm import CausalLM, token_logprobs
+from posixlab.scoring import memory as memory_model
 from posixlab.scoring.cache import ScoreCache
+from posixlab.scoring.memory import DROP_SHARE, ModelShape, describe_bytes
 from posixlab.scoring.options import GPU_SHARE, EngineOptions  # noqa: F401  (re-exported)
-from posixlab.scoring.memory import ModelShape, describe_bytes, pass_bytes, rows_that_fit, wave_bytes
 from posixlab.scoring.radix import path, radix_segments
 from posixlab.scoring.trie import ResponseTrie
 
@@ -212,93 +213,64 @@ class ScoringEngine(SetScorer):
         weights = sum(p.numel() * p.element_size() for p in getattr(lm.model, "parameters", lambda: ())())
         self.batch_tokens, self.memory = self.options.resolve(lm.device, weights)
         self.max_wave_rows = self.options.wave_rows(lm.device)
-        self.shape = ModelShape.of(lm.model)
+        self.shape = ModelShape.of(lm.model, lm.device.type)
         self.wave_budget = self.memory // 2  # the caches a wave holds while its passes run (a set alone may hold more)
-        # one pass, on top of them: what the running wave's caches leave (``_run_wave``), at least the other half
-        self.pass_budget = self.memory - self.wave_budget
+        self.slice_bytes = memory_model.slice_bytes(self.memory)  # logits widened to float32 at a time while scoring
         self.pad_id = 0  # any id: padded positions are never seen by a real token
-
-    # --- the memory model: bytes per row of each kind of pass (scoring/memory.py) ------------------------------------
-    def _decode_row(self, width: int) -> int:
-        """One row of a decoding block: its cache as it grows (and a layer's copy while appending) and a pass."""
-        keys = width + self.max_new_tokens
-        return 2 * keys * self.shape.kv_bytes_per_token + pass_bytes(self.shape, 1, 1, keys, 1)
-
-    def _prefill_row(self, length: int, past: int) -> int:
-        """One row of a prefill pass: its ancestors' stacked cache and the pass over its segment."""
-        return past * self.shape.kv_bytes_per_token + pass_bytes(self.shape, 1, length, past + length, 1)
-
-    def _score_row(self, width: int, cached: int) -> int:
-        """One row of a scoring chunk: its copy of the prompt's cache with slots for the trie, and the trie's pass."""
-        return (cached + width) * self.shape.kv_bytes_per_token + pass_bytes(self.shape, 1, width, cached + width,
-                                                                             width)
 
     def _check_fits(self, n: int, longest: int, unique: int) -> None:
         """A ``ConfigError`` when the budget cannot hold one set of ``n`` distinct prompts (the longest ``longest``
         tokens) alone: its wave's caches and, beside them, one row of its largest pass."""
-        trie = n * self.max_new_tokens  # a prompt's trie holds at most every response of its set
-        caches = wave_bytes(self.shape, n, longest, self.max_new_tokens, unique)
-        rows = {"a decoding row": self._decode_row(longest), "a prefill row": self._prefill_row(longest, 0),
-                "a scoring row": self._score_row(trie, longest)}
+        shape, new = self.shape, self.max_new_tokens
+        trie = n * new  # a prompt's trie holds at most every response of its set
+        caches = memory_model.wave_bytes(shape, n, longest, new, unique)
+        rows = {"a decoding row": memory_model.decode_row(shape, longest, new),
+                "a prefill row": memory_model.prefill_row(shape, longest, 0),
+                "a scoring row": memory_model.score_row(shape, trie, longest) + self.slice_bytes}
         what, row = max(rows.items(), key=lambda item: item[1])
         if caches + row > self.memory:
             at_least = caches + row
+            option = "gpu_memory_gb" if self.lm.device.type == "cuda" and self.options.memory_gb is None else \
+                "memory_gb"
             raise ConfigError(
                 f"the engine's memory budget ({describe_bytes(self.memory)}) cannot hold one prompt set of {n} "
-                f"prompts of up to {longest} tokens with {self.max_new_tokens} new tokens on {self.lm.name}: the "
-                f"set's caches need {describe_bytes(caches)} and {what} {describe_bytes(row)} beside them. Raise "
-                f"engine.{'gpu_memory_gb' if self.lm.device.type == 'cuda' and self.options.memory_gb is None else 'memory_gb'}"
-                f" to at least {math.ceil(at_least / 2**30 * 100) / 100:.2f} (GB), or shorten the prompts (fewer shots)")
+                f"prompts of up to {longest} tokens with {new} new tokens on {self.lm.name}: the set's caches need "
+                f"{describe_bytes(caches)} and {what} {describe_bytes(row)} beside them. Raise engine.{option} to at "
+                f"least {math.ceil(at_least / 2**30 * 100) / 100:.2f} (GB), or shorten the prompts (fewer shots)")
 
     # --- planning ----------------------------------------------------------------------------------------------------
     def _plan_waves(self, sets, indices: list[int], in_order: bool = False) -> list[list[int]]:
-        longest = {i: max(len(p) for p in sets[i]) for i in indices}
         distinct = {i: {tuple(p) for p in sets[i]} for i in indices}
-        unique = {i: distinct_prefixes(distinct[i]) for i in indices}  # the prefill's segments hold these
-        for i in indices:
-            self._check_fits(len(distinct[i]), longest[i], unique[i])  # before any work
-        waves, current, rows, width, tokens = [], [], 0, 0, 0
-        for i in (indices if in_order else sorted(indices, key=lambda i: (longest[i], i))):
-            n = len(distinct[i])
-            need = wave_bytes(self.shape, rows + n, max(width, longest[i]), self.max_new_tokens, tokens + unique[i])
-            if current and (rows + n > self.max_wave_rows or need > self.wave_budget):
-                waves.append(current)
-                current, rows, width, tokens = [], 0, 0, 0
-            current.append(i)
-            rows, width, tokens = rows + n, max(width, longest[i]), tokens + unique[i]
-        if current:
-            waves.append(current)
-        return waves
+        sizes = {i: memory_model.SetSize(len(distinct[i]), max(len(p) for p in sets[i]),
+                                         distinct_prefixes(distinct[i])) for i in indices}
+        for size in sizes.values():
+            self._check_fits(size.prompts, size.longest, size.unique_tokens)  # before any work
+        order = indices if in_order else sorted(indices, key=lambda i: (sizes[i].longest, i))
+        return memory_model.plan_waves(self.shape, sizes, self.max_new_tokens, self.wave_budget, self.max_wave_rows,
+                                       order)
 
-    def _blocks(self, prompts: list[Ids]) -> list[list[int]]:
-        """Decoding batches: the wave's prompts sorted by length, cut so a step's tokens (one a row) fit the token
-        budget and the rows' caches and passes fit the pass budget. A step reads every weight once whatever its
-        rows, so a block is as large as memory allows (the prompts' lengths count in the memory model)."""
-        order = sorted(range(len(prompts)), key=lambda u: (len(prompts[u]), u))
-        blocks, current = [], []
-        for u in order:
-            rows = len(current) + 1
-            if current and (rows > self.batch_tokens
-                            or rows * self._decode_row(len(prompts[u])) > self.pass_budget):
-                blocks.append(current)
-                current = []
-            current.append(u)
-        blocks.append(current)
-        return blocks
+    def _wave_room(self, prompts: list[Ids]) -> int:
+        """What a wave's passes may allocate: the budget less its prefill segments and next-token logits (the
+        decoding blocks' buffers are counted as they are cut)."""
+        return self.memory - memory_model.prefill_bytes(self.shape, len(prompts), distinct_prefixes(prompts))
+
+    def _blocks(self, prompts: list[Ids], room: int) -> list[list[int]]:
+        """Decoding batches: the wave's prompts sorted by length, each block as many rows as ``room`` holds beside the
+        blocks before it (``memory.decode_blocks``) and the token budget allows (one token a row a step). A step reads
+        every weight once whatever its rows, so a block is as large as memory allows."""
+        return memory_model.decode_blocks(self.shape, [len(p) for p in prompts], self.max_new_tokens, room,
+                                          self.batch_tokens)
 
     # --- one wave ----------------------------------------------------------------------------------------------------
     def _run_wave(self, items: list[tuple[int, list[Ids], list[Ids]]]) -> Iterator[tuple[int, SetScores]]:
         unique: dict[Ids, int] = {}
         slots = [[unique.setdefault(p, len(unique)) for p in prompts] for _, prompts, _ in items]
         prompts = list(unique)
-        # every pass may take what this wave's caches leave of the budget (planning kept them within half of it)
-        held = wave_bytes(self.shape, len(prompts), max(map(len, prompts)), self.max_new_tokens,
-                          distinct_prefixes(prompts))
-        self.pass_budget = max(self.memory - self.wave_budget, self.memory - held)
+        room = self._wave_room(prompts)  # what the wave's segments and logits leave; planning kept the wave small
 
-        segments, end, segment_kv, first_logits = self._prefill(prompts)
+        segments, end, segment_kv, first_logits = self._prefill(prompts, room)
         blocks, generated = [], {}
-        for rows in self._blocks(prompts):
+        for rows in self._blocks(prompts, room):
             chains = [path(segments, end[u]) for u in rows]
             width = max(len(prompts[u]) for u in rows)
             block = _Block(rows, torch.tensor([len(prompts[u]) for u in rows], device=self.lm.device),
@@ -312,14 +284,19 @@ class ScoringEngine(SetScorer):
         needs = self._responses_needed(slots, [extra for _, _, extra in items], generated)
         tries = {u: ResponseTrie(list(need)) for u, need in needs.items()}
         scores: dict[tuple[int, Ids], float] = {}
+        # scoring chunks take what the decoding buffers and the logits leave (the segments are freed), less a slice of
+        # logits widened to float32
+        room = self.memory - memory_model.prefill_bytes(self.shape, len(prompts), 0) - self.slice_bytes - sum(
+            memory_model.decode_buffer(self.shape, block.width, self.max_new_tokens) * len(block.prompts)
+            for block in blocks)
         for block in blocks:
-            self._score(block, prompts, tries, scores)
+            self._score(block, prompts, tries, scores, room)
         del blocks
 
         yield from self._finish_wave(items, slots, prompts, generated, needs, scores)
 
     @torch.inference_mode()
-    def _prefill(self, prompts: list[Ids]):
+    def _prefill(self, prompts: list[Ids], room: int):
         """Run the wave's prompts as a radix tree, level by level: each shared beginning once, on its own.
 
         Returns the segments, the segment each prompt ends with, every segment's keys and values (a tensor
@@ -342,9 +319,9 @@ class ScoringEngine(SetScorer):
                 waste = padded - sum(len(segments[j].tokens) for j in rows)
                 past = max(segments[j].start for j in rows)
                 # segments of a level differ in length: cut where padding would pass 64 tokens and 20% of the pass,
-                # where the pass would pass the token budget, or the pass (with its rows' ancestors) the memory's
-                if chunk and (padded > self.batch_tokens or waste > max(64, 0.2 * padded)
-                              or len(rows) * self._prefill_row(len(segments[k].tokens), past) > self.pass_budget):
+                # where the pass would pass the token budget, or the pass (with its rows' ancestors) the room
+                if chunk and (padded > self.batch_tokens or waste > max(64, 0.2 * padded) or len(rows)
+                              * memory_model.prefill_row(self.shape, len(segments[k].tokens), past) > room):
                     self._run_segments(chunk, segments, segment_kv, ending, first_logits)
                     rows = [k]
                 chunk = rows
@@ -427,7 +404,7 @@ class ScoringEngine(SetScorer):
             if not going:
                 break
             inputs = choice[:, None]  # a finished row's input is never read by another row
-            if len(going) <= 0.75 * len(live):  # drop finished rows once enough of them are idle
+            if len(going) <= DROP_SHARE * len(live):  # drop finished rows once enough of them are idle
                 kept = torch.tensor(going, device=device)
                 cache.batch_select_indices(kept)
                 live = [live[k] for k in going]
@@ -444,13 +421,16 @@ class ScoringEngine(SetScorer):
         return None
 
     @torch.inference_mode()
-    def _score(self, block: _Block, prompts: list[Ids], tries: dict[int, ResponseTrie], scores: dict) -> None:
-        """log P(y | x) for every response each prompt of the block needs, into ``scores[(prompt, y)]``."""
+    def _score(self, block: _Block, prompts: list[Ids], tries: dict[int, ResponseTrie], scores: dict,
+               room: int) -> None:
+        """log P(y | x) for every response each prompt of the block needs, into ``scores[(prompt, y)]``; each chunk
+        of rows within ``room``."""
         owners = [(b, u, y) for b, u in enumerate(block.prompts) for y in tries[u].responses]
         if owners:  # every response's first token, read in one transfer
             picked = selected_logprobs(block.first_logits[:, None], torch.tensor([b for b, _, _ in owners]),
                                        torch.zeros(len(owners), dtype=torch.long),
-                                       torch.tensor([y[0] for _, _, y in owners], device=self.lm.device))
+                                       torch.tensor([y[0] for _, _, y in owners], device=self.lm.device),
+                                       self.slice_bytes)
             for (_, u, y), value in zip(owners, picked.tolist()):
                 scores[(u, y)] = value
         rows = sorted((b for b, u in enumerate(block.prompts) if len(tries[block.prompts[b]])),
@@ -459,8 +439,7 @@ class ScoringEngine(SetScorer):
         start = 0
         while start < len(rows):
             width = len(tries[block.prompts[rows[start]]])  # longest first: the chunk's first row sets the width
-            fit = max(1, min(self.batch_tokens // width, rows_that_fit(self.pass_budget,
-                                                                        self._score_row(width, cached))))
+            fit = memory_model.score_chunk(self.shape, width, cached, room, self.batch_tokens)
             chunk = rows[start:start + fit]
             start += len(chunk)
             self._score_chunk(block, chunk, width, [tries[block.prompts[b]] for b in chunk],
@@ -497,8 +476,8 @@ class ScoringEngine(SetScorer):
                     rows.append(c), nodes.append(node), targets.append(token), owners.append((prompt_ids[c], y))
         if not rows:
             return
-        picked = selected_logprobs(logits, torch.tensor(rows), torch.tensor(nodes),
-                                   torch.tensor(targets, device=self.lm.device)).tolist()  # one transfer a chunk
+        picked = selected_logprobs(logits, torch.tensor(rows), torch.tensor(nodes),  # one transfer a chunk
+                                   torch.tensor(targets, device=self.lm.device), self.slice_bytes).tolist()
         for owner, value in zip(owners, picked):  # in token order, so each sum runs first token to last
             scores[owner] += value
 

@@ -1,40 +1,52 @@
-"""What the engine's passes allocate above the weights: one memory model that sizes waves, decoding blocks, prefill
-and scoring chunks from one budget (``EngineOptions.memory_gb`` / ``gpu_memory_gb``).
+"""What the engine allocates above the weights, and the batches it cuts from one budget (``EngineOptions.memory_gb`` /
+``gpu_memory_gb``): pure functions of sizes, no model and no device. The sizes come from the model (``ModelShape.of``).
 
-Pure functions of sizes: no model, no device. The sizes come from the model's config (``ModelShape.of``). Counted,
-for a pass of ``rows`` rows × ``queries`` new tokens that see ``keys`` keys (cached and new) each:
+**A forward pass** of ``rows`` rows × ``queries`` new tokens that see ``keys`` keys each (``pass_bytes``) allocates,
+every term measured on a CPU with torch's profiler (``tests/test_memory_model.py`` holds the count to the measure):
 
-- the attention masks: the boolean ``visible`` (1 byte a query-key pair) and the additive float mask built from it
-  (one per attention type: full, and sliding-window where the model has it);
-- one layer's activations at their peak, since layers run one after the other: the residual stream and the
-  projections around attention (about six hidden-size vectors a token), plus the larger of the attention weights
-  (scores and their softmax, materialised because the mask is explicit) and the MLP's three intermediate vectors
-  (gate, up, their product);
-- the keys and values this pass appends, and one layer's copy of the whole cache while it is appended (a cache
-  grows by concatenation);
-- the logits kept (``kept`` a row) and, for log-probabilities, their float32 copy and the log-sum-exp's float32
-  temporary.
+- the masks: the boolean ``visible`` on the device and its negation (1 byte a query-key pair each), and the additive
+  mask built from it (one per attention type), counted twice: the memory-efficient kernel pads a mask whose rows are
+  not aligned to 8 keys, one layer at a time;
+- the residual stream and the projections around attention: six hidden-size vectors a query;
+- then the largest of what one layer (or the head) holds at a time: the MLP's three intermediate vectors (gate, up,
+  their product); attention's own temporaries (with grouped-query attention, an explicit mask and more than one query,
+  transformers repeats one layer's keys and values for every head; the scores, where attention materialises them:
+  ``ModelShape.score_bytes``); or the logits kept (``kept`` a row, in the model's dtype).
 
-And what a wave holds while its passes run (``wave_bytes``): the prefill's segments (each shared beginning once) and
-every decoding block's stacked cache with room for the responses. The engine plans waves within half the budget and
-sizes each pass within what the wave's caches leave, so a budget is what a run spends, not a wish (measured on an
-H200 at 7B: a peak of 0.47-0.72 of the budget above the weights; figures/gpu_check/, section 6).
+The keys and values a pass writes go into a buffer allocated before it (``SlotLayer``), counted with the buffer:
+
+- a **prefill** row: its ancestors' keys and values and its segment's (``prefill_row``);
+- a **decoding** row: its block's buffer with room for the response, the copies of the rows still running that
+  dropping finished rows makes (``DROP_COPIES``), a one-token pass and the float32 log-softmax of its logits
+  (``decode_row``); a block's buffer stays held until the wave is scored;
+- a **scoring** row: its copy of the prompt's cache with slots for the response trie, and the trie's pass
+  (``score_row``); the target log-probabilities are widened to float32 a slice at a time beside it (``slice_bytes``).
+
+**A wave** holds (``wave_bytes``) its prompts' distinct beginnings (the prefill's segments), every decoding block's
+buffer and the next-token logits of its prompts. Waves are planned within half the budget (``plan_waves``; a set over
+that runs alone); decoding blocks are cut in turn from what the wave and the blocks before them leave
+(``decode_blocks``); each scoring chunk from what the wave's blocks leave (``score_chunk``).
 
 >>> llama7b = ModelShape(layers=32, hidden=4096, intermediate=11008, heads=32, kv_heads=32, head_dim=128,
 ...                      vocab=32000, dtype_bytes=2)
 >>> llama7b.kv_bytes_per_token                       # 2 (keys, values) x 32 layers x 32 heads x 128 x 2 bytes
 524288
->>> # one token: masks 3, hidden 49,152, MLP 66,048 (> attention 128), its keys and values 524,288, one layer's
->>> # cache copy 16,384, its logits with their float32 copies 320,000
+>>> # one query and key: masks 2 + 2 * 2 = 6, hidden 6 * 4096 * 2 = 49,152, then the MLP 3 * 11008 * 2 = 66,048
+>>> # (more than the logits 32000 * 2 = 64,000)
 >>> pass_bytes(llama7b, rows=1, queries=1, keys=1, kept=1)
-975875
+115206
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 GIB = 2**30
+# Rows still running when a decoding block drops its finished ones (the engine drops them once a quarter is idle), and
+# the extra of the next drop, one layer at a time: 0.75 + 0.75**2 / layers of the block's buffer at most.
+DROP_SHARE = 0.75
 
 
 @dataclass(frozen=True)
@@ -50,6 +62,10 @@ class ModelShape:
     vocab: int
     dtype_bytes: int  # of activations and caches (4 float32, 2 bfloat16/float16)
     mask_types: int = 1  # additive masks built per pass: 1, or 2 with sliding-window layers beside full ones
+    # bytes a (head, query, key) triple of attention scores takes where attention materialises them: 0 for SDPA's
+    # fused kernels (CUDA's memory-efficient and flash kernels, the CPU's in float32); eager attention and the CPU's
+    # SDPA in bfloat16/float16 (its math path) keep the scores, their masked sum and float32 softmax
+    score_bytes: int = 0
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -57,52 +73,176 @@ class ModelShape:
         return 2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes
 
     @classmethod
-    def of(cls, model) -> "ModelShape":
-        """The shape of a transformers model (its text config)."""
+    def of(cls, model, device_type: str = "cpu") -> ModelShape:
+        """The shape of a transformers model (its text config) on a device of ``device_type``."""
         config = model.config.get_text_config(decoder=True)
         heads = config.num_attention_heads
         layer_types = set(getattr(config, "layer_types", None) or ())
+        d = model.dtype.itemsize
+        eager = getattr(model.config, "_attn_implementation", None) == "eager"  # else sdpa (the engine needs one)
+        fused = not eager and (device_type == "cuda" or d == 4)
         return cls(layers=config.num_hidden_layers, hidden=config.hidden_size,
                    intermediate=getattr(config, "intermediate_size", None) or 4 * config.hidden_size, heads=heads,
                    kv_heads=getattr(config, "num_key_value_heads", None) or heads,
                    head_dim=getattr(config, "head_dim", None) or config.hidden_size // heads,
-                   vocab=int(config.vocab_size), dtype_bytes=model.dtype.itemsize,
-                   mask_types=max(1, len(layer_types)))
+                   vocab=int(config.vocab_size), dtype_bytes=d, mask_types=max(1, len(layer_types)),
+                   score_bytes=0 if fused else 2 * d + 8)
 
 
 def pass_bytes(shape: ModelShape, rows: int, queries: int, keys: int, kept: int) -> int:
-    """Bytes one forward pass allocates above the weights and the cache it reads (module docstring: what is counted).
+    """Bytes one forward pass allocates above the weights and the cache buffer it writes to (module docstring).
 
     >>> tiny = ModelShape(layers=2, hidden=8, intermediate=16, heads=2, kv_heads=1, head_dim=4, vocab=10,
     ...                   dtype_bytes=4)
-    >>> # masks 3*5*(1+4) = 75; hidden 3*6*8*4 = 576; attention 2*2*3*5*4 = 240 < MLP 3*3*16*4 = 576;
-    >>> # new keys/values 3*(2*2*1*4*4) = 192; one layer's cache copy 5*2*1*4*4 = 160; logits 1*10*(4+8) = 120
+    >>> # masks 3*5*(2+8) = 150; hidden 3*6*8*4 = 576; then the largest of: MLP 3*3*16*4 = 576, one layer's keys and
+    >>> # values repeated to both heads 2*5*2*4*4 = 320, logits 1*10*4 = 40
     >>> pass_bytes(tiny, rows=1, queries=3, keys=5, kept=1)
-    1699
-    >>> pass_bytes(tiny, rows=4, queries=3, keys=5, kept=1) == 4 * 1699    # linear in rows
+    1302
+    >>> pass_bytes(tiny, rows=4, queries=3, keys=5, kept=1) == 4 * 1302    # linear in rows
     True
     """
     d = shape.dtype_bytes
-    masks = queries * keys * (1 + d * shape.mask_types)
+    masks = queries * keys * (2 + 2 * d * shape.mask_types)
     hidden = 6 * queries * shape.hidden * d
-    attention = 2 * shape.heads * queries * keys * d
     mlp = 3 * queries * shape.intermediate * d
-    appended = queries * shape.kv_bytes_per_token
-    cache_copy = keys * 2 * shape.kv_heads * shape.head_dim * d
-    logits = kept * shape.vocab * (d + 8)
-    return rows * (masks + hidden + max(attention, mlp) + appended + cache_copy + logits)
+    # grouped-query attention with a mask and more than one query: one layer's keys and values repeated to every head
+    repeated = 2 * keys * shape.heads * shape.head_dim * d if shape.kv_heads < shape.heads and queries > 1 else 0
+    attention = repeated + shape.heads * queries * keys * shape.score_bytes
+    logits = kept * shape.vocab * d
+    return rows * (masks + hidden + max(mlp, attention, logits))
+
+
+def prefill_row(shape: ModelShape, length: int, past: int) -> int:
+    """One row of a prefill pass: its buffer (its ancestors' keys and values, then its segment's) and the pass."""
+    return (past + length) * shape.kv_bytes_per_token + pass_bytes(shape, 1, length, past + length, 1)
+
+
+def decode_row(shape: ModelShape, width: int, max_new_tokens: int) -> int:
+    """One row of a decoding block padded to ``width``: its buffer, the copies dropping finished rows makes, one
+    decoding step's pass and its float32 log-softmax (and a constrained engine's masked copy of the logits)."""
+    capacity = width + max_new_tokens - 1
+    buffer = capacity * shape.kv_bytes_per_token
+    drops = DROP_SHARE + DROP_SHARE**2 / shape.layers
+    return math.ceil(buffer * (1 + drops)) + pass_bytes(shape, 1, 1, capacity, 1) + \
+        shape.vocab * (8 + shape.dtype_bytes)
+
+
+def decode_buffer(shape: ModelShape, width: int, max_new_tokens: int) -> int:
+    """What a decoding row keeps until its wave is scored: its buffer, ``width + max_new_tokens - 1`` slots."""
+    return (width + max_new_tokens - 1) * shape.kv_bytes_per_token
+
+
+def score_row(shape: ModelShape, width: int, cached: int) -> int:
+    """One row of a scoring chunk: a copy of its prompt's cache (``cached`` slots) with ``width`` slots for the
+    response trie, and the trie's pass, which keeps the logits of every node."""
+    return (cached + width) * shape.kv_bytes_per_token + pass_bytes(shape, 1, width, cached + width, width)
+
+
+def slice_bytes(memory: int) -> int:
+    """The logits a scoring chunk widens to float32 at a time (``engine.selected_logprobs``): 256 MB, or a sixteenth
+    of a smaller budget."""
+    return min(2**28, memory // 16)
+
+
+def prefill_bytes(shape: ModelShape, rows: int, unique_tokens: int) -> int:
+    """What a wave's prefill leaves held for its decoding: the keys and values of its prompts' distinct beginnings
+    (``unique_tokens``: the segments), and the next-token logits of every segment (at most two a prompt) and of every
+    decoding block's rows, kept until the wave is scored."""
+    return unique_tokens * shape.kv_bytes_per_token + 3 * rows * shape.vocab * shape.dtype_bytes
 
 
 def wave_bytes(shape: ModelShape, rows: int, width: int, max_new_tokens: int, unique_tokens: int) -> int:
-    """Bytes of cache a wave holds while it decodes: its prompts' distinct beginnings (``unique_tokens``, the
-    prefill's segments) and each row's stacked cache, padded to ``width`` with room for the responses.
+    """What a wave holds while its passes run: ``prefill_bytes`` and each row's decoding buffer, padded to ``width``
+    (the wave's longest prompt: an upper bound of its block's) with room for the response.
 
     >>> tiny = ModelShape(layers=2, hidden=8, intermediate=16, heads=2, kv_heads=1, head_dim=4, vocab=10,
     ...                   dtype_bytes=4)
-    >>> wave_bytes(tiny, rows=3, width=10, max_new_tokens=5, unique_tokens=20)   # (20 + 3 * 15) * 64
-    4160
+    >>> wave_bytes(tiny, rows=3, width=10, max_new_tokens=5, unique_tokens=20)   # (20 + 3 * 14) * 64 + 3 * 3 * 40
+    4328
     """
-    return (unique_tokens + rows * (width + max_new_tokens)) * shape.kv_bytes_per_token
+    return prefill_bytes(shape, rows, unique_tokens) + rows * decode_buffer(shape, width, max_new_tokens)
+
+
+# --- batches from sizes ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SetSize:
+    """What planning reads of a prompt set: its distinct prompts, the longest's tokens, its distinct prefix tokens."""
+
+    prompts: int
+    longest: int
+    unique_tokens: int
+
+
+def plan_waves(shape: ModelShape, sizes: Sequence[SetSize], max_new_tokens: int, budget: int, max_rows: int,
+               order: Sequence[int]) -> list[list[int]]:
+    """Sets (indices into ``sizes``, taken in ``order``) grouped into waves whose ``wave_bytes`` stay within
+    ``budget`` and whose prompts number at most ``max_rows``; a set over either runs in a wave of its own.
+
+    >>> tiny = ModelShape(layers=2, hidden=8, intermediate=16, heads=2, kv_heads=1, head_dim=4, vocab=10,
+    ...                   dtype_bytes=4)
+    >>> one = SetSize(prompts=3, longest=10, unique_tokens=20)     # 4,328 bytes (wave_bytes' example)
+    >>> plan_waves(tiny, [one] * 5, 5, budget=9000, max_rows=100, order=range(5))
+    [[0, 1], [2, 3], [4]]
+    >>> plan_waves(tiny, [one] * 5, 5, budget=10**6, max_rows=6, order=range(5))
+    [[0, 1], [2, 3], [4]]
+    """
+    waves, current, rows, width, tokens = [], [], 0, 0, 0
+    for i in order:
+        size = sizes[i]
+        need = wave_bytes(shape, rows + size.prompts, max(width, size.longest), max_new_tokens,
+                          tokens + size.unique_tokens)
+        if current and (rows + size.prompts > max_rows or need > budget):
+            waves.append(current)
+            current, rows, width, tokens = [], 0, 0, 0
+        current.append(i)
+        rows, width, tokens = rows + size.prompts, max(width, size.longest), tokens + size.unique_tokens
+    if current:
+        waves.append(current)
+    return waves
+
+
+def decode_blocks(shape: ModelShape, lengths: Sequence[int], max_new_tokens: int, room: int,
+                  max_rows: int) -> list[list[int]]:
+    """Decoding blocks of prompts of ``lengths``: sorted by length, each block as large as ``room`` allows, where
+    the blocks before it keep their buffers (every block's stays held until the wave is scored); at most
+    ``max_rows`` rows a block (one token a row a step: the token budget). A block holds one row at least.
+
+    >>> tiny = ModelShape(layers=2, hidden=8, intermediate=16, heads=2, kv_heads=1, head_dim=4, vocab=10,
+    ...                   dtype_bytes=4)
+    >>> decode_row(tiny, 10, 5), decode_buffer(tiny, 10, 5)              # bytes a row needs, and keeps
+    (2464, 896)
+    >>> # 3 rows (7,392 bytes), then 2 beside their 2,688 bytes of buffers, then 1 beside 4,480
+    >>> decode_blocks(tiny, [10] * 6, 5, room=9000, max_rows=100)
+    [[0, 1, 2], [3, 4], [5]]
+    >>> decode_blocks(tiny, [10] * 6, 5, room=10**6, max_rows=4)
+    [[0, 1, 2, 3], [4, 5]]
+    """
+    order = sorted(range(len(lengths)), key=lambda u: (lengths[u], u))
+    blocks, current, held = [], [], 0
+    for u in order:
+        rows = len(current) + 1
+        if current and (rows > max_rows or held + rows * decode_row(shape, lengths[u], max_new_tokens) > room):
+            held += len(current) * decode_buffer(shape, lengths[current[-1]], max_new_tokens)
+            blocks.append(current)
+            current = []
+        current.append(u)
+    blocks.append(current)
+    return blocks
+
+
+def score_chunk(shape: ModelShape, width: int, cached: int, room: int, max_tokens: int) -> int:
+    """Rows of a scoring chunk whose longest trie is ``width`` tokens, on prompts' caches of ``cached`` slots:
+    as many as ``room`` (what the wave leaves, less a float32 slice) and ``max_tokens`` allow, one at least.
+
+    >>> tiny = ModelShape(layers=2, hidden=8, intermediate=16, heads=2, kv_heads=1, head_dim=4, vocab=10,
+    ...                   dtype_bytes=4)
+    >>> score_row(tiny, 4, 10), score_chunk(tiny, 4, 10, room=60000, max_tokens=1000)
+    (3120, 19)
+    >>> score_chunk(tiny, 4, 10, room=60000, max_tokens=40)              # 40 tokens: 10 rows of 4
+    10
+    """
+    fit = room // max(1, score_row(shape, width, cached))
+    return max(1, min(max_tokens // max(1, width), fit))
 
 
 def rows_that_fit(budget: int, per_row: int) -> int:
@@ -120,3 +260,4 @@ def describe_bytes(n: int) -> str:
     ('1.50 GB', '0.005 GB')
     """
     return f"{n / GIB:.2f} GB" if n >= GIB // 10 else f"{n / GIB:.3f} GB"
+
