@@ -2,7 +2,8 @@
 ``gpu_memory_gb``): pure functions of sizes, no model and no device. The sizes come from the model (``ModelShape.of``).
 
 **A forward pass** of ``rows`` rows × ``queries`` new tokens that see ``keys`` keys each (``pass_bytes``) allocates,
-every term measured on a CPU with torch's profiler (``tests/test_memory_model.py`` holds the count to the measure):
+as measured on a CPU with torch's profiler (``tests/test_memory_model.py`` holds the count to the measure) and, for
+the CUDA kernel's padded mask, as its source reads:
 
 - the masks: the boolean ``visible`` on the device and its negation (1 byte a query-key pair each), and the additive
   mask built from it (one per attention type), counted twice: the memory-efficient kernel pads a mask whose rows are
@@ -17,7 +18,7 @@ The keys and values a pass writes go into a buffer allocated before it (``SlotLa
 
 - a **prefill** row: its ancestors' keys and values and its segment's (``prefill_row``);
 - a **decoding** row: its block's buffer with room for the response, the copies of the rows still running that
-  dropping finished rows makes (``DROP_COPIES``), a one-token pass and the float32 log-softmax of its logits
+  dropping finished rows makes (``DROP_SHARE``), a one-token pass and the float32 log-softmax of its logits
   (``decode_row``); a block's buffer stays held until the wave is scored;
 - a **scoring** row: its copy of the prompt's cache with slots for the response trie, and the trie's pass
   (``score_row``); the target log-probabilities are widened to float32 a slice at a time beside it (``slice_bytes``).
@@ -243,15 +244,6 @@ def score_chunk(shape: ModelShape, width: int, cached: int, room: int, max_token
     """
     fit = room // max(1, score_row(shape, width, cached))
     return max(1, min(max_tokens // max(1, width), fit))
-
-
-def rows_that_fit(budget: int, per_row: int) -> int:
-    """How many rows of ``per_row`` bytes a budget holds (0 when not even one).
-
-    >>> rows_that_fit(1000, 300), rows_that_fit(100, 300)
-    (3, 0)
-    """
-    return max(0, budget // max(1, per_row))
 
 
 def describe_bytes(n: int) -> str:
