@@ -202,7 +202,7 @@ class GroupMemory(PeakMemory):
     interval = 0.05  # a sample reads every /proc/PID/stat: rarer, so the sampler does not compete with the server
 
     def __init__(self, pgid: int):
-        self.cuda, self.pgid = False, pgid
+        self.cuda, self.tensors, self.pgid = False, False, pgid
 
     def _rss(self) -> int:
         total = 0

@@ -210,3 +210,15 @@ def test_a_run_stays_within_its_budget_and_uses_it():
         for (_, a), (_, b) in zip(results[40], results[mb]):
             assert a.responses == b.responses
             assert abs(a.matrix - b.matrix).max() < 1e-4
+
+
+def test_a_process_group_s_resident_memory_is_sampled():
+    """benchmark_scoring's sampler of a vLLM server's processes: PeakMemory's sampling, over a process group."""
+    import os
+
+    from experiments.benchmark_scoring import GroupMemory
+
+    with GroupMemory(os.getpgid(0)) as sampler:
+        block = bytearray(64 * 2**20)  # touched: resident
+        block[::4096] = b"x" * len(block[::4096])
+    assert sampler.peak >= 64 * 2**20
