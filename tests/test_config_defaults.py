@@ -148,6 +148,22 @@ def test_the_command_line_names_the_key_and_the_type_it_takes(argv, message):
     assert message in str(caught.value)
 
 
+@pytest.mark.parametrize("override, message", [
+    ("engine.max_wave_rows=abc", "engine.max_wave_rows takes a whole number of at least 1 or null, not 'abc'"),
+    ("engine.batch_tokens=0", "engine.batch_tokens takes a whole number of at least 1 or null, not 0"),
+    ("engine.batch_tokens=12.5", "engine.batch_tokens takes a whole number of at least 1 or null, not 12.5"),
+    ("engine.memory_gb=-1", "engine.memory_gb takes a number of GB above 0 or null, not -1"),
+    ("engine.gpu_memory_gb=lots", "engine.gpu_memory_gb takes a number of GB above 0, auto or null, not 'lots'"),
+])
+def test_an_engine_setting_out_of_range_is_an_error_naming_it_before_a_model_loads(override, message):
+    from posixlab.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        to_config(composed(override), "out")  # the run's configuration: nothing is loaded yet
+    assert message in str(caught.value)
+    to_config(composed("engine.max_wave_rows=64", "engine.memory_gb=0.5", "engine.gpu_memory_gb=null"), "out")
+
+
 @pytest.mark.parametrize("argv", [
     ["task.num_sets=null", "task.shots=1", "task.psi=false", "task.option_text=true"], ["-m", "task.shots=0,1,2,3"],
     ["+experiment=offline_table2"], ["+experiment=offline_structured_mmlu"],

@@ -43,8 +43,8 @@ def test_the_gpu_budget_is_a_fixed_default_that_never_reads_free_memory(monkeypa
     assert EngineOptions().resolve(cuda, 0) == (32768, 60 * GIB)
     with pytest.raises(ConfigError, match="leave no room on this GPU"):
         EngineOptions().resolve(cuda, 81 * GIB)
-    with pytest.raises(ConfigError, match="must be a number of GB, auto or null"):
-        EngineOptions(gpu_memory_gb="lots").resolve(cuda)
+    with pytest.raises(ConfigError, match="gpu_memory_gb takes a number of GB above 0, auto or null, not 'lots'"):
+        EngineOptions(gpu_memory_gb="lots")
     assert EngineOptions(gpu_memory_gb=20).resolve(cuda) == (32768, 20 * GIB)
     assert EngineOptions(memory_gb=3, gpu_memory_gb=20).resolve(cuda) == (32768, 3 * GIB)  # memory_gb wins
     assert EngineOptions().resolve(torch.device("cpu")) == (4096, 4 * GIB)  # the CPU's: a 3-shot set's caches fit

@@ -34,12 +34,31 @@ class EngineOptions:
     # 3.3-4.8 TB/s against 13 GFLOP a row at ~790 TFLOP/s), so GPU waves hold four times that; the budget still rules
     max_wave_rows: int | None = None
 
+    def __post_init__(self):
+        """Each setting's type and range, checked when the options are made: before a model loads.
+
+        >>> EngineOptions(max_wave_rows="abc")
+        Traceback (most recent call last):
+        ...
+        posixlab.errors.ConfigError: engine.max_wave_rows takes a whole number of at least 1 or null, not 'abc'
+        >>> EngineOptions(gpu_memory_gb=0)
+        Traceback (most recent call last):
+        ...
+        posixlab.errors.ConfigError: engine.gpu_memory_gb takes a number of GB above 0, auto or null, not 0
+        """
+        whole, gb = "a whole number of at least 1 or null", "a number of GB above 0"
+        for key, takes, integer, words in (("batch_tokens", whole, True, ()), ("max_wave_rows", whole, True, ()),
+                                           ("memory_gb", f"{gb} or null", False, ()),
+                                           ("gpu_memory_gb", f"{gb}, auto or null", False, ("auto",))):
+            value = getattr(self, key)
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not (value is None or value in words or (number and value > 0 and (not integer or value == int(value)))):
+                raise ConfigError(f"engine.{key} takes {takes}, not {value!r}")
+
     def wave_rows(self, device) -> int:
         """Prompts a wave holds at most on ``device`` (a torch.device)."""
         if self.max_wave_rows is not None:
-            if self.max_wave_rows < 1:
-                raise ConfigError(f"engine.max_wave_rows must be at least 1 (or null), got {self.max_wave_rows}")
-            return self.max_wave_rows
+            return int(self.max_wave_rows)
         return 1024 if device.type == "cuda" else 128
 
     def resolve(self, device, weights_bytes: int = 0) -> tuple[int, int]:
@@ -50,9 +69,7 @@ class EngineOptions:
         if gpu:
             import torch
 
-        tokens = self.batch_tokens or (32768 if gpu else 4096)
-        if isinstance(self.gpu_memory_gb, str) and self.gpu_memory_gb != "auto":
-            raise ConfigError(f"engine.gpu_memory_gb must be a number of GB, auto or null, got {self.gpu_memory_gb!r}")
+        tokens = int(self.batch_tokens or (32768 if gpu else 4096))
         if self.memory_gb is not None:
             memory = int(self.memory_gb * 2**30)
         elif gpu and self.gpu_memory_gb == "auto":
