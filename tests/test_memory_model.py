@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_gpu_check import llama7b_stub
 
 from posixlab.errors import ConfigError
-from posixlab.scoring import EngineOptions, ScoringEngine
+from posixlab.scoring import EngineOptions, ScoringEngine, memory
 from posixlab.scoring.engine import distinct_prefixes
-from posixlab.scoring import memory
 from posixlab.scoring.memory import GIB, ModelShape, pass_bytes, wave_bytes
-from test_gpu_check import llama7b_stub
 
 LLAMA7B = ModelShape(layers=32, hidden=4096, intermediate=11008, heads=32, kv_heads=32, head_dim=128, vocab=32000,
                      dtype_bytes=2)
@@ -130,10 +129,10 @@ def test_a_set_over_half_the_budget_runs_in_a_wave_of_its_own_and_its_passes_tak
 def small_llama(layers: int = 4, hidden: int = 256, heads: int = 4, kv_heads: int = 4, vocab: int = 2048,
                 attention: str = "sdpa"):
     """A random-weight Llama on the CPU in float32 (the tiny model's tokenizer: token ids are all a pass reads)."""
+    from tiny_model import build_tokenizer
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
     from posixlab.models.causal_lm import CausalLM
-    from tiny_model import build_tokenizer
 
     config = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=int(hidden * 2.6875),
                          num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
@@ -145,13 +144,24 @@ def small_llama(layers: int = 4, hidden: int = 256, heads: int = 4, kv_heads: in
     return CausalLM(model, build_tokenizer(), name=f"llama-{layers}x{hidden}", identity={})
 
 
-def measured(run, device=torch.device("cpu")) -> int:
-    """Bytes of tensors ``run()`` holds at its peak, above what was held before."""
+def measured(run, *args) -> int:
+    """Bytes of tensors ``run(*args)`` holds at its peak on the CPU, above what was held before."""
     from experiments.gpu_phases import PeakMemory
 
-    with PeakMemory(device, tensors=True) as peak:
-        run()
+    with PeakMemory(torch.device("cpu"), tensors=True) as peak, torch.inference_mode():
+        run(*args)
     return peak.peak - peak.base
+
+
+def one_pass(lm, rows: int, queries: int, past: int, kept: int) -> int:
+    """What a pass of ``rows`` × ``queries`` new tokens on ``past`` cached ones allocates, its buffer allocated
+    before it."""
+    shape, keys = ModelShape.of(lm.model, "cpu"), past + queries
+    buffer = torch.zeros((shape.layers, 2, rows, shape.kv_heads, keys, shape.head_dim))
+    visible = torch.ones((rows, queries, keys), dtype=torch.bool).tril(past)
+    return measured(lm.forward_masked, torch.randint(3, 2048, (rows, queries)),
+                    torch.arange(past, keys).expand(rows, queries), visible, torch.arange(keys).expand(rows, keys),
+                    lm.slot_cache(buffer, past), 0 if kept == queries else torch.tensor([queries - 1]))
 
 
 # rows, queries, cached keys, logits kept a row: the engine's passes
@@ -165,15 +175,8 @@ def test_a_pass_allocates_what_the_model_counts(kv_heads, attention, least):
     lm = small_llama(kv_heads=kv_heads, attention=attention)
     shape = ModelShape.of(lm.model, "cpu")
     for name, (rows, queries, past, kept) in PASSES.items():
-        keys = past + queries
-        buffer = torch.zeros((shape.layers, 2, rows, kv_heads, keys, shape.head_dim))  # allocated before the pass
-        visible = torch.ones((rows, queries, keys), dtype=torch.bool).tril(past)
-        with torch.inference_mode():
-            used = measured(lambda: lm.forward_masked(
-                torch.randint(3, 2048, (rows, queries)), torch.arange(past, keys).expand(rows, queries), visible,
-                torch.arange(keys).expand(rows, keys), lm.slot_cache(buffer, past),
-                logits_to_keep=0 if kept == queries else torch.tensor([queries - 1])))
-        counted = pass_bytes(shape, rows, queries, keys, kept)
+        used = one_pass(lm, rows, queries, past, kept)
+        counted = pass_bytes(shape, rows, queries, past + queries, kept)
         assert least * counted <= used <= counted, (name, used, counted, round(used / counted, 2))
 
 
@@ -199,12 +202,14 @@ def test_a_run_stays_within_its_budget_and_uses_it():
             variants.append(header + prompt)
         sets.append(variants)
     results = {}
+
+    def run(engine, mb):
+        results[mb] = sorted(engine.score_sets(sets), key=lambda x: x[0])
+
     for mb in (40, 80, 160):
         engine = ScoringEngine(lm, 5, EngineOptions(memory_gb=mb / 1024))
         waves = engine._plan_waves(sets, list(range(8)))
-        with torch.inference_mode():
-            used = measured(lambda: results.__setitem__(mb, sorted(engine.score_sets(sets), key=lambda x: x[0])))
-        ratio = used / engine.memory
+        ratio = measured(run, engine, mb) / engine.memory
         assert 0.5 <= ratio <= 1.1, (mb, ratio, len(waves))  # measured: 0.87, 0.53 (a set a wave), 0.62
     for mb in (80, 160):
         for (_, a), (_, b) in zip(results[40], results[mb]):

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 from posixlab.errors import ConfigError
 
-
 GPU_SHARE = 0.75  # gpu_memory_gb=auto: this share of the card's memory left by the weights
 
 
