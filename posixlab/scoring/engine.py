@@ -224,7 +224,9 @@ class ScoringEngine(SetScorer):
         shape, new = self.shape, self.max_new_tokens
         trie = n * new  # a prompt's trie holds at most every response of its set
         caches = memory_model.wave_bytes(shape, n, longest, new, unique)
-        rows = {"a decoding row": memory_model.decode_row(shape, longest, new),
+        # what one row of each kind of pass adds beside the caches (which hold the decoding buffers already)
+        decoding = memory_model.decode_row(shape, longest, new) - memory_model.decode_buffer(shape, longest, new)
+        rows = {"a decoding row": decoding,
                 "a prefill row": memory_model.prefill_row(shape, longest, 0),
                 "a scoring row": memory_model.score_row(shape, trie, longest) + self.slice_bytes}
         what, row = max(rows.items(), key=lambda item: item[1])
