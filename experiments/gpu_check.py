@@ -149,7 +149,8 @@ CONFIGS = {
                Workload("open", True, "spelling", 1, 5, 8)),
         small_budget={"batch_tokens": 128, "memory_gb": 0.1, "max_wave_rows": 4},  # holds one set: the memory model
         ceiling_shapes=((4, 64), (16, 16)),
-        budgets=(0.05, 0.2), budget_workloads=("mmlu-3shot",),
+        # a budget too small for one set (refused before any work), one the run fills, one it does not
+        budgets=(0.012, 0.02, 0.05), budget_workloads=("mmlu-3shot",),
     ),
     # One GPU: a small Llama-shaped parity model, the paper's N = 21, and Llama-2-7B's shape for speed and memory.
     "gpu": CheckConfig(

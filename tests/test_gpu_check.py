@@ -180,6 +180,7 @@ def test_the_tiny_configuration_runs_on_the_cpu_and_passes_parity(tmp_path):
                       if not r["workload"]["open"]},
              "alpaca": {0: speed["workloads"]["open"]["engine"]["s_per_set"]}}
     assert report["grid"]["engine"] == gpu_check.grid_cost(times)
-    for row in speed["budgets"].values():  # the peak of tensors above the weights, within 1.1x each budget
-        assert "refused" in row or 0 < row["peak_over_budget"] <= 1.1, row
+    budgets = list(speed["budgets"].values())  # 12 MB cannot hold a set; 20 MB can, and is used; 50 MB is ample
+    assert "Raise engine.memory_gb to at least 0.02 (GB)" in budgets[0]["refused"]
+    assert 0.5 <= budgets[1]["peak_over_budget"] <= 1.1 and 0 < budgets[2]["peak_over_budget"] <= 1.1, budgets
     assert "worst case" in report["note"] and "worst case" in (out / "gpu_check.md").read_text()
