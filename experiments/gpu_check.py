@@ -433,9 +433,9 @@ def check_parity(cfg: CheckConfig, tokenizer, device: torch.device, seed: int, l
 
 def check_speed(cfg: CheckConfig, tokenizer, device: torch.device, seed: int, authors: bool, log,
                 before: str | None = None, before_sets: int = 12, save=lambda report: None,
-                budget_sets: int | None = None, budgets_first: bool = False) -> dict:
+                budget_sets: int | None = None, budgets_first: bool = False, before_kernels: str = "torch") -> dict:
     """Measurement 4: the engine (and, with ``before``, an earlier engine loaded from that file, on the first
-    ``before_sets`` sets) and the authors' method on the speed model, with the ceiling, phases and peak memory; then
+    ``before_sets`` sets, with torch's choice of attention kernels or, ``before_kernels="today"``, today's) and the authors' method on the speed model, with the ceiling, phases and peak memory; then
     the memory budgets (``budgets_first``: before the rest) and a profile. ``save(report)`` keeps what is measured so
     far after each part."""
     from experiments.gpu_phases import load_engine, profile_table
@@ -492,12 +492,12 @@ def check_speed(cfg: CheckConfig, tokenizer, device: torch.device, seed: int, au
     save(report)
     if before:
         engine_before = load_engine(before)
-        report["before"] = {"file": before, "sets": before_sets, "workloads": {}}
+        report["before"] = {"file": before, "sets": before_sets, "kernels": before_kernels, "workloads": {}}
         for w in cfg.speed:
             ids = sets[w.name][1][:before_sets]
             log(f"[speed] the earlier engine ({before}): {w.name}, {len(ids)} sets")
             engine = engine_before.ScoringEngine(lm, w.max_new_tokens, engine_before.EngineOptions())
-            with attention_as_before():
+            with attention_as_before() if before_kernels == "torch" else contextlib.nullcontext():
                 old, row = run_engine(engine, lm, ids, ceiling, phases=True)
             ours = report["workloads"][w.name]
             row["max_abs_dpsi_against_today"] = max(abs(psi_of(s) - p) for s, p in zip(old, ours["psi"]))
@@ -668,6 +668,7 @@ def markdown(report: dict) -> str:
               else "Peak memory: resident memory above the level before each run (CPU).")
     lines = [f"# GPU check ({report['config']}): {report['device_name']}", "",
              f"Device `{dev}`; torch {report['versions']['torch']}, transformers {report['versions']['transformers']}; "
+             f"CUDA allocator `{report.get('cuda_allocator') or 'default'}`; "
              f"tokenizer {report['tokenizer']['model']} ({report['tokenizer']['vocabulary']} tokens). "
              f"All models have {RANDOM_WEIGHTS_NOTE}.", ""]
     lines += parity_lines(p, dev) if p is not None else [
@@ -760,6 +761,9 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--before", metavar="FILE", help="an earlier engine.py (git show COMMIT:posixlab/scoring/"
                         "engine.py > FILE), measured beside today's on the same model in the same process")
     parser.add_argument("--before-sets", type=int, default=12, help="sets per workload for --before (default 12)")
+    parser.add_argument("--before-kernels", choices=("torch", "today"), default="torch", help="the attention kernels "
+                        "--before runs with: torch's choice, cuDNN's included, as engines before issue 43 ran "
+                        "(default), or today's (for an engine from after that change)")
     parser.add_argument("--budget-sets", type=int, default=None, help="sets per workload under each memory budget "
                         "(default: all the speed sets)")
     parser.add_argument("--skip-parity", action="store_true", help="the speed part only (no measurements 1-3)")
@@ -769,6 +773,9 @@ def arguments() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    from posixlab.models.allocator import prefer_expandable_segments
+
+    prefer_expandable_segments()  # as the CLI does, before anything touches the GPU
     parser = arguments()
     args = parser.parse_args(argv)
 
@@ -808,6 +815,7 @@ def main(argv=None) -> int:
               f"{platform.machine()} CPU, {os.cpu_count()} cores, {torch.get_num_threads()} threads",
               "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                            "python": platform.python_version()},
+              "cuda_allocator": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", os.environ.get("PYTORCH_ALLOC_CONF", "")),
               "tokenizer": tokenizer_info, "note": RANDOM_WEIGHTS_NOTE, "wall_seconds": {}}
     t = time.perf_counter()
     report["parity"] = None if args.skip_parity else check_parity(cfg, tokenizer, device, args.seed, log)
@@ -824,7 +832,8 @@ def main(argv=None) -> int:
 
         report["speed"] = check_speed(cfg, tokenizer, device, args.seed, not args.no_authors, log,
                                       before=args.before, before_sets=args.before_sets, save=save,
-                                      budget_sets=args.budget_sets, budgets_first=args.budgets_first)
+                                      budget_sets=args.budget_sets, budgets_first=args.budgets_first,
+                                      before_kernels=args.before_kernels)
         report["wall_seconds"]["speed"] = round(time.perf_counter() - t, 1)
         report["grid"] = cost_grid(report["speed"])
     report["wall_seconds"]["total"] = round(time.perf_counter() - start, 1)

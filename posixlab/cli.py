@@ -33,6 +33,7 @@ from omegaconf.errors import MissingMandatoryValue
 from posixlab.errors import ConfigError, PosixlabError
 from posixlab.gate import (GateConfig, check_gate, check_gate_applies, gate_passed, gate_table, make_gate, metrics,
                            parse_gate_overrides, read_summaries, thresholds_of)
+from posixlab.models.allocator import prefer_expandable_segments
 from posixlab.models.loading import ModelSpec
 from posixlab.runner import run
 from posixlab.scoring.options import EngineOptions
@@ -608,6 +609,7 @@ def entry() -> None:
     """The ``posixlab`` console command: ``posixlab merge ...`` joins shards; ``posixlab gate ...`` checks saved runs
     against thresholds; ``posixlab report RUN_DIR ...`` writes a run's HTML page; ``posixlab gguf-path MODEL`` prints a packaged model's GGUF file; ``posixlab status DIR``
     lists a sweep's cells (done, running, failed, pending); anything else is a Hydra job."""
+    prefer_expandable_segments()  # before anything touches a GPU
     sys.argv[1:] = expand_moved_settings(expand_model_aliases(sys.argv[1:]))
     if len(sys.argv) > 1 and sys.argv[1] == "merge":
         sys.exit(merge_command(sys.argv[2:]))

@@ -195,7 +195,7 @@ class SetScorer:
         # last, and each prompt's response trie
         segments, _ = radix_segments(list(gens), min_saving=SHARING_MIN_SAVING)
         work = sum(len(s.tokens) for s in segments) + sum(len(g[0]) - 1 for g in gens.values()) + sum(
-            len(ResponseTrie([r for r in scored if r != tuple(gens[p][0])])) for p in gens)
+            distinct_prefixes([r[:-1] for r in scored if r != tuple(gens[p][0])]) for p in gens)  # the tries' nodes
         stats = {"prompts": n, "unique_prompts": len(gens), "unique_responses": len(unique_responses),
                  # forward tokens: the set's own work (prompts shared with other sets of its wave run once)
                  "cached": cached, "forward_tokens": 0 if cached else work, "engine_tokens": work,
@@ -471,17 +471,21 @@ class ScoringEngine(SetScorer):
             key_positions[c, cached:] = positions[c]
         logits = self.lm.forward_masked(ids, positions, visible, key_positions, cache)
         self._count(n * width, sum(len(t) for t in tries))
-        rows, nodes, targets, owners = [], [], [], []
-        for c, trie in enumerate(tries):
-            for y, steps in zip(trie.responses, trie.targets):
-                for node, token in steps:
-                    rows.append(c), nodes.append(node), targets.append(token), owners.append((prompt_ids[c], y))
-        if not rows:
+        arrays = [trie.target_arrays() for trie in tries]  # (nodes, tokens, counts) a row
+        rows = np.concatenate([np.full(len(nodes), c) for c, (nodes, _, _) in enumerate(arrays)])
+        if not len(rows):
             return
-        picked = selected_logprobs(logits, torch.tensor(rows), torch.tensor(nodes),  # one transfer a chunk
-                                   torch.tensor(targets, device=self.lm.device), self.slice_bytes).tolist()
-        for owner, value in zip(owners, picked):  # in token order, so each sum runs first token to last
-            scores[owner] += value
+        nodes = torch.from_numpy(np.concatenate([a[0] for a in arrays]))
+        targets = torch.from_numpy(np.concatenate([a[1] for a in arrays]))
+        picked = selected_logprobs(logits, torch.from_numpy(rows), nodes, targets, self.slice_bytes).tolist()
+        at = 0
+        for c, (trie, (_, _, counts)) in enumerate(zip(tries, arrays)):
+            for y, count in zip(trie.responses, counts):
+                total = scores[(prompt_ids[c], y)]
+                for value in picked[at:at + count]:  # in token order, so each sum runs first token to last
+                    total += value
+                scores[(prompt_ids[c], y)] = total
+                at += count
 
     def _count(self, processed: int, real: int) -> None:
         self.processed_tokens += processed
@@ -500,6 +504,8 @@ def selected_logprobs(logits: torch.Tensor, rows: torch.Tensor, queries: torch.T
     [-0.4076, -1.0986]
     """
     per_slice = max(1, slice_bytes // (logits.shape[-1] * (logits.element_size() + 8)))
+    # the indices on the logits' device once: a host tensor indexing a device one is copied there slice by slice
+    rows, queries, targets = (t.to(logits.device) for t in (rows, queries, targets))
     return torch.cat([token_logprobs(logits[rows[i:i + per_slice], queries[i:i + per_slice]],
                                      targets[i:i + per_slice]) for i in range(0, len(rows), per_slice)])
 
@@ -511,16 +517,8 @@ def distinct_prefixes(prompts) -> int:
     >>> distinct_prefixes([(1, 2, 3), (1, 2, 4), (1, 5)])    # 1, 1-2, 1-2-3, 1-2-4, 1-5
     5
     """
-    root: dict = {}
-    count = 0
-    for prompt in prompts:
-        node = root
-        for token in prompt:
-            if token not in node:
-                node[token] = {}
-                count += 1
-            node = node[token]
-    return count
+    segments, _ = radix_segments(list(prompts))
+    return sum(len(segment.tokens) for segment in segments)
 
 
 def score_prompt_set(lm: CausalLM, prompt_ids: list[list[int]], max_new_tokens: int,

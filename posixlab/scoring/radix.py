@@ -16,6 +16,7 @@ of its ancestors, gives every prompt exactly the cache it would get alone, for f
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 
@@ -70,33 +71,52 @@ def radix_segments(prompts, min_saving: int = 0) -> tuple[list[Segment], list[in
 
 
 def _full_tree(prompts) -> tuple[list[Segment], list[int]]:
+    # A compressed trie: each node holds a run of tokens, split only where prompts part or one ends, so a prompt is
+    # compared a run at a time (tuple slices, in C), never a token at a time in Python. Children keep the order in
+    # which prompts first reached them.
+    runs: list[tuple[int, ...]] = [()]  # node 0 is the root
     children: list[dict[int, int]] = [{}]
-    token, ends = [-1], [[]]
+    ends: list[list[int]] = [[]]
     for u, prompt in enumerate(prompts):
-        node = 0
-        for t in prompt:
-            nxt = children[node].get(t)
-            if nxt is None:
-                nxt = children[node][t] = len(token)
-                children.append({}), token.append(t), ends.append([])
-            node = nxt
+        prompt, node, at = tuple(prompt), 0, 0
+        while at < len(prompt):
+            child = children[node].get(prompt[at])
+            if child is None:  # a new branch: the rest of the prompt
+                children[node][prompt[at]] = node = len(runs)
+                runs.append(prompt[at:]), children.append({}), ends.append([])
+                at = len(prompt)
+                break
+            run = runs[child]
+            if prompt[at:at + len(run)] != run:  # the prompt leaves the run, or ends inside it: split the run there
+                shared = _common_length(run, prompt, at)
+                children[node][prompt[at]] = head = len(runs)
+                runs.append(run[:shared]), children.append({run[shared]: child}), ends.append([])
+                runs[child] = run[shared:]
+                child, run = head, run[:shared]
+            node, at = child, at + len(run)
         ends[node].append(u)
     segments, end = [], [0] * len(prompts)
-    queue = [(child, -1, 0, 0) for child in children[0].values()]
+    queue = deque((child, -1, 0, 0) for child in children[0].values())
     while queue:  # breadth first, so parents come first and levels are contiguous
-        node, parent, start, level = queue.pop(0)
-        segment = Segment([], parent, start, level)
-        segments.append(segment)
-        while True:  # extend while the path neither branches nor ends a prompt
-            segment.tokens.append(token[node])
-            if len(children[node]) != 1 or ends[node]:
-                break
-            node = next(iter(children[node].values()))
+        node, parent, start, level = queue.popleft()
+        segments.append(Segment(list(runs[node]), parent, start, level))
         for u in ends[node]:
             end[u] = len(segments) - 1
-        queue += [(child, len(segments) - 1, start + len(segment.tokens), level + 1)
-                  for child in children[node].values()]
+        queue.extend((child, len(segments) - 1, start + len(runs[node]), level + 1)
+                     for child in children[node].values())
     return segments, end
+
+
+def _common_length(run: tuple, prompt: tuple, at: int) -> int:
+    """How many first tokens of ``run`` ``prompt[at:]`` shares (fewer than all of them), by bisection on slices."""
+    low, high = 0, min(len(run), len(prompt) - at)  # run[:low] is shared; run[:high + 1] is not
+    while low < high:
+        middle = (low + high + 1) // 2
+        if run[:middle] == prompt[at:at + middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def path(segments: list[Segment], last: int) -> list[int]:

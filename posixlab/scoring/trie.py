@@ -20,6 +20,7 @@ the context it has when that response is read alone.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 
@@ -30,30 +31,48 @@ class ResponseTrie:
         self.parent: list[int] = []
         self.depth: list[int] = []
         self.targets: list[list[tuple[int, int]]] = []  # per response: (node, next token) for y[1:]
-        index: dict[tuple[int, ...], int] = {}
+        children: list[dict[int, int]] = [{}]  # per node + 1 (0 is the root): its children by token
         for y in self.responses:
             if not y:
                 raise ValueError("a response to score has no tokens")
-            steps = []
-            for k in range(1, len(y)):
-                path = y[:k]
-                if path not in index:
-                    index[path] = len(self.tokens)
+            steps, node = [], -1
+            for k in range(1, len(y)):  # walk the trie one token at a time: linear in the response's length
+                child = children[node + 1].get(y[k - 1])
+                if child is None:
+                    child = len(self.tokens)
+                    children[node + 1][y[k - 1]] = child
+                    children.append({})
                     self.tokens.append(y[k - 1])
-                    self.parent.append(index[path[:-1]] if k > 1 else -1)
+                    self.parent.append(node)
                     self.depth.append(k)
-                steps.append((index[path], y[k]))
+                steps.append((child, y[k]))
+                node = child
             self.targets.append(steps)
 
     def __len__(self) -> int:
         return len(self.tokens)
 
+    def target_arrays(self) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        """Every response's targets in one run, response after response: the nodes whose outputs predict them, the
+        tokens, and how many targets each response has.
+
+        >>> nodes, tokens, counts = ResponseTrie([(5, 6, 7), (4,)]).target_arrays()
+        >>> nodes.tolist(), tokens.tolist(), counts
+        ([0, 1], [6, 7], [2, 0])
+        """
+        counts = [len(steps) for steps in self.targets]
+        flat = np.array([pair for steps in self.targets for pair in steps], dtype=np.int64).reshape(-1, 2)
+        return flat[:, 0], flat[:, 1], counts
+
     def ancestors(self) -> torch.Tensor:
-        """``(n, n)`` bool: ``[i, j]`` is True when node ``j`` is node ``i`` or one of its ancestors."""
+        """``(n, n)`` bool: ``[i, j]`` is True when node ``j`` is node ``i`` or one of its ancestors. Built a
+        generation at a time (as many steps as the deepest node), not node by node."""
         n = len(self.tokens)
-        seen = torch.zeros((n, n), dtype=torch.bool)
-        for i, p in enumerate(self.parent):  # parents come before their children
-            if p >= 0:
-                seen[i] = seen[p]
-            seen[i, i] = True
-        return seen
+        seen = np.zeros((n, n), dtype=bool)
+        parent = np.array(self.parent + [-1], dtype=np.int64)  # parent[-1]: the root's, so -1 stays -1
+        rows, chain = np.arange(n), np.arange(n)
+        while len(rows):
+            seen[rows, chain] = True
+            chain = parent[chain]
+            rows, chain = rows[chain >= 0], chain[chain >= 0]
+        return torch.from_numpy(seen)

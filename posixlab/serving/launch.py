@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 
 from posixlab.errors import ConfigError, ModelUnavailableError
+from posixlab.models.allocator import server_environment
 from posixlab.paths import default_cache_dir
 
 STARTUP_TIMEOUT_S = 600  # a 1.5B model on 2 CPU cores starts in about a minute; a 70B one on GPUs takes minutes
@@ -97,7 +98,7 @@ class LocalServer:
         print(f"posixlab: starting a vLLM server for {self.served_name} on port {self.port} (log: {log})",
               file=sys.stderr)
         self.process = subprocess.Popen(self.command(), stdout=handle, stderr=subprocess.STDOUT,
-                                        start_new_session=True)  # its own process group: stop() ends its workers too
+                                        start_new_session=True, env=server_environment())  # its own process group: stop() ends its workers too
         os.close(handle)
         started = time.monotonic()
         while time.monotonic() - started < timeout:
