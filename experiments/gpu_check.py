@@ -149,8 +149,9 @@ CONFIGS = {
                Workload("open", True, "spelling", 1, 5, 8)),
         small_budget={"batch_tokens": 128, "memory_gb": 0.1, "max_wave_rows": 4},  # holds one set: the memory model
         ceiling_shapes=((4, 64), (16, 16)),
-        # a budget too small for one set (refused before any work), one the run fills, one it does not
-        budgets=(0.012, 0.02, 0.05), budget_workloads=("mmlu-3shot",),
+        # a budget too small for one set (refused before any work), one that holds the set only on its segments
+        # (each decoding buffer freed once decoded), one the run fills, one it does not
+        budgets=(0.008, 0.012, 0.02, 0.05), budget_workloads=("mmlu-3shot",),
     ),
     # One GPU: a small Llama-shaped parity model, the paper's N = 21, and Llama-2-7B's shape for speed and memory.
     "gpu": CheckConfig(
@@ -570,6 +571,7 @@ def check_budgets(cfg: CheckConfig, lm, sets: dict, ceiling: float, log, out: di
     (on a CPU under torch's profiler, which slows it)."""
     from posixlab.errors import ConfigError
     from posixlab.scoring import EngineOptions, ScoringEngine
+    from posixlab.scoring.engine import distinct_prefixes
 
     for budget in cfg.budgets:
         options = EngineOptions(gpu_memory_gb=budget) if lm.device.type == "cuda" else EngineOptions(memory_gb=budget)
@@ -583,6 +585,8 @@ def check_budgets(cfg: CheckConfig, lm, sets: dict, ceiling: float, log, out: di
                 out[f"{budget} GB, {name}"] = {"budget_gb": budget, "workload": name, "refused": str(exc)}
                 continue
             row["waves"] = len(engine._plan_waves(sets[name][1], list(range(len(sets[name][1])))))
+            row["sets_on_segments"] = sum(not engine._holds_buffers(len(d), max(map(len, d)), distinct_prefixes(d))
+                                          for d in ({tuple(p) for p in s} for s in sets[name][1]))
             row["peak_over_budget"] = round(row["peak_mib"] / 1024 / budget, 3)
             out[f"{budget} GB, {name}"] = {"budget_gb": budget, "workload": name, **row}
             save()
@@ -734,12 +738,14 @@ def budget_lines(s: dict) -> list[str]:
     if not s.get("budgets"):
         return []
     lines = ["", "### Memory budgets: peak above the weights against the budget", "",
-             "| budget | workload | waves | peak above the weights (GiB) | peak / budget | s/set |", "|---|---|---|---|---|---|"]
+             "| budget | workload | waves | sets run on their segments | peak above the weights (GiB) | peak / budget | "
+             "s/set |", "|---|---|---|---|---|---|---|"]
     for r in s["budgets"].values():
         if "refused" in r:
-            lines.append(f"| {r['budget_gb']} GB | {r['workload']} | refused before any work: {r['refused']} ||||")
+            lines.append(f"| {r['budget_gb']} GB | {r['workload']} | refused before any work: {r['refused']} |||||")
             continue
-        lines.append(f"| {r['budget_gb']} GB | {r['workload']} | {r['waves']} | {r['peak_mib'] / 1024:.2f} | "
+        lines.append(f"| {r['budget_gb']} GB | {r['workload']} | {r['waves']} | {r.get('sets_on_segments', 'n/a')} | "
+                     f"{r['peak_mib'] / 1024:.2f} | "
                      f"{r.get('peak_over_budget', 'n/a')} | {r['s_per_set']:.3f} |")
     return lines
 

@@ -217,6 +217,49 @@ def test_a_run_stays_within_its_budget_and_uses_it():
             assert abs(a.matrix - b.matrix).max() < 1e-4
 
 
+def test_a_set_too_large_to_hold_its_buffers_runs_on_its_segments_within_the_budget():
+    """Few-shot sets whose 21 prompts' decoding buffers outgrow the budget (as 3-shot MMLU at 7B does at 8 GB): each
+    block's buffer is freed once decoded and scoring rebuilds the caches from the shared segments, within 1.1x the
+    budget, with the numbers an ample budget gives."""
+    import random
+
+    from posixlab.scoring import ScoringEngine
+
+    lm = small_llama(layers=16, hidden=64, heads=1, kv_heads=1, vocab=1024)  # 8 KB of keys and values a token
+    rng = random.Random(1)
+    exemplars = [rng.randrange(3, 1024) for _ in range(400)]  # shared by every prompt, as few-shot exemplars are
+    sets = []
+    for _ in range(2):
+        question = [rng.randrange(3, 1024) for _ in range(60)]
+        variants = []
+        for _ in range(21):
+            prompt = list(question)
+            prompt[rng.randrange(len(prompt))] = rng.randrange(3, 1024)
+            variants.append(exemplars + prompt)
+        sets.append(variants)
+    tight = ScoringEngine(lm, 5, EngineOptions(memory_gb=40 / 1024))
+    unique = distinct_prefixes({tuple(p) for p in sets[0]})
+    assert not tight._holds_buffers(21, 460, unique)  # 21 buffers of 465 slots: 76 MB, and more
+    results = {}
+
+    def run(engine, name):
+        results[name] = sorted(engine.score_sets(sets), key=lambda x: x[0])
+
+    ratio = measured(run, tight, "tight") / tight.memory
+    assert 0.5 <= ratio <= 1.1, ratio  # measured: 0.96
+    ample = ScoringEngine(lm, 5, EngineOptions(memory_gb=400 / 1024))
+    assert ample._holds_buffers(21, 460, unique)
+    run(ample, "ample")
+    for (_, a), (_, b) in zip(results["tight"], results["ample"]):
+        assert a.responses == b.responses
+        assert abs(a.matrix - b.matrix).max() < 1e-4
+    with pytest.raises(ConfigError) as caught:  # below the segments and one row beside them: refused
+        ScoringEngine(lm, 5, EngineOptions(memory_gb=8 / 1024))._plan_waves(sets, [0, 1])
+    needed = float(str(caught.value).split("at least ")[1].split(" ")[0])
+    assert needed < 40 / 1024  # the size named is the segments' way, far below the buffers'
+    ScoringEngine(lm, 5, EngineOptions(memory_gb=needed))._plan_waves(sets, [0, 1])  # and it is enough
+
+
 def test_a_process_group_s_resident_memory_is_sampled():
     """benchmark_scoring's sampler of a vLLM server's processes: PeakMemory's sampling, over a process group."""
     import os

@@ -70,10 +70,12 @@ class _Block:
     prompts: list[int]  # indices into the wave's unique prompts
     lengths: torch.Tensor  # on the model's device
     # (layers, 2, rows, kv_heads, width + max_new_tokens - 1, head_dim): each row's prompt in its first ``width``
-    # slots (right-padded with zeros), then the slots its response's keys are written into while decoding
-    kv: torch.Tensor
+    # slots (right-padded with zeros), then the slots its response's keys are written into while decoding; None once
+    # freed (a set too large to hold every block's buffer until it is scored)
+    kv: torch.Tensor | None
     width: int
     first_logits: torch.Tensor  # (rows, vocab): raw logits of the token after each prompt
+    chains: list[list[int]]  # each row's prompt as the wave's segments, root first
 
 
 class SetScorer:
@@ -218,27 +220,45 @@ class ScoringEngine(SetScorer):
         self.slice_bytes = memory_model.slice_bytes(self.memory)  # logits widened to float32 at a time while scoring
         self.pad_id = 0  # any id: padded positions are never seen by a real token
 
-    def _check_fits(self, n: int, longest: int, unique: int) -> None:
-        """A ``ConfigError`` when the budget cannot hold one set of ``n`` distinct prompts (the longest ``longest``
-        tokens) alone: its wave's caches and, beside them, one row of its largest pass."""
+    def _set_bytes(self, n: int, longest: int, unique: int, hold: bool) -> tuple[int, str, int]:
+        """What a wave of ``n`` distinct prompts (the longest ``longest`` tokens, ``unique`` distinct prefix tokens)
+        holds, and the largest row of a pass beside it (what, bytes). ``hold``: every decoding block keeps its buffer
+        until the wave is scored (the usual way); else the wave keeps its segments and frees each block's buffer once
+        decoded (a set too large for the usual way)."""
         shape, new = self.shape, self.max_new_tokens
         trie = n * new  # a prompt's trie holds at most every response of its set
-        caches = memory_model.wave_bytes(shape, n, longest, new, unique)
-        # what one row of each kind of pass adds beside the caches (which hold the decoding buffers already)
-        decoding = memory_model.decode_row(shape, longest, new) - memory_model.decode_buffer(shape, longest, new)
+        decoding = memory_model.decode_row(shape, longest, new)
+        if hold:
+            caches = memory_model.wave_bytes(shape, n, longest, new, unique)
+            decoding -= memory_model.decode_buffer(shape, longest, new)  # the caches hold it already
+        else:
+            caches = memory_model.prefill_bytes(shape, n, unique)
         rows = {"a decoding row": decoding,
                 "a prefill row": memory_model.prefill_row(shape, longest, 0),
                 "a scoring row": memory_model.score_row(shape, trie, longest) + self.slice_bytes}
         what, row = max(rows.items(), key=lambda item: item[1])
+        return caches, what, row
+
+    def _holds_buffers(self, n: int, longest: int, unique: int) -> bool:
+        caches, _, row = self._set_bytes(n, longest, unique, hold=True)
+        return caches + row <= self.memory
+
+    def _check_fits(self, n: int, longest: int, unique: int) -> None:
+        """A ``ConfigError`` when the budget cannot hold one set of ``n`` distinct prompts (the longest ``longest``
+        tokens) alone, either way: its caches and, beside them, one row of its largest pass."""
+        if self._holds_buffers(n, longest, unique):
+            return
+        caches, what, row = self._set_bytes(n, longest, unique, hold=False)
         if caches + row > self.memory:
             at_least = caches + row
             option = "gpu_memory_gb" if self.lm.device.type == "cuda" and self.options.memory_gb is None else \
                 "memory_gb"
             raise ConfigError(
                 f"the engine's memory budget ({describe_bytes(self.memory)}) cannot hold one prompt set of {n} "
-                f"prompts of up to {longest} tokens with {new} new tokens on {self.lm.name}: the set's caches need "
-                f"{describe_bytes(caches)} and {what} {describe_bytes(row)} beside them. Raise engine.{option} to at "
-                f"least {math.ceil(at_least / 2**30 * 100) / 100:.2f} (GB), or shorten the prompts (fewer shots)")
+                f"prompts of up to {longest} tokens with {self.max_new_tokens} new tokens on {self.lm.name}: the "
+                f"set's caches need {describe_bytes(caches)} and {what} {describe_bytes(row)} beside them. Raise "
+                f"engine.{option} to at least {math.ceil(at_least / 2**30 * 100) / 100:.2f} (GB), or shorten the "
+                f"prompts (fewer shots)")
 
     # --- planning ----------------------------------------------------------------------------------------------------
     def _plan_waves(self, sets, indices: list[int], in_order: bool = False) -> list[list[int]]:
@@ -251,49 +271,58 @@ class ScoringEngine(SetScorer):
         return memory_model.plan_waves(self.shape, sizes, self.max_new_tokens, self.wave_budget, self.max_wave_rows,
                                        order)
 
-    def _wave_room(self, prompts: list[Ids]) -> int:
+    def _wave_room(self, prompts: list[Ids], unique: int | None = None) -> int:
         """What a wave's passes may allocate: the budget less its prefill segments and next-token logits (the
-        decoding blocks' buffers are counted as they are cut)."""
-        return self.memory - memory_model.prefill_bytes(self.shape, len(prompts), distinct_prefixes(prompts))
+        decoding blocks' buffers are counted as they are cut). ``unique``: the prompts' distinct prefix tokens."""
+        unique = distinct_prefixes(prompts) if unique is None else unique
+        return self.memory - memory_model.prefill_bytes(self.shape, len(prompts), unique)
 
-    def _blocks(self, prompts: list[Ids], room: int) -> list[list[int]]:
+    def _blocks(self, prompts: list[Ids], room: int, keep: bool = True) -> list[list[int]]:
         """Decoding batches: the wave's prompts sorted by length, each block as many rows as ``room`` holds beside the
-        blocks before it (``memory.decode_blocks``) and the token budget allows (one token a row a step). A step reads
-        every weight once whatever its rows, so a block is as large as memory allows."""
+        blocks before it (``memory.decode_blocks``; ``keep=False``: each block's buffer freed once decoded) and the
+        token budget allows (one token a row a step). A step reads every weight once whatever its rows, so a block is
+        as large as memory allows."""
         return memory_model.decode_blocks(self.shape, [len(p) for p in prompts], self.max_new_tokens, room,
-                                          self.batch_tokens)
+                                          self.batch_tokens, keep)
 
     # --- one wave ----------------------------------------------------------------------------------------------------
     def _run_wave(self, items: list[tuple[int, list[Ids], list[Ids]]]) -> Iterator[tuple[int, SetScores]]:
         unique: dict[Ids, int] = {}
         slots = [[unique.setdefault(p, len(unique)) for p in prompts] for _, prompts, _ in items]
         prompts = list(unique)
-        room = self._wave_room(prompts)  # what the wave's segments and logits leave; planning kept the wave small
+        distinct = distinct_prefixes(prompts)
+        room = self._wave_room(prompts, distinct)  # what the segments and logits leave; planning kept the wave small
+        # the usual way holds every block's buffer until the wave is scored; a set too large for that keeps its
+        # segments instead and frees each buffer once decoded (its scoring rebuilds the caches from the segments)
+        hold = self._holds_buffers(len(prompts), max(map(len, prompts)), distinct)
 
         segments, end, segment_kv, first_logits = self._prefill(prompts, room)
         blocks, generated = [], {}
-        for rows in self._blocks(prompts, room):
+        for rows in self._blocks(prompts, room, keep=hold):
             chains = [path(segments, end[u]) for u in rows]
             width = max(len(prompts[u]) for u in rows)
             block = _Block(rows, torch.tensor([len(prompts[u]) for u in rows], device=self.lm.device),
                            self._stack_kv(chains, width, segment_kv, capacity=width + self.max_new_tokens - 1),
-                           width, torch.stack([first_logits[u] for u in rows]))
+                           width, torch.stack([first_logits[u] for u in rows]), chains)
             for u, gen in zip(rows, self._decode(block)):
                 generated[u] = gen
+            if not hold:
+                block.kv = None
             blocks.append(block)
-        del segment_kv
+        if hold:
+            segment_kv = None
 
         needs = self._responses_needed(slots, [extra for _, _, extra in items], generated)
         tries = {u: ResponseTrie(list(need)) for u, need in needs.items()}
         scores: dict[tuple[int, Ids], float] = {}
-        # scoring chunks take what the decoding buffers and the logits leave (the segments are freed), less a slice of
+        # scoring chunks take what the decoding buffers (or the segments) and the logits leave, less a slice of
         # logits widened to float32
-        room = self.memory - memory_model.prefill_bytes(self.shape, len(prompts), 0) - self.slice_bytes - sum(
-            memory_model.decode_buffer(self.shape, block.width, self.max_new_tokens) * len(block.prompts)
-            for block in blocks)
+        held = sum(memory_model.decode_buffer(self.shape, block.width, self.max_new_tokens) * len(block.prompts)
+                   for block in blocks) if hold else distinct * self.shape.kv_bytes_per_token
+        room = self.memory - memory_model.prefill_bytes(self.shape, len(prompts), 0) - self.slice_bytes - held
         for block in blocks:
-            self._score(block, prompts, tries, scores, room)
-        del blocks
+            self._score(block, prompts, tries, scores, room, segment_kv)
+        del blocks, segment_kv
 
         yield from self._finish_wave(items, slots, prompts, generated, needs, scores)
 
@@ -424,9 +453,10 @@ class ScoringEngine(SetScorer):
 
     @torch.inference_mode()
     def _score(self, block: _Block, prompts: list[Ids], tries: dict[int, ResponseTrie], scores: dict,
-               room: int) -> None:
+               room: int, segment_kv=None) -> None:
         """log P(y | x) for every response each prompt of the block needs, into ``scores[(prompt, y)]``; each chunk
-        of rows within ``room``."""
+        of rows within ``room``. The prompts' caches come from the block's buffer or, where it was freed, from the
+        wave's segments (``segment_kv``)."""
         owners = [(b, u, y) for b, u in enumerate(block.prompts) for y in tries[u].responses]
         if owners:  # every response's first token, read in one transfer
             picked = selected_logprobs(block.first_logits[:, None], torch.tensor([b for b, _, _ in owners]),
@@ -445,15 +475,18 @@ class ScoringEngine(SetScorer):
             chunk = rows[start:start + fit]
             start += len(chunk)
             self._score_chunk(block, chunk, width, [tries[block.prompts[b]] for b in chunk],
-                              [block.prompts[b] for b in chunk], scores)
+                              [block.prompts[b] for b in chunk], scores, segment_kv)
 
     def _score_chunk(self, block: _Block, chunk: list[int], width: int, tries: list[ResponseTrie],
-                     prompt_ids: list[int], scores: dict) -> None:
+                     prompt_ids: list[int], scores: dict, segment_kv=None) -> None:
         cached, n = block.width, len(chunk)
-        kv = block.kv.new_empty(block.kv.shape[:2] + (n,) + block.kv.shape[3:4] + (cached + width,)
-                                + block.kv.shape[5:])
-        for c, b in enumerate(chunk):  # row by row: a gather would hold a second copy of every row's cache
-            kv[:, :, c, :, :cached] = block.kv[:, :, b, :, :cached]
+        if block.kv is None:  # freed after decoding: the same caches, stacked again from the segments
+            kv = self._stack_kv([block.chains[b] for b in chunk], cached, segment_kv, capacity=cached + width)
+        else:
+            kv = block.kv.new_empty(block.kv.shape[:2] + (n,) + block.kv.shape[3:4] + (cached + width,)
+                                    + block.kv.shape[5:])
+            for c, b in enumerate(chunk):  # row by row: a gather would hold a second copy of every row's cache
+                kv[:, :, c, :, :cached] = block.kv[:, :, b, :, :cached]
         cache = self.lm.slot_cache(kv, cached)
         ids = torch.full((n, width), self.pad_id, dtype=torch.long)
         positions = torch.zeros((n, width), dtype=torch.long)

@@ -26,7 +26,10 @@ The keys and values a pass writes go into a buffer allocated before it (``SlotLa
 **A wave** holds (``wave_bytes``) its prompts' distinct beginnings (the prefill's segments), every decoding block's
 buffer and the next-token logits of its prompts. Waves are planned within half the budget (``plan_waves``; a set over
 that runs alone); decoding blocks are cut in turn from what the wave and the blocks before them leave
-(``decode_blocks``); each scoring chunk from what the wave's blocks leave (``score_chunk``).
+(``decode_blocks``); each scoring chunk from what the wave's blocks leave (``score_chunk``). A set too large for
+that (its prompts' buffers alone outgrow the budget: long few-shot prompts on a small card) runs holding its segments
+instead: each block's buffer is freed once decoded, and each scoring chunk rebuilds its prompts' caches from the
+segments, so it needs its distinct beginnings and one row beside them (``ScoringEngine._set_bytes``).
 
 >>> llama7b = ModelShape(layers=32, hidden=4096, intermediate=11008, heads=32, kv_heads=32, head_dim=128,
 ...                      vocab=32000, dtype_bytes=2)
@@ -203,10 +206,11 @@ def plan_waves(shape: ModelShape, sizes: Sequence[SetSize], max_new_tokens: int,
 
 
 def decode_blocks(shape: ModelShape, lengths: Sequence[int], max_new_tokens: int, room: int,
-                  max_rows: int) -> list[list[int]]:
+                  max_rows: int, keep: bool = True) -> list[list[int]]:
     """Decoding blocks of prompts of ``lengths``: sorted by length, each block as large as ``room`` allows, where
-    the blocks before it keep their buffers (every block's stays held until the wave is scored); at most
-    ``max_rows`` rows a block (one token a row a step: the token budget). A block holds one row at least.
+    the blocks before it keep their buffers (every block's stays held until the wave is scored; with ``keep=False``
+    each is freed once decoded, so every block has the whole room); at most ``max_rows`` rows a block (one token a
+    row a step: the token budget). A block holds one row at least.
 
     >>> tiny = ModelShape(layers=2, hidden=8, intermediate=16, heads=2, kv_heads=1, head_dim=4, vocab=10,
     ...                   dtype_bytes=4)
@@ -217,13 +221,15 @@ def decode_blocks(shape: ModelShape, lengths: Sequence[int], max_new_tokens: int
     [[0, 1, 2], [3, 4], [5]]
     >>> decode_blocks(tiny, [10] * 6, 5, room=10**6, max_rows=4)
     [[0, 1, 2, 3], [4, 5]]
+    >>> decode_blocks(tiny, [10] * 6, 5, room=9000, max_rows=100, keep=False)    # 3 rows a block, each alone
+    [[0, 1, 2], [3, 4, 5]]
     """
     order = sorted(range(len(lengths)), key=lambda u: (lengths[u], u))
     blocks, current, held = [], [], 0
     for u in order:
         rows = len(current) + 1
         if current and (rows > max_rows or held + rows * decode_row(shape, lengths[u], max_new_tokens) > room):
-            held += len(current) * decode_buffer(shape, lengths[current[-1]], max_new_tokens)
+            held += len(current) * decode_buffer(shape, lengths[current[-1]], max_new_tokens) if keep else 0
             blocks.append(current)
             current = []
         current.append(u)
