@@ -436,9 +436,10 @@ def check_speed(cfg: CheckConfig, tokenizer, device: torch.device, seed: int, au
                 before: str | None = None, before_sets: int = 12, save=lambda report: None,
                 budget_sets: int | None = None, budgets_first: bool = False, before_kernels: str = "torch") -> dict:
     """Measurement 4: the engine (and, with ``before``, an earlier engine loaded from that file, on the first
-    ``before_sets`` sets, with torch's choice of attention kernels or, ``before_kernels="today"``, today's) and the authors' method on the speed model, with the ceiling, phases and peak memory; then
-    the memory budgets (``budgets_first``: before the rest) and a profile. ``save(report)`` keeps what is measured so
-    far after each part."""
+    ``before_sets`` sets, with torch's choice of attention kernels or, ``before_kernels="today"``, today's) and the
+    authors' method on the speed model, with the ceiling, phases and peak memory; then the memory budgets
+    (``budgets_first``: before the rest) and a profile. ``save(report)`` keeps what is measured so far after each
+    part."""
     from experiments.gpu_phases import load_engine, profile_table
     from posixlab.scoring import EngineOptions, ScoringEngine
 

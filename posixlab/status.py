@@ -519,32 +519,39 @@ def _classify(cell: Cell, kind: str, queue: dict[str, str] | None) -> None:
     if state is not None and state.get("state") == "done":
         cell.state, cell.detail = "done", "no summary (a dry run?)"
         return
-    if kind != "local":
-        result = _submitit_result(cell.log)
-        if result is not None and _mtime(cell.log.with_name(cell.log.name.replace("_log.err", "_result.pkl"))) \
-                >= started:
-            if result[0] != "success":
-                cell.state, cell.detail = "failed", _last_error_line(cell.log) or result[1]
-                return
-        ending = _slurm_ending(cell.log, started)
-        if queued in ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING") or \
-                (queued is None and ending and ("REQUEUE" in ending or "PREEMPTION" in ending) and queue is None):
-            cell.state, cell.detail = "pending", f"SLURM: {(queued or ending).lower()}"
-            return
-        if queued:
-            cell.state, cell.detail = "running", f"SLURM: {queued.lower()}"
-            return
-        if ending:
-            cell.state, cell.detail = "failed", ending
-            return
-        if queue is not None:  # SLURM answered and the job is not in its queue: it ended without a result
-            cell.state = "failed"
-            cell.detail = _last_error_line(cell.log) or "the job ended without finishing its cell"
-            return
+    if kind != "local" and _classify_by_scheduler(cell, queued, queue, started):
+        return
     if state is not None and state.get("host") == socket.gethostname() and not _pid_alive(state.get("pid")):
         cell.state, cell.detail = "failed", "its process ended before the cell was done"
         return
     cell.state = "running"
+
+
+def _classify_by_scheduler(cell: Cell, queued: str | None, queue: dict[str, str] | None, started: float) -> bool:
+    """A started cell of a submitit job, from what the job left and what SLURM says (``queued``: its state in the
+    queue, if listed; ``queue``: None where SLURM did not answer). True when that settles the cell's state."""
+    result = _submitit_result(cell.log)
+    if result is not None and _mtime(cell.log.with_name(cell.log.name.replace("_log.err", "_result.pkl"))) \
+            >= started:
+        if result[0] != "success":
+            cell.state, cell.detail = "failed", _last_error_line(cell.log) or result[1]
+            return True
+    ending = _slurm_ending(cell.log, started)
+    if queued in ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING") or \
+            (queued is None and ending and ("REQUEUE" in ending or "PREEMPTION" in ending) and queue is None):
+        cell.state, cell.detail = "pending", f"SLURM: {(queued or ending).lower()}"
+        return True
+    if queued:
+        cell.state, cell.detail = "running", f"SLURM: {queued.lower()}"
+        return True
+    if ending:
+        cell.state, cell.detail = "failed", ending
+        return True
+    if queue is not None:  # SLURM answered and the job is not in its queue: it ended without a result
+        cell.state = "failed"
+        cell.detail = _last_error_line(cell.log) or "the job ended without finishing its cell"
+        return True
+    return False
 
 
 def _fmt(value) -> str:

@@ -268,7 +268,20 @@ def noise_floor(labels, gold: Sequence[str | None] | None, classes: Sequence[str
         result["reading"] = noise_reading(result)
         return result
 
-    # the rephrasings at equal count: per repeat, consecutive blocks of R prompts
+    result["rephrasings_at_equal_count"], reph_s, reph_flip, reph_means = _at_equal_count(codes, k, gold, real,
+                                                                                           has_gold)
+    c_floor, c_reph = result["fixed_prompt"]["consistency"], result["rephrasings_at_equal_count"]["consistency"]
+    result["beyond_noise"] = _beyond_noise((floor_s, reph_s), (floor_flip, reph_flip), (c_floor, c_reph),
+                                           (floor_means, reph_means), gold, seed, resamples)
+    result["reading"] = noise_reading(result)
+    return result
+
+
+def _at_equal_count(codes: np.ndarray, k: int, gold, real: list[str], has_gold: bool):
+    """The rephrasings' side at the floor's count: per repeat, consecutive blocks of R prompts (R draws a group, as
+    the floor's). Returns its result entry and, per sample, S and the flip rate, and the class-pair means."""
+    n, q, r = codes.shape
+    blocks = q // r
     used = blocks * r
     blocked = codes[:, :used, :].reshape(n, blocks, r, r)  # (N, block, prompt in block, repeat)
     reph_counts = _counts(blocked, k, axis=2)  # (N, block, repeat, k)
@@ -277,19 +290,13 @@ def noise_floor(labels, gold: Sequence[str | None] | None, classes: Sequence[str
     reph_groups = [reph_counts[:, b, j] for b in range(blocks) for j in range(r)]
     reph_means = _class_pair_means(reph_groups, r, gold, real) if has_gold else {}
     dropped = q - used
-    result["rephrasings_at_equal_count"] = {
-        "sensitivity": float(reph_s.mean()),
-        "consistency": _mean_over_pairs(reph_means) if has_gold else None,
-        "flip_rate": float(reph_flip.mean()), "blocks": blocks, "prompts_used": used,
-        "groups_per_sample": blocks * r,
-        "note": (f"the last {dropped} of the Q = {q} prompts (Q mod R) are in no block: left out of S and C on this "
-                 f"side (the flip rate uses all Q)" if dropped else None)}
-
-    c_floor, c_reph = result["fixed_prompt"]["consistency"], result["rephrasings_at_equal_count"]["consistency"]
-    result["beyond_noise"] = _beyond_noise((floor_s, reph_s), (floor_flip, reph_flip), (c_floor, c_reph),
-                                           (floor_means, reph_means), gold, seed, resamples)
-    result["reading"] = noise_reading(result)
-    return result
+    entry = {"sensitivity": float(reph_s.mean()),
+             "consistency": _mean_over_pairs(reph_means) if has_gold else None,
+             "flip_rate": float(reph_flip.mean()), "blocks": blocks, "prompts_used": used,
+             "groups_per_sample": blocks * r,
+             "note": (f"the last {dropped} of the Q = {q} prompts (Q mod R) are in no block: left out of S and C on "
+                      f"this side (the flip rate uses all Q)" if dropped else None)}
+    return entry, reph_s, reph_flip, reph_means
 
 
 def noise_reading(result: dict) -> str:
