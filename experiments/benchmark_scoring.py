@@ -354,6 +354,8 @@ def main(argv=None) -> dict:
         Path(args.child_out).write_text(json.dumps(result))
         return result
 
+    if args.out:  # its folder first: a report that cannot be written is found before the minutes of measuring
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     report = {"model": args.model, "workloads": [], "scaling": []}
     server = None
     if not args.no_vllm:
