@@ -434,9 +434,11 @@ def check_parity(cfg: CheckConfig, tokenizer, device: torch.device, seed: int, l
 
 def check_speed(cfg: CheckConfig, tokenizer, device: torch.device, seed: int, authors: bool, log,
                 before: str | None = None, before_sets: int = 12, save=lambda report: None,
-                budget_sets: int | None = None, budgets_first: bool = False, before_kernels: str = "torch") -> dict:
+                budget_sets: int | None = None, budgets_first: bool = False, before_kernels: str = "torch",
+                before_options: dict | None = None) -> dict:
     """Measurement 4: the engine (and, with ``before``, an earlier engine loaded from that file, on the first
-    ``before_sets`` sets, with torch's choice of attention kernels or, ``before_kernels="today"``, today's) and the
+    ``before_sets`` sets, with torch's choice of attention kernels or, ``before_kernels="today"``, today's, and its
+    ``EngineOptions(**before_options)``) and the
     authors' method on the speed model, with the ceiling, phases and peak memory; then the memory budgets
     (``budgets_first``: before the rest) and a profile. ``save(report)`` keeps what is measured so far after each
     part."""
@@ -494,11 +496,12 @@ def check_speed(cfg: CheckConfig, tokenizer, device: torch.device, seed: int, au
     save(report)
     if before:
         engine_before = load_engine(before)
-        report["before"] = {"file": before, "sets": before_sets, "kernels": before_kernels, "workloads": {}}
+        report["before"] = {"file": before, "sets": before_sets, "kernels": before_kernels,
+                            "options": before_options or {}, "workloads": {}}
         for w in cfg.speed:
             ids = sets[w.name][1][:before_sets]
             log(f"[speed] the earlier engine ({before}): {w.name}, {len(ids)} sets")
-            engine = engine_before.ScoringEngine(lm, w.max_new_tokens, engine_before.EngineOptions())
+            engine = engine_before.ScoringEngine(lm, w.max_new_tokens, engine_before.EngineOptions(**(before_options or {})))
             with attention_as_before() if before_kernels == "torch" else contextlib.nullcontext():
                 old, row = run_engine(engine, lm, ids, ceiling, phases=True)
             ours = report["workloads"][w.name]
@@ -541,7 +544,9 @@ def run_engine(engine, lm, ids, ceiling: float, phases: bool = False, tensors: b
            "processed_tokens": engine.processed_tokens, "tokens_per_s": round(real / seconds, 1),
            "processed_tokens_per_s": round(engine.processed_tokens / seconds, 1),
            "fraction_of_ceiling": round(real / seconds / ceiling, 3), "peak_mib": mem.mib,
-           "forward_tokens_naive": sum(s.stats["forward_tokens_naive"] for s in results)}
+           "forward_tokens_naive": sum(s.stats["forward_tokens_naive"] for s in results),
+           # prompts decoded in groups on one copy of their shared beginnings (shared decoding)
+           "rows_decoded_shared": getattr(engine, "shared_rows", None)}
     if lm.device.type == "cuda":
         row["peak_gib_with_model"] = round(mem.peak / 2**30, 2)
     if phases:
@@ -751,6 +756,21 @@ def budget_lines(s: dict) -> list[str]:
     return lines
 
 
+def option(text: str) -> tuple[str, object]:
+    """``KEY=VALUE`` with VALUE read as JSON where it is JSON (``false``, ``20``, ``null``), else as text.
+
+    >>> option("shared_decoding=false"), option("gpu_memory_gb=auto")
+    (('shared_decoding', False), ('gpu_memory_gb', 'auto'))
+    """
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
 def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", choices=sorted(CONFIGS), default="tiny")
@@ -771,6 +791,9 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--before-kernels", choices=("torch", "today"), default="torch", help="the attention kernels "
                         "--before runs with: torch's choice, cuDNN's included, as engines before issue 43 ran "
                         "(default), or today's (for an engine from after that change)")
+    parser.add_argument("--before-option", metavar="KEY=VALUE", action="append", default=[], type=option,
+                        help="an EngineOptions setting of the --before engine, such as shared_decoding=false "
+                        "(today's engine.py as --before: decoding a row at a time beside shared decoding); repeatable")
     parser.add_argument("--budget-sets", type=int, default=None, help="sets per workload under each memory budget "
                         "(default: all the speed sets)")
     parser.add_argument("--skip-parity", action="store_true", help="the speed part only (no measurements 1-3)")
@@ -840,7 +863,8 @@ def main(argv=None) -> int:
         report["speed"] = check_speed(cfg, tokenizer, device, args.seed, not args.no_authors, log,
                                       before=args.before, before_sets=args.before_sets, save=save,
                                       budget_sets=args.budget_sets, budgets_first=args.budgets_first,
-                                      before_kernels=args.before_kernels)
+                                      before_kernels=args.before_kernels,
+                                      before_options=dict(args.before_option))
         report["wall_seconds"]["speed"] = round(time.perf_counter() - t, 1)
         report["grid"] = cost_grid(report["speed"])
     report["wall_seconds"]["total"] = round(time.perf_counter() - start, 1)

@@ -69,7 +69,7 @@ def plan(monkeypatch, free_gib: float, options: EngineOptions) -> list[list[int]
     """The waves the engine cuts 12 sets of 21 prompts into, for a 7B-like model on a GPU with ``free_gib`` free."""
     free_memory(monkeypatch, int(free_gib * GIB))
     lm = llama7b_stub()  # 0.5 MiB of keys and values a token
-    sets = [[[7] * (90 + 5 * i + j) for j in range(21)] for i in range(12)]
+    sets = [[[1000 * i + j] * (90 + 5 * i + j) for j in range(21)] for i in range(12)]  # prompts that share nothing
     return ScoringEngine(lm, 5, options)._plan_waves(sets, list(range(12)))
 
 

@@ -18,6 +18,9 @@ LLAMA7B = ModelShape(layers=32, hidden=4096, intermediate=11008, heads=32, kv_he
 
 
 def engine(gb: float, max_new_tokens: int = 5, **options) -> ScoringEngine:
+    """A 7B-shaped engine on a GPU stub; by default decoding a row at a time, every block holding its buffer until
+    the wave is scored (the GPU's default, shared decoding, is ``shared_decoding=True``)."""
+    options = {"shared_decoding": False, **options}
     return ScoringEngine(llama7b_stub(), max_new_tokens, EngineOptions(gpu_memory_gb=gb, **options))
 
 
@@ -59,7 +62,8 @@ def test_waves_blocks_and_chunks_stay_within_the_budget():
             prompts = list(dict.fromkeys(tuple(p) for i in wave for p in sets[i]))
             room = e._wave_room(prompts)
             held = 0  # every block keeps its buffer while the next decodes, and all of them while the wave scores
-            for block in e._blocks(prompts, room):
+            for groups in e._blocks([[u] for u in range(len(prompts))], [len(p) for p in prompts], room):
+                block = [u for group in groups for u in group]
                 longest = max(len(prompts[u]) for u in block)
                 assert held + len(block) * memory.decode_row(e.shape, longest, 5) <= room
                 held += len(block) * memory.decode_buffer(e.shape, longest, 5)

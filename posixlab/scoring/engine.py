@@ -12,7 +12,9 @@ Every number equals one full forward pass per (prompt, response) pair within flo
    from its segments). Each row sees its own prompt and its own tokens
    only (explicit positions and masks), so a row's tokens do not depend on its neighbours. The log-probability
    of each generated token is kept: that is the diagonal ``M[j, j]`` (and ``M[i, j]`` whenever ``y_i == y_j``),
-   with no second pass.
+   with no second pass. With **shared decoding** (``EngineOptions.shared_decoding``, the default on a GPU) the
+   prompts of a set that share most of their tokens (few-shot exemplars) decode as one cache row holding their
+   distinct segments once, one query a prompt, so a step reads those keys and values once instead of once a prompt.
 4. **Scoring.** For each prompt, the distinct responses of its set other than its own are packed into a token trie
    (``trie.py``) and read in one pass on the prompt's cache with tree attention; rows are batched, longest first.
 5. **Cache.** With a ``ScoreCache``, every finished wave is written to disk in one transaction, and sets whose
@@ -65,17 +67,25 @@ class SetScores:
 
 @dataclass
 class _Block:
-    """Prompts decoded together: their gathered caches and next-token logits, kept until the wave is scored."""
+    """Prompts decoded together: their gathered caches and next-token logits, kept until the wave is scored.
 
-    prompts: list[int]  # indices into the wave's unique prompts
+    The block's rows decode in groups: a group's prompts attend to one copy of their distinct beginnings (shared
+    decoding), and a row alone is a group of one, its own prompt's cache."""
+
+    prompts: list[int]  # indices into the wave's unique prompts, group by group
     lengths: torch.Tensor  # on the model's device
-    # (layers, 2, rows, kv_heads, width + max_new_tokens - 1, head_dim): each row's prompt in its first ``width``
-    # slots (right-padded with zeros), then the slots its response's keys are written into while decoding; None once
-    # freed (a set too large to hold every block's buffer until it is scored)
+    # (layers, 2, groups, kv_heads, keys + queries * (max_new_tokens - 1), head_dim): each group's prompt segments in
+    # its first ``keys`` slots (right-padded with zeros), then ``queries`` slots a decoding step, one for each of its
+    # prompts' next token; None once freed (shared decoding, or a set too large to hold every block's buffer until
+    # it is scored: scoring then stacks the prompts' caches from the wave's segments)
     kv: torch.Tensor | None
-    width: int
+    width: int  # the block's longest prompt
     first_logits: torch.Tensor  # (rows, vocab): raw logits of the token after each prompt
     chains: list[list[int]]  # each row's prompt as the wave's segments, root first
+    groups: list[list[int]]  # each group's rows (indices into ``prompts``)
+    keys: int  # slots before the response slots: the longest group's prompt tokens
+    seen: torch.Tensor  # (groups, queries, keys) bool on the model's device: the slots of each row's own prompt
+    key_positions: torch.Tensor  # (groups, keys) on the model's device: each slot's position in its prompts
 
 
 class SetScorer:
@@ -219,6 +229,8 @@ class ScoringEngine(SetScorer):
         self.wave_budget = self.memory // 2  # the caches a wave holds while its passes run (a set alone may hold more)
         self.slice_bytes = memory_model.slice_bytes(self.memory)  # logits widened to float32 at a time while scoring
         self.pad_id = 0  # any id: padded positions are never seen by a real token
+        self.shared_decoding = self.options.shares_decoding(lm.device)
+        self.shared_rows = 0  # prompts decoded in a group of several (shared decoding), for reports
 
     def _set_bytes(self, n: int, longest: int, unique: int, hold: bool) -> tuple[int, str, int]:
         """What a wave of ``n`` distinct prompts (the longest ``longest`` tokens, ``unique`` distinct prefix tokens)
@@ -240,6 +252,10 @@ class ScoringEngine(SetScorer):
         return caches, what, row
 
     def _holds_buffers(self, n: int, longest: int, unique: int) -> bool:
+        """Whether a wave of such a set runs the usual way (every block's buffer held until it is scored), not on its
+        segments (shared decoding, or a set too large for the usual way)."""
+        if self.shared_decoding:
+            return False
         caches, _, row = self._set_bytes(n, longest, unique, hold=True)
         return caches + row <= self.memory
 
@@ -269,7 +285,7 @@ class ScoringEngine(SetScorer):
             self._check_fits(size.prompts, size.longest, size.unique_tokens)  # before any work
         order = indices if in_order else sorted(indices, key=lambda i: (sizes[i].longest, i))
         return memory_model.plan_waves(self.shape, sizes, self.max_new_tokens, self.wave_budget, self.max_wave_rows,
-                                       order)
+                                       order, hold=not self.shared_decoding)
 
     def _wave_room(self, prompts: list[Ids], unique: int | None = None) -> int:
         """What a wave's passes may allocate: the budget less its prefill segments and next-token logits (the
@@ -277,13 +293,66 @@ class ScoringEngine(SetScorer):
         unique = distinct_prefixes(prompts) if unique is None else unique
         return self.memory - memory_model.prefill_bytes(self.shape, len(prompts), unique)
 
-    def _blocks(self, prompts: list[Ids], room: int, keep: bool = True) -> list[list[int]]:
-        """Decoding batches: the wave's prompts sorted by length, each block as many rows as ``room`` holds beside the
-        blocks before it (``memory.decode_blocks``; ``keep=False``: each block's buffer freed once decoded) and the
-        token budget allows (one token a row a step). A step reads every weight once whatever its rows, so a block is
-        as large as memory allows."""
-        return memory_model.decode_blocks(self.shape, [len(p) for p in prompts], self.max_new_tokens, room,
-                                          self.batch_tokens, keep)
+    def _blocks(self, groups: list[list[int]], keys: list[int], room: int, keep: bool = True) -> list[list[list[int]]]:
+        """Decoding batches of the wave's groups of prompts (``groups``, each decoding on ``keys`` prompt tokens): each
+        block as many groups as ``room`` holds beside the blocks before it (``memory.group_blocks``; ``keep=False``:
+        each block's buffer freed once decoded) and the token budget allows (one token a row a step). A step reads
+        every weight once whatever its rows, so a block is as large as memory allows."""
+        sizes = [(k, len(g)) for g, k in zip(groups, keys)]
+        return [[groups[g] for g in block] for block in
+                memory_model.group_blocks(self.shape, sizes, self.max_new_tokens, room, self.batch_tokens, keep)]
+
+    def _decoding_groups(self, prompts: list[Ids], slots: list[list[int]], segments, chains: list[list[int]],
+                         room: int) -> list[list[int]]:
+        """The wave's prompts in decoding groups: with shared decoding, the prompts of a set decode together where
+        that reads fewer keys and values a step than decoding them one by one: where their distinct beginnings are
+        at most half their tokens (few-shot exemplars, a long header), counting that attention with an explicit mask
+        and several queries repeats a grouped-query model's keys and values for every head (transformers), and the
+        group fits the room. Every other prompt is a group of its own."""
+        if not self.shared_decoding:
+            return [[u] for u in range(len(prompts))]
+        repeat = 1 + 2 * self.shape.heads // self.shape.kv_heads if self.shape.kv_heads < self.shape.heads else 1
+        owner: dict[int, int] = {}
+        for s, slot in enumerate(slots):
+            for u in slot:
+                owner.setdefault(u, s)
+        groups = []
+        for s, slot in enumerate(slots):
+            members = [u for u in dict.fromkeys(slot) if owner[u] == s]
+            union = sum(len(segments[k].tokens) for k in {k for u in members for k in chains[u]})
+            if len(members) > 1 and 2 * union * repeat <= sum(len(prompts[u]) for u in members) and \
+                    memory_model.decode_group(self.shape, union, len(members), self.max_new_tokens) <= room:
+                groups.append(members)
+            else:
+                groups.extend([u] for u in members)
+        return groups
+
+    def _block(self, groups: list[list[int]], prompts: list[Ids], chains: list[list[int]], segments, segment_kv,
+               first_logits) -> _Block:
+        """A decoding block of ``groups`` of the wave's prompts: each group's segments stacked once in its own row of
+        the buffer, in the order its prompts first reach them."""
+        rows = [u for group in groups for u in group]
+        unions = [list(dict.fromkeys(k for u in group for k in chains[u])) for group in groups]
+        keys = max(sum(len(segments[k].tokens) for k in union) for union in unions)
+        queries = max(map(len, groups))
+        seen = torch.zeros((len(groups), queries, keys), dtype=torch.bool)
+        key_positions = torch.arange(keys).repeat(len(groups), 1)  # slots past a group's segments: never seen
+        for g, (group, union) in enumerate(zip(groups, unions)):
+            at, slot = {}, 0
+            for k in union:
+                at[k], length = slot, len(segments[k].tokens)
+                key_positions[g, slot:slot + length] = torch.arange(segments[k].start, segments[k].start + length)
+                slot += length
+            for q, u in enumerate(group):
+                for k in chains[u]:
+                    seen[g, q, at[k]:at[k] + len(segments[k].tokens)] = True
+        device = self.lm.device
+        return _Block(rows, torch.tensor([len(prompts[u]) for u in rows], device=device),
+                      self._stack_kv(unions, keys, segment_kv, capacity=keys + queries * (self.max_new_tokens - 1)),
+                      max(len(prompts[u]) for u in rows), torch.stack([first_logits[u] for u in rows]),
+                      [chains[u] for u in rows], [list(range(at, at + len(group))) for at, group in
+                                                  zip(np.cumsum([0] + [len(g) for g in groups]).tolist(), groups)],
+                      keys, seen.to(device), key_positions.to(device))
 
     # --- one wave ----------------------------------------------------------------------------------------------------
     def _run_wave(self, items: list[tuple[int, list[Ids], list[Ids]]]) -> Iterator[tuple[int, SetScores]]:
@@ -292,19 +361,20 @@ class ScoringEngine(SetScorer):
         prompts = list(unique)
         distinct = distinct_prefixes(prompts)
         room = self._wave_room(prompts, distinct)  # what the segments and logits leave; planning kept the wave small
-        # the usual way holds every block's buffer until the wave is scored; a set too large for that keeps its
-        # segments instead and frees each buffer once decoded (its scoring rebuilds the caches from the segments)
+        # the usual way holds every block's buffer until the wave is scored; shared decoding, and a set too large
+        # for the usual way, keep the segments instead and free each buffer once decoded (scoring then rebuilds the
+        # caches from the segments)
         hold = self._holds_buffers(len(prompts), max(map(len, prompts)), distinct)
 
         segments, end, segment_kv, first_logits = self._prefill(prompts, room)
+        chains = [path(segments, end[u]) for u in range(len(prompts))]
+        groups = self._decoding_groups(prompts, slots, segments, chains, room)
+        self.shared_rows += sum(len(group) for group in groups if len(group) > 1)
+        keys = [sum(len(segments[k].tokens) for k in {k for u in group for k in chains[u]}) for group in groups]
         blocks, generated = [], {}
-        for rows in self._blocks(prompts, room, keep=hold):
-            chains = [path(segments, end[u]) for u in rows]
-            width = max(len(prompts[u]) for u in rows)
-            block = _Block(rows, torch.tensor([len(prompts[u]) for u in rows], device=self.lm.device),
-                           self._stack_kv(chains, width, segment_kv, capacity=width + self.max_new_tokens - 1),
-                           width, torch.stack([first_logits[u] for u in rows]), chains)
-            for u, gen in zip(rows, self._decode(block)):
+        for block_groups in self._blocks(groups, keys, room, keep=hold):
+            block = self._block(block_groups, prompts, chains, segments, segment_kv, first_logits)
+            for u, gen in zip(block.prompts, self._decode(block)):
                 generated[u] = gen
             if not hold:
                 block.kv = None
@@ -392,7 +462,8 @@ class ScoringEngine(SetScorer):
 
     def _stack_kv(self, chains: list[list[int]], width: int, segment_kv, capacity: int) -> torch.Tensor:
         """The keys and values of rows, ``(layers, 2, rows, kv_heads, capacity, head_dim)``: each row's first slots
-        the concatenation of its chain of segments (``width`` at most), the rest zeros (never visible)."""
+        the concatenation of its list of segments (a prompt's chain, or a decoding group's segments; ``width`` at
+        most), the rest zeros (never visible)."""
         shape = self.shape
         out = torch.zeros((shape.layers, 2, len(chains), shape.kv_heads, capacity, shape.head_dim),
                           dtype=self.lm.model.dtype, device=self.lm.device)
@@ -406,45 +477,73 @@ class ScoringEngine(SetScorer):
 
     @torch.inference_mode()
     def _decode(self, block: _Block) -> list[tuple[list[int], list[float]]]:
-        """Greedy responses of a block's rows: argmax of the raw logits, ending after the first EOS (kept)."""
-        n, width, device = len(block.prompts), block.width, self.lm.device
+        """Greedy responses of a block's rows: argmax of the raw logits, ending after the first EOS (kept).
+
+        A cache row is a group: its queries are its prompts (padded to the block's largest group), each seeing its
+        own prompt's slots among the group's segments, then its own response's slots: step ``t``'s token of query
+        ``q`` goes into slot ``keys + t * queries + q``."""
+        n, device, keys = len(block.prompts), self.lm.device, block.keys
+        queries = block.seen.shape[1]
+        members = [group + [-1] * (queries - len(group)) for group in block.groups]  # -1: a padding query
         tokens, logprobs = [[] for _ in range(n)], [[] for _ in range(n)]
         done = [False] * n
-        cache = self.lm.slot_cache(block.kv, width)
-        live = list(range(n))  # the block row of each cache row
-        lengths = block.lengths
-        slots = torch.arange(block.kv.shape[4], device=device)[None, :]
-        # a key slot's position: the prompt's own below ``width``; a response token's after its prompt's end
-        key_positions = torch.where(slots < width, slots, lengths[:, None] + slots - width)
-        logits = block.first_logits
+        cache = self.lm.slot_cache(block.kv, keys)
+        live = list(range(len(members)))  # the group of each cache row
+        response = torch.arange(block.kv.shape[4] - keys, device=device)  # the response slots
+        own = (response % queries)[None, :] == torch.arange(queries, device=device)[:, None]  # (queries, slots)
+        step_of = response // queries
+        # a padding query decodes as its group's first prompt would; nothing real sees it and its tokens are dropped
+        lengths = block.lengths[torch.tensor([b if b >= 0 else group[0] for group in members for b in group],
+                                             device=device)].view(len(members), queries)
+        # a key slot's position: the prompt's own in a segment; a response token's after its prompt's end
+        key_positions = torch.cat([block.key_positions, lengths.gather(1, (response % queries).expand(len(live), -1))
+                                   + step_of], dim=1)
+        seen = block.seen
+
+        def real_queries(live: list[int]) -> tuple[list[int], torch.Tensor | None]:
+            """The block row of each real query in cache order, and where they are among the cache's queries (None:
+            everywhere, no padding)."""
+            where = [(i * queries + q, b) for i, g in enumerate(live) for q, b in enumerate(members[g]) if b >= 0]
+            at = None if len(where) == len(live) * queries else torch.tensor([i for i, _ in where], device=device)
+            return [b for _, b in where], at
+
+        real, at = real_queries(live)
+        logits = block.first_logits  # rows are groups' prompts in order: the real queries
         constraint = self._constraint(block)  # None: free greedy decoding (every engine but the constrained one)
         for step in range(self.max_new_tokens):
-            choice = (logits if constraint is None else constraint.mask(logits, live)).argmax(dim=-1)
+            choice = (logits if constraint is None else constraint.mask(logits, real)).argmax(dim=-1)
             chosen = token_logprobs(logits, choice)  # the model's own probability of the token, before any mask
             # one transfer a step for every row's token and log-probability (float64 holds both exactly)
             choice_list, chosen_list = torch.stack([choice.double(), chosen.double()]).tolist()
             choice_list = [int(c) for c in choice_list]
-            for k, b in enumerate(live):
+            for k, b in enumerate(real):
                 if not done[b]:
                     tokens[b].append(choice_list[k])
                     logprobs[b].append(chosen_list[k])
                     done[b] = tokens[b][-1] in self.lm.eos_ids or len(tokens[b]) == self.max_new_tokens
                     if constraint is not None:
                         constraint.accept(b, tokens[b][-1])
-            going = [k for k, b in enumerate(live) if not done[b]]
+            going = [i for i, g in enumerate(live) if any(b >= 0 and not done[b] for b in members[g])]
             if not going:
                 break
-            inputs = choice[:, None]  # a finished row's input is never read by another row
-            if len(going) <= DROP_SHARE * len(live):  # drop finished rows once enough of them are idle
+            if at is None:
+                inputs = choice.view(len(live), queries)  # a finished row's input is never read by another row
+            else:
+                inputs = torch.full((len(live) * queries,), self.pad_id, dtype=choice.dtype, device=device)
+                inputs = inputs.index_copy(0, at, choice).view(len(live), queries)
+            if len(going) <= DROP_SHARE * len(live):  # drop finished groups once enough of them are idle
                 kept = torch.tensor(going, device=device)
                 cache.batch_select_indices(kept)
-                live = [live[k] for k in going]
-                inputs, lengths, key_positions = inputs[kept], lengths[kept], key_positions[kept]
-            positions = (lengths + step)[:, None]
-            # the prompt's own tokens, then the response's so far (slot ``width + step`` is this step's)
-            visible = ((slots < lengths[:, None]) | ((slots >= width) & (slots <= width + step)))[:, None, :]
-            logits = self.lm.forward_masked(inputs, positions, visible, key_positions, cache)[:, -1]
-            self._count(len(live), sum(not done[b] for b in live))
+                live = [live[i] for i in going]
+                inputs, lengths, key_positions, seen = inputs[kept], lengths[kept], key_positions[kept], seen[kept]
+                real, at = real_queries(live)
+            positions = lengths + step
+            # the prompt's own tokens, then the response's so far (slot ``keys + t * queries + q`` is step t's)
+            visible = torch.cat([seen, (own & (step_of <= step)[None, :]).expand(len(live), -1, -1)], dim=-1)
+            logits = self.lm.forward_masked(inputs, positions, visible, key_positions, cache).flatten(0, 1)
+            if at is not None:
+                logits = logits[at]
+            self._count(len(live) * queries, sum(not done[b] for b in real))
         return list(zip(tokens, logprobs))
 
     def _constraint(self, block: _Block):

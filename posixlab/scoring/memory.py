@@ -19,7 +19,9 @@ The keys and values a pass writes go into a buffer allocated before it (``SlotLa
 - a **prefill** row: its ancestors' keys and values and its segment's (``prefill_row``);
 - a **decoding** row: its block's buffer with room for the response, the copies of the rows still running that
   dropping finished rows makes (``DROP_SHARE``), a one-token pass and the float32 log-softmax of its logits
-  (``decode_row``); a block's buffer stays held until the wave is scored;
+  (``decode_row``); a block's buffer stays held until the wave is scored; with shared decoding, a **group** of a
+  set's prompts on one copy of their distinct segments, a query a prompt (``decode_group``), its buffer freed once
+  decoded;
 - a **scoring** row: its copy of the prompt's cache with slots for the response trie, and the trie's pass
   (``score_row``); the target log-probabilities are widened to float32 a slice at a time beside it (``slice_bytes``).
 
@@ -29,7 +31,9 @@ that runs alone); decoding blocks are cut in turn from what the wave and the blo
 (``decode_blocks``); each scoring chunk from what the wave's blocks leave (``score_chunk``). A set too large for
 that (its prompts' buffers alone outgrow the budget: long few-shot prompts on a small card) runs holding its segments
 instead: each block's buffer is freed once decoded, and each scoring chunk rebuilds its prompts' caches from the
-segments, so it needs its distinct beginnings and one row beside them (``ScoringEngine._set_bytes``).
+segments, so it needs its distinct beginnings and one row beside them (``ScoringEngine._set_bytes``). Shared
+decoding always works that way: its waves hold their segments only (``plan_waves(hold=False)``) and its blocks of
+groups (``group_blocks``) free their buffers once decoded.
 
 >>> llama7b = ModelShape(layers=32, hidden=4096, intermediate=11008, heads=32, kv_heads=32, head_dim=128,
 ...                      vocab=32000, dtype_bytes=2)
@@ -124,11 +128,27 @@ def prefill_row(shape: ModelShape, length: int, past: int) -> int:
 def decode_row(shape: ModelShape, width: int, max_new_tokens: int) -> int:
     """One row of a decoding block padded to ``width``: its buffer, the copies dropping finished rows makes, one
     decoding step's pass and its float32 log-softmax (and a constrained engine's masked copy of the logits)."""
-    capacity = width + max_new_tokens - 1
+    return decode_group(shape, width, 1, max_new_tokens)
+
+
+def decode_group(shape: ModelShape, keys: int, queries: int, max_new_tokens: int) -> int:
+    """One group of a decoding block: ``queries`` prompts decoded on one copy of their ``keys`` distinct prompt
+    tokens (shared decoding; a row alone is a group of one). Its buffer with ``queries`` slots a step, the copies
+    dropping finished groups makes, a step's pass of ``queries`` tokens that keeps every one's logits, and their
+    float32 log-softmax.
+
+    >>> tiny = ModelShape(layers=2, hidden=8, intermediate=16, heads=2, kv_heads=1, head_dim=4, vocab=10,
+    ...                   dtype_bytes=4)
+    >>> decode_group(tiny, 10, 1, 5) == decode_row(tiny, 10, 5)
+    True
+    >>> decode_group(tiny, 30, 3, 5) < 3 * decode_row(tiny, 30, 5)     # three rows on one copy of 30 tokens
+    True
+    """
+    capacity = keys + queries * (max_new_tokens - 1)
     buffer = capacity * shape.kv_bytes_per_token
     drops = DROP_SHARE + DROP_SHARE**2 / shape.layers
-    return math.ceil(buffer * (1 + drops)) + pass_bytes(shape, 1, 1, capacity, 1) + \
-        shape.vocab * (8 + shape.dtype_bytes)
+    return math.ceil(buffer * (1 + drops)) + pass_bytes(shape, 1, queries, capacity, queries) + \
+        queries * shape.vocab * (8 + shape.dtype_bytes)
 
 
 def decode_buffer(shape: ModelShape, width: int, max_new_tokens: int) -> int:
@@ -178,9 +198,11 @@ class SetSize:
 
 
 def plan_waves(shape: ModelShape, sizes: Sequence[SetSize], max_new_tokens: int, budget: int, max_rows: int,
-               order: Sequence[int]) -> list[list[int]]:
+               order: Sequence[int], hold: bool = True) -> list[list[int]]:
     """Sets (indices into ``sizes``, taken in ``order``) grouped into waves whose ``wave_bytes`` stay within
     ``budget`` and whose prompts number at most ``max_rows``; a set over either runs in a wave of its own.
+    ``hold=False``: waves whose decoding buffers are freed once decoded (shared decoding), so a wave holds its
+    ``prefill_bytes`` only.
 
     >>> tiny = ModelShape(layers=2, hidden=8, intermediate=16, heads=2, kv_heads=1, head_dim=4, vocab=10,
     ...                   dtype_bytes=4)
@@ -194,7 +216,8 @@ def plan_waves(shape: ModelShape, sizes: Sequence[SetSize], max_new_tokens: int,
     for i in order:
         size = sizes[i]
         need = wave_bytes(shape, rows + size.prompts, max(width, size.longest), max_new_tokens,
-                          tokens + size.unique_tokens)
+                          tokens + size.unique_tokens) if hold else \
+            prefill_bytes(shape, rows + size.prompts, tokens + size.unique_tokens)
         if current and (rows + size.prompts > max_rows or need > budget):
             waves.append(current)
             current, rows, width, tokens = [], 0, 0, 0
@@ -207,10 +230,7 @@ def plan_waves(shape: ModelShape, sizes: Sequence[SetSize], max_new_tokens: int,
 
 def decode_blocks(shape: ModelShape, lengths: Sequence[int], max_new_tokens: int, room: int,
                   max_rows: int, keep: bool = True) -> list[list[int]]:
-    """Decoding blocks of prompts of ``lengths``: sorted by length, each block as large as ``room`` allows, where
-    the blocks before it keep their buffers (every block's stays held until the wave is scored; with ``keep=False``
-    each is freed once decoded, so every block has the whole room); at most ``max_rows`` rows a block (one token a
-    row a step: the token budget). A block holds one row at least.
+    """Decoding blocks of prompts of ``lengths``, a row each: ``group_blocks`` of groups of one.
 
     >>> tiny = ModelShape(layers=2, hidden=8, intermediate=16, heads=2, kv_heads=1, head_dim=4, vocab=10,
     ...                   dtype_bytes=4)
@@ -224,15 +244,37 @@ def decode_blocks(shape: ModelShape, lengths: Sequence[int], max_new_tokens: int
     >>> decode_blocks(tiny, [10] * 6, 5, room=9000, max_rows=100, keep=False)    # 3 rows a block, each alone
     [[0, 1, 2], [3, 4, 5]]
     """
-    order = sorted(range(len(lengths)), key=lambda u: (lengths[u], u))
+    return group_blocks(shape, [(length, 1) for length in lengths], max_new_tokens, room, max_rows, keep)
+
+
+def group_blocks(shape: ModelShape, groups: Sequence[tuple[int, int]], max_new_tokens: int, room: int,
+                 max_rows: int, keep: bool = True) -> list[list[int]]:
+    """Decoding blocks of groups of ``(keys, queries)`` (``decode_group``), as indices into ``groups``: sorted by
+    queries then keys, each block as large as ``room`` allows with every group padded to the block's largest, where
+    the blocks before it keep their buffers (every block's stays held until the wave is scored; with ``keep=False``
+    each is freed once decoded, so every block has the whole room); at most ``max_rows`` queries a block (one token a
+    query a step: the token budget); rows alone and groups never share a block (a row would be padded to a group's
+    queries). A block holds one group at least.
+
+    >>> tiny = ModelShape(layers=2, hidden=8, intermediate=16, heads=2, kv_heads=1, head_dim=4, vocab=10,
+    ...                   dtype_bytes=4)
+    >>> group_blocks(tiny, [(30, 3), (12, 1), (40, 3), (10, 1)], 5, room=10**6, max_rows=100, keep=False)
+    [[3, 1], [0, 2]]
+    """
+    order = sorted(range(len(groups)), key=lambda g: (groups[g][1], groups[g][0], g))
     blocks, current, held = [], [], 0
-    for u in order:
-        rows = len(current) + 1
-        if current and (rows > max_rows or held + rows * decode_row(shape, lengths[u], max_new_tokens) > room):
-            held += len(current) * decode_buffer(shape, lengths[current[-1]], max_new_tokens) if keep else 0
+    for g in order:
+        keys = max(groups[c][0] for c in current + [g])  # every group of a block padded to its largest
+        queries = max(groups[c][1] for c in current + [g])
+        count = len(current) + 1
+        if current and (count * queries > max_rows or (groups[g][1] > 1) != (groups[current[-1]][1] > 1)
+                        or held + count * decode_group(shape, keys, queries, max_new_tokens) > room):
+            if keep:
+                keys, queries = (max(groups[c][i] for c in current) for i in (0, 1))
+                held += len(current) * (keys + queries * (max_new_tokens - 1)) * shape.kv_bytes_per_token
             blocks.append(current)
             current = []
-        current.append(u)
+        current.append(g)
     blocks.append(current)
     return blocks
 

@@ -32,6 +32,12 @@ class EngineOptions:
     # rows it carries: a 7B model's step is bound by that read below about 250 rows on an H100/H200 (13 GB at
     # 3.3-4.8 TB/s against 13 GFLOP a row at ~790 TFLOP/s), so GPU waves hold four times that; the budget still rules
     max_wave_rows: int | None = None
+    # decode the prompts of a set that share most of their tokens (few-shot exemplars, a long header) together, on
+    # one copy of their distinct beginnings, so that a decoding step reads those keys and values once, not once a
+    # prompt; None: on a GPU (a decoding step there is bound by reading the caches), not on a CPU (bound more by
+    # arithmetic, and the packaged models are grouped-query models, which decode a row at a time anyway: see
+    # ScoringEngine._decoding_groups). Numbers change by float rounding only.
+    shared_decoding: bool | None = None
 
     def __post_init__(self):
         """Each setting's type and range, checked when the options are made: before a model loads.
@@ -53,12 +59,18 @@ class EngineOptions:
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
             if not (value is None or value in words or (number and value > 0 and (not integer or value == int(value)))):
                 raise ConfigError(f"engine.{key} takes {takes}, not {value!r}")
+        if self.shared_decoding not in (None, True, False):
+            raise ConfigError(f"engine.shared_decoding takes true, false or null, not {self.shared_decoding!r}")
 
     def wave_rows(self, device) -> int:
         """Prompts a wave holds at most on ``device`` (a torch.device)."""
         if self.max_wave_rows is not None:
             return int(self.max_wave_rows)
         return 1024 if device.type == "cuda" else 128
+
+    def shares_decoding(self, device) -> bool:
+        """Whether the prompts of a set that share most of their tokens decode together on ``device``."""
+        return device.type == "cuda" if self.shared_decoding is None else bool(self.shared_decoding)
 
     def resolve(self, device, weights_bytes: int = 0) -> tuple[int, int]:
         """(batch_tokens, memory budget in bytes) for ``device`` and a model of ``weights_bytes``: a function of the
