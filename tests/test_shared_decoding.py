@@ -52,9 +52,12 @@ def open_sets(vocab: int, seed: int = 1) -> list[list[list[int]]]:
     return [[[rng.randrange(3, vocab) for _ in range(rng.randrange(20, 60))] for _ in range(6)] for _ in range(2)]
 
 
-def test_shared_decoding_equals_decoding_a_row_at_a_time_and_one_pass_per_pair():
-    lm = small_llama(layers=4, hidden=128, heads=4, kv_heads=4, vocab=2048)
-    sets = few_shot_sets(2048) + open_sets(2048)
+@pytest.mark.parametrize("kv_heads, attention", [(4, "sdpa"), (1, "sdpa"), (2, "eager")])
+def test_shared_decoding_equals_decoding_a_row_at_a_time_and_one_pass_per_pair(kv_heads, attention):
+    """Multi-head attention; grouped-query attention, whose query heads fold onto their key/value head
+    (``folded_sdpa_attention``); and eager attention, which repeats keys and values whatever the queries."""
+    lm = small_llama(layers=3, hidden=128, heads=4, kv_heads=kv_heads, vocab=2048, attention=attention)
+    sets = few_shot_sets(2048, exemplars=200) + open_sets(2048)
     rows = dict(ScoringEngine(lm, 8, EngineOptions(shared_decoding=False)).score_sets(sets))
     # an end-of-sequence token that ends every response of the first set at its first step and some others later:
     # groups finish at different steps, and the finished ones are dropped
@@ -79,14 +82,69 @@ def test_shared_decoding_equals_decoding_a_row_at_a_time_and_one_pass_per_pair()
         assert np.abs(shared[k].matrix - reference).max() < 1e-4
 
 
-def test_a_set_decodes_together_only_where_that_reads_less():
-    """Grouped-query attention with several queries repeats a layer's keys and values for every head (transformers),
-    so a 4-head model with one key/value head reads more as a group than a row at a time: its rows decode alone."""
-    sets = few_shot_sets(1024, sizes=(21,), exemplars=120)
-    for kv_heads, grouped in ((4, [21]), (1, [])):
-        engine = Recording(small_llama(layers=2, hidden=64, heads=4, kv_heads=kv_heads, vocab=1024), 3,
-                           EngineOptions(shared_decoding=True))
-        list(engine.score_sets(sets))
+def test_folded_heads_equal_repeated_keys_and_values():
+    """One pass of several queries with a mask on a grouped-query model: folding the heads gives what repeating the
+    keys and values gives, within float rounding, and leaves the model's attention as it was."""
+    import torch
+
+    lm = small_llama(layers=2, hidden=64, heads=4, kv_heads=2, vocab=256)
+    torch.manual_seed(1)
+    ids, keys = torch.randint(3, 256, (3, 5)), 12
+    visible = torch.rand(3, 5, keys) < 0.6
+    visible[:, :, :1] = True
+    positions = torch.arange(7, 12).expand(3, 5)
+
+    def run(fold):
+        buffer = torch.randn(2, 2, 3, 2, keys, 16, generator=torch.Generator().manual_seed(2))
+        return lm.forward_masked(ids, positions, visible, torch.arange(keys).expand(3, keys),
+                                 lm.slot_cache(buffer, keys - 5), fold_heads=fold)
+
+    from transformers import AttentionInterface
+
+    from posixlab.models import causal_lm
+
+    calls = []
+
+    def spy(module, query, *args, **kwargs):
+        calls.append(tuple(query.shape))
+        return causal_lm.folded_sdpa_attention(module, query, *args, **kwargs)
+
+    AttentionInterface.register(causal_lm.FOLDED_SDPA, spy)
+    try:
+        folded = run(True)
+        assert calls == [(3, 4, 5, 16)] * 2  # both layers, 4 heads of 5 queries
+        repeated = run(False)
+        assert len(calls) == 2
+    finally:
+        AttentionInterface.register(causal_lm.FOLDED_SDPA, causal_lm.folded_sdpa_attention)
+    assert torch.allclose(folded, repeated, atol=1e-5)
+    assert lm.model.config._attn_implementation == "sdpa"
+
+
+def test_a_folded_pass_allocates_what_the_model_counts():
+    """A shared-decoding step of a grouped-query model (4 groups of 21 queries on 300 keys, every query's logits
+    kept), heads folded: within the count of ``pass_bytes(folded=True)``, and not far under it."""
+    import torch
+
+    from posixlab.scoring.memory import ModelShape, pass_bytes
+
+    lm = small_llama(layers=4, hidden=256, heads=4, kv_heads=1)
+    shape = ModelShape.of(lm.model, "cpu")
+    rows, queries, keys = 4, 21, 300
+    buffer = torch.zeros((shape.layers, 2, rows, shape.kv_heads, keys, shape.head_dim))
+    visible = torch.rand(rows, queries, keys) < 0.5
+    used = measured(lm.forward_masked, torch.randint(3, 2048, (rows, queries)),
+                    torch.arange(keys - queries, keys).expand(rows, queries), visible,
+                    torch.arange(keys).expand(rows, keys), lm.slot_cache(buffer, keys - queries), 0, True)
+    counted = pass_bytes(shape, rows, queries, keys, queries, folded=True)
+    assert 0.6 * counted <= used <= counted, (used, counted, round(used / counted, 2))  # measured: 0.75
+
+
+def test_a_set_decodes_together_only_where_its_prompts_share_most_of_their_tokens():
+    lm = small_llama(layers=2, hidden=64, heads=4, kv_heads=1, vocab=1024)
+    for exemplars, grouped in ((120, [21]), (20, [])):  # 21 prompts of about 180 and 80 tokens sharing 120 and 20
+        engine = Recording(lm, 3, EngineOptions(shared_decoding=True))
+        list(engine.score_sets(few_shot_sets(1024, sizes=(21,), exemplars=exemplars)))
         assert [size for block in engine.blocks for size in block if size > 1] == grouped
 
 

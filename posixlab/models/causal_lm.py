@@ -22,8 +22,9 @@ import copy
 from dataclasses import dataclass
 
 import torch
-from transformers import DynamicCache
+from transformers import AttentionInterface, DynamicCache
 from transformers.cache_utils import Cache, DynamicLayer
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from posixlab.errors import ConfigError, ContextLengthError, PromptSetError
 from posixlab.models.capabilities import GENERATE, SCORE
@@ -180,7 +181,8 @@ class CausalLM(TokenizedModel):
         return Cache(layers=[SlotLayer(buffer[layer, 0], buffer[layer, 1], length) for layer in range(len(buffer))])
 
     @torch.inference_mode()
-    def forward_masked(self, input_ids, position_ids, visible, key_positions, cache, logits_to_keep=0):
+    def forward_masked(self, input_ids, position_ids, visible, key_positions, cache, logits_to_keep=0,
+                       fold_heads: bool = False):
         """One forward pass of a batch of rows in which every query says which keys it sees.
 
         Args:
@@ -190,6 +192,8 @@ class CausalLM(TokenizedModel):
             key_positions: ``(B, K)``: the position of every key, for sliding-window layers.
             cache: the rows' cache; this call's keys and values are appended to it.
             logits_to_keep: 0 for the logits of every query, or a 1-D tensor of the query indices to keep.
+            fold_heads: with sdpa and grouped-query attention, attend without repeating keys and values for every
+                head (``folded_sdpa_attention``); for passes of several queries on long shared keys (shared decoding).
         """
         if self.model.config._attn_implementation not in ("sdpa", "eager"):
             raise ConfigError(f"the scoring engine needs sdpa or eager attention; {self.name} uses "
@@ -209,7 +213,9 @@ class CausalLM(TokenizedModel):
                 raise ContextLengthError(f"{self.name} attends within a {self.sliding_window}-token window and the "
                                          f"engine cannot mask it per layer; use shorter prompts")
             attention_mask = self._additive(visible)
-        with attention_kernels(self.device):
+        text_config = self.model.config.get_text_config(decoder=True)
+        fold = fold_heads and text_config._attn_implementation == "sdpa"
+        with attention_kernels(self.device), attention_implementation(text_config, FOLDED_SDPA if fold else None):
             out = self.model(input_ids=input_ids.to(self.device), position_ids=position_ids.to(self.device),
                              attention_mask=attention_mask, past_key_values=cache, use_cache=True,
                              logits_to_keep=logits_to_keep if isinstance(logits_to_keep, int)
@@ -234,6 +240,48 @@ def attention_kernels(device: torch.device):
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+
+
+FOLDED_SDPA = "posixlab_folded_sdpa"
+
+
+def folded_sdpa_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
+    """transformers' sdpa attention, except for grouped-query attention with a mask and several queries: there
+    transformers repeats a layer's keys and values for every query head (``repeat_kv``: a copy, and as many reads of
+    it as heads), where this folds the query heads that share a key/value head into more queries of that head (as
+    transformers does for a single query). Every (head, query) sees the same keys under the same mask, so only the
+    kernel's rounding can differ."""
+    groups = getattr(module, "num_key_value_groups", 1)
+    if groups == 1 or query.shape[2] == 1:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      **kwargs)
+    batch, heads, queries, dim = query.shape
+    folded = query.reshape(batch, heads // groups, groups * queries, dim)  # head h = kv_head * groups + r
+    mask = attention_mask
+    if mask is not None:  # query r * queries + q of a key/value head: query q's mask
+        mask = mask[:, :, :, :key.shape[-2]]
+        mask = mask[:, :, None].expand(-1, -1, groups, -1, -1).reshape(batch, mask.shape[1], groups * queries, -1)
+    out = torch.nn.functional.scaled_dot_product_attention(folded, key, value, attn_mask=mask, dropout_p=dropout,
+                                                           scale=scaling, is_causal=False)
+    return out.reshape(batch, heads, queries, dim).transpose(1, 2).contiguous(), None
+
+
+AttentionInterface.register(FOLDED_SDPA, folded_sdpa_attention)
+
+
+@contextlib.contextmanager
+def attention_implementation(config, name: str | None):
+    """The attention functions the model's layers call, ``name`` for the block's duration (None: unchanged). The
+    layers read it from their config at every call."""
+    if name is None:
+        yield
+        return
+    before = config._attn_implementation
+    config._attn_implementation = name
+    try:
+        yield
+    finally:
+        config._attn_implementation = before
 
 
 class SlotLayer(DynamicLayer):

@@ -306,12 +306,11 @@ class ScoringEngine(SetScorer):
                          room: int) -> list[list[int]]:
         """The wave's prompts in decoding groups: with shared decoding, the prompts of a set decode together where
         that reads fewer keys and values a step than decoding them one by one: where their distinct beginnings are
-        at most half their tokens (few-shot exemplars, a long header), counting that attention with an explicit mask
-        and several queries repeats a grouped-query model's keys and values for every head (transformers), and the
-        group fits the room. Every other prompt is a group of its own."""
+        at most half their tokens (few-shot exemplars, a long header), and the group fits the room. Every other prompt
+        is a group of its own. (A grouped-query model's sdpa passes fold its heads, ``folded_sdpa_attention``, so a
+        group reads its keys and values once, not once a head.)"""
         if not self.shared_decoding:
             return [[u] for u in range(len(prompts))]
-        repeat = 1 + 2 * self.shape.heads // self.shape.kv_heads if self.shape.kv_heads < self.shape.heads else 1
         owner: dict[int, int] = {}
         for s, slot in enumerate(slots):
             for u in slot:
@@ -320,7 +319,7 @@ class ScoringEngine(SetScorer):
         for s, slot in enumerate(slots):
             members = [u for u in dict.fromkeys(slot) if owner[u] == s]
             union = sum(len(segments[k].tokens) for k in {k for u in members for k in chains[u]})
-            if len(members) > 1 and 2 * union * repeat <= sum(len(prompts[u]) for u in members) and \
+            if len(members) > 1 and 2 * union <= sum(len(prompts[u]) for u in members) and \
                     memory_model.decode_group(self.shape, union, len(members), self.max_new_tokens) <= room:
                 groups.append(members)
             else:
@@ -540,7 +539,8 @@ class ScoringEngine(SetScorer):
             positions = lengths + step
             # the prompt's own tokens, then the response's so far (slot ``keys + t * queries + q`` is step t's)
             visible = torch.cat([seen, (own & (step_of <= step)[None, :]).expand(len(live), -1, -1)], dim=-1)
-            logits = self.lm.forward_masked(inputs, positions, visible, key_positions, cache).flatten(0, 1)
+            logits = self.lm.forward_masked(inputs, positions, visible, key_positions, cache,
+                                            fold_heads=queries > 1).flatten(0, 1)
             if at is not None:
                 logits = logits[at]
             self._count(len(live) * queries, sum(not done[b] for b in real))

@@ -74,6 +74,9 @@ class ModelShape:
     # fused kernels (CUDA's memory-efficient and flash kernels, the CPU's in float32); eager attention and the CPU's
     # SDPA in bfloat16/float16 (its math path) keep the scores, their masked sum and float32 softmax
     score_bytes: int = 0
+    # sdpa folds a grouped-query model's query heads onto their key/value head in shared decoding's passes
+    # (``causal_lm.folded_sdpa_attention``); eager attention repeats the keys and values instead
+    folds_heads: bool = True
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -94,10 +97,10 @@ class ModelShape:
                    kv_heads=getattr(config, "num_key_value_heads", None) or heads,
                    head_dim=getattr(config, "head_dim", None) or config.hidden_size // heads,
                    vocab=int(config.vocab_size), dtype_bytes=d, mask_types=max(1, len(layer_types)),
-                   score_bytes=0 if fused else 2 * d + 8)
+                   score_bytes=0 if fused else 2 * d + 8, folds_heads=not eager)
 
 
-def pass_bytes(shape: ModelShape, rows: int, queries: int, keys: int, kept: int) -> int:
+def pass_bytes(shape: ModelShape, rows: int, queries: int, keys: int, kept: int, folded: bool = False) -> int:
     """Bytes one forward pass allocates above the weights and the cache buffer it writes to (module docstring).
 
     >>> tiny = ModelShape(layers=2, hidden=8, intermediate=16, heads=2, kv_heads=1, head_dim=4, vocab=10,
@@ -113,8 +116,12 @@ def pass_bytes(shape: ModelShape, rows: int, queries: int, keys: int, kept: int)
     masks = queries * keys * (2 + 2 * d * shape.mask_types)
     hidden = 6 * queries * shape.hidden * d
     mlp = 3 * queries * shape.intermediate * d
-    # grouped-query attention with a mask and more than one query: one layer's keys and values repeated to every head
-    repeated = 2 * keys * shape.heads * shape.head_dim * d if shape.kv_heads < shape.heads and queries > 1 else 0
+    # grouped-query attention with a mask and more than one query: one layer's keys and values repeated to every head;
+    # ``folded`` (shared decoding's passes with sdpa): the mask repeated to every head of a key/value head instead,
+    # and padded again by the CUDA kernel
+    grouped = shape.kv_heads < shape.heads and queries > 1
+    repeated = 0 if not grouped else 2 * (shape.heads // shape.kv_heads) * queries * keys * d if folded else \
+        2 * keys * shape.heads * shape.head_dim * d
     attention = repeated + shape.heads * queries * keys * shape.score_bytes
     logits = kept * shape.vocab * d
     return rows * (masks + hidden + max(mlp, attention, logits))
@@ -147,7 +154,8 @@ def decode_group(shape: ModelShape, keys: int, queries: int, max_new_tokens: int
     capacity = keys + queries * (max_new_tokens - 1)
     buffer = capacity * shape.kv_bytes_per_token
     drops = DROP_SHARE + DROP_SHARE**2 / shape.layers
-    return math.ceil(buffer * (1 + drops)) + pass_bytes(shape, 1, queries, capacity, queries) + \
+    folded = shape.folds_heads and queries > 1  # the engine's decoding passes of several queries fold the heads
+    return math.ceil(buffer * (1 + drops)) + pass_bytes(shape, 1, queries, capacity, queries, folded) + \
         queries * shape.vocab * (8 + shape.dtype_bytes)
 
 

@@ -34,9 +34,8 @@ class EngineOptions:
     max_wave_rows: int | None = None
     # decode the prompts of a set that share most of their tokens (few-shot exemplars, a long header) together, on
     # one copy of their distinct beginnings, so that a decoding step reads those keys and values once, not once a
-    # prompt; None: on a GPU (a decoding step there is bound by reading the caches), not on a CPU (bound more by
-    # arithmetic, and the packaged models are grouped-query models, which decode a row at a time anyway: see
-    # ScoringEngine._decoding_groups). Numbers change by float rounding only.
+    # prompt (ScoringEngine._decoding_groups); None: on a GPU (a decoding step there is bound by reading the caches),
+    # not on a CPU (bound by arithmetic: no faster there). Numbers change by float rounding only.
     shared_decoding: bool | None = None
 
     def __post_init__(self):
