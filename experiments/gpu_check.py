@@ -723,9 +723,12 @@ def phase_lines(s: dict) -> list[str]:
              "(tokens a step) | ms per scoring pass (tokens a pass) | fraction of the ceiling: prefill · decode · "
              "scoring · whole run |", "|---|---|---|---|---|---|---|"]
     runs = [(name, "today", r["engine"]["instrumented"]) for name, r in s["workloads"].items()]
-    runs += [(name, f"before ({s['before']['sets']} sets)", r) for name, r in s.get("before", {}).get("workloads",
-                                                                                                          {}).items()]
+    before = s.get("before", {})
+    settings = "".join(f", {k}={json.dumps(v)}" for k, v in before.get("options", {}).items())
+    runs += [(name, f"before ({before['sets']} sets{settings})", r) for name, r in before.get("workloads", {}).items()]
     for name, who, r in runs:
+        if r.get("rows_decoded_shared"):
+            who += f"; {r['rows_decoded_shared']} prompts decoded shared"
         ph = r["phases"]
         frac = " · ".join(f"{ph[k]['fraction_of_ceiling']:.0%}" if ph[k]["fraction_of_ceiling"] is not None
                           else "n/a" for k in ("prefill", "decode", "scoring"))
