@@ -340,6 +340,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--child-out", help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.out and Path(args.out).is_dir():  # found now, not after the minutes of measuring
+        parser.error(f"--out takes the JSON report's file (the Markdown goes beside it), not a folder: "
+                     f"--out {Path(args.out) / 'benchmark.json'}")
 
     from transformers.utils import logging as hf_logging
 

@@ -151,3 +151,12 @@ def test_a_two_job_multirun_with_the_joblib_launcher(tmp_path):
         records = read_sets(tmp_path / job)
         assert len(records) == 2 and all(len(r["prompts"]) == 3 for r in records)
         assert (tmp_path / job / "summary.json").is_file() and list((tmp_path / job / "wandb").glob("offline-run-*"))
+
+
+def test_the_benchmark_refuses_a_folder_for_its_report_before_measuring(tmp_path, capsys):
+    from experiments import benchmark_scoring
+
+    with pytest.raises(SystemExit) as exit_:
+        benchmark_scoring.main(["--no-vllm", "--out", str(tmp_path)])
+    assert exit_.value.code == 2
+    assert f"--out {tmp_path / 'benchmark.json'}" in capsys.readouterr().err

@@ -303,28 +303,30 @@ class ScoringEngine(SetScorer):
                 memory_model.group_blocks(self.shape, sizes, self.max_new_tokens, room, self.batch_tokens, keep)]
 
     def _decoding_groups(self, prompts: list[Ids], slots: list[list[int]], segments, chains: list[list[int]],
-                         room: int) -> list[list[int]]:
+                         room: int) -> tuple[list[list[int]], list[int]]:
         """The wave's prompts in decoding groups: with shared decoding, the prompts of a set decode together where
         that reads fewer keys and values a step than decoding them one by one: where their distinct beginnings are
         at most half their tokens (few-shot exemplars, a long header), and the group fits the room. Every other prompt
         is a group of its own. (A grouped-query model's sdpa passes fold its heads, ``folded_sdpa_attention``, so a
-        group reads its keys and values once, not once a head.)"""
+        group reads its keys and values once, not once a head.) Returns the groups and each one's prompt tokens."""
         if not self.shared_decoding:
-            return [[u] for u in range(len(prompts))]
+            return [[u] for u in range(len(prompts))], [len(p) for p in prompts]
         owner: dict[int, int] = {}
         for s, slot in enumerate(slots):
             for u in slot:
                 owner.setdefault(u, s)
-        groups = []
+        groups, keys = [], []
         for s, slot in enumerate(slots):
             members = [u for u in dict.fromkeys(slot) if owner[u] == s]
             union = sum(len(segments[k].tokens) for k in {k for u in members for k in chains[u]})
             if len(members) > 1 and 2 * union <= sum(len(prompts[u]) for u in members) and \
                     memory_model.decode_group(self.shape, union, len(members), self.max_new_tokens) <= room:
                 groups.append(members)
+                keys.append(union)
             else:
                 groups.extend([u] for u in members)
-        return groups
+                keys.extend(len(prompts[u]) for u in members)
+        return groups, keys
 
     def _block(self, groups: list[list[int]], prompts: list[Ids], chains: list[list[int]], segments, segment_kv,
                first_logits) -> _Block:
@@ -345,13 +347,12 @@ class ScoringEngine(SetScorer):
             for q, u in enumerate(group):
                 for k in chains[u]:
                     seen[g, q, at[k]:at[k] + len(segments[k].tokens)] = True
-        device = self.lm.device
+        device, row = self.lm.device, iter(range(len(rows)))
         return _Block(rows, torch.tensor([len(prompts[u]) for u in rows], device=device),
                       self._stack_kv(unions, keys, segment_kv, capacity=keys + queries * (self.max_new_tokens - 1)),
                       max(len(prompts[u]) for u in rows), torch.stack([first_logits[u] for u in rows]),
-                      [chains[u] for u in rows], [list(range(at, at + len(group))) for at, group in
-                                                  zip(np.cumsum([0] + [len(g) for g in groups]).tolist(), groups)],
-                      keys, seen.to(device), key_positions.to(device))
+                      [chains[u] for u in rows], [[next(row) for _ in group] for group in groups], keys,
+                      seen.to(device), key_positions.to(device))
 
     # --- one wave ----------------------------------------------------------------------------------------------------
     def _run_wave(self, items: list[tuple[int, list[Ids], list[Ids]]]) -> Iterator[tuple[int, SetScores]]:
@@ -367,9 +368,8 @@ class ScoringEngine(SetScorer):
 
         segments, end, segment_kv, first_logits = self._prefill(prompts, room)
         chains = [path(segments, end[u]) for u in range(len(prompts))]
-        groups = self._decoding_groups(prompts, slots, segments, chains, room)
+        groups, keys = self._decoding_groups(prompts, slots, segments, chains, room)
         self.shared_rows += sum(len(group) for group in groups if len(group) > 1)
-        keys = [sum(len(segments[k].tokens) for k in {k for u in group for k in chains[u]}) for group in groups]
         blocks, generated = [], {}
         for block_groups in self._blocks(groups, keys, room, keep=hold):
             block = self._block(block_groups, prompts, chains, segments, segment_kv, first_logits)
