@@ -438,10 +438,9 @@ def check_speed(cfg: CheckConfig, tokenizer, device: torch.device, seed: int, au
                 before_options: dict | None = None) -> dict:
     """Measurement 4: the engine (and, with ``before``, an earlier engine loaded from that file, on the first
     ``before_sets`` sets, with torch's choice of attention kernels or, ``before_kernels="today"``, today's, and its
-    ``EngineOptions(**before_options)``) and the
-    authors' method on the speed model, with the ceiling, phases and peak memory; then the memory budgets
-    (``budgets_first``: before the rest) and a profile. ``save(report)`` keeps what is measured so far after each
-    part."""
+    ``EngineOptions(**before_options)``) and the authors' method on the speed model, with the ceiling, phases and
+    peak memory; then the memory budgets (``budgets_first``: before the rest) and a profile. ``save(report)`` keeps
+    what is measured so far after each part."""
     from experiments.gpu_phases import load_engine, profile_table
     from posixlab.scoring import EngineOptions, ScoringEngine
 
@@ -501,7 +500,8 @@ def check_speed(cfg: CheckConfig, tokenizer, device: torch.device, seed: int, au
         for w in cfg.speed:
             ids = sets[w.name][1][:before_sets]
             log(f"[speed] the earlier engine ({before}): {w.name}, {len(ids)} sets")
-            engine = engine_before.ScoringEngine(lm, w.max_new_tokens, engine_before.EngineOptions(**(before_options or {})))
+            options = engine_before.EngineOptions(**(before_options or {}))
+            engine = engine_before.ScoringEngine(lm, w.max_new_tokens, options)
             with attention_as_before() if before_kernels == "torch" else contextlib.nullcontext():
                 old, row = run_engine(engine, lm, ids, ceiling, phases=True)
             ours = report["workloads"][w.name]
