@@ -191,3 +191,41 @@ def test_the_option_is_checked_and_follows_the_device():
     assert not EngineOptions(shared_decoding=False).shares_decoding(torch.device("cuda"))
     with pytest.raises(ConfigError, match="engine.shared_decoding takes true, false or null"):
         EngineOptions(shared_decoding="yes")
+
+
+def test_shared_decoding_with_class_labels_and_a_grammar_equals_decoding_a_row_at_a_time():
+    """What a classifier run decodes on a GPU: the prompts of a sample under each rephrasing share its long text, so
+    they decode together; the class labels are read beside the responses, and greedy decoding held to a JSON schema
+    (llguidance) masks each prompt's logits by its own grammar. Both give what decoding a row at a time gives."""
+    import json
+
+    import llguidance
+    from tiny_model import CLASSES, build_tiny_lm
+
+    from posixlab.structured.constrain import ConstrainedEngine
+
+    lm = build_tiny_lm()
+    texts = ["a joy from start to finish, with a cast that never once lets the story down. " * 3,
+             "two hours i will not get back, and a plot that goes nowhere at all in the end. " * 3]
+    tasks = ["is the review positive or negative?", "say if the review is positive or negative.",
+             "positive or negative: which is it?", "what does the review say?"]
+    sets = [[lm.encode(f"{text}\n{task}\nanswer:") for task in tasks] for text in texts]
+    labels = [[lm.encode(c, add_special_tokens=False) for c in CLASSES]] * len(sets)
+    grammar = llguidance.grammar_from("json_schema", json.dumps(
+        {"type": "object", "properties": {"label": {"enum": CLASSES}}, "required": ["label"],
+         "additionalProperties": False}))
+    grammars = {tuple(p): grammar for prompts in sets for p in prompts}
+    for make in (lambda o: Recording(lm, 24, o),
+                 lambda o: type("RecordingConstrained", (Recording, ConstrainedEngine), {})(lm, 24, o, grammars)):
+        alone = dict(make(EngineOptions(shared_decoding=False)).score_sets(sets, candidates=labels))
+        engine = make(EngineOptions(shared_decoding=True))
+        shared = dict(engine.score_sets(sets, candidates=labels))
+        assert sorted(size for block in engine.blocks for size in block) == [4, 4]  # a group a sample
+        for k in range(len(sets)):
+            assert shared[k].responses == alone[k].responses
+            # sums of up to 24 log-probabilities of a model with large logits: 1e-5 measured at most
+            assert np.abs(shared[k].matrix - alone[k].matrix).max() < 5e-5
+            assert np.abs(shared[k].candidates - alone[k].candidates).max() < 5e-5
+    answers = [json.loads(lm.decode([t for t in r if t not in lm.eos_ids])) for k in shared
+               for r in shared[k].responses]
+    assert all(answer["label"] in CLASSES for answer in answers), answers  # the last engine: held to the schema
