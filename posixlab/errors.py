@@ -56,3 +56,8 @@ class ServerResponseError(PosixlabError, RuntimeError):
 
 class TokenizerMismatchError(ConfigError):
     """The tokenizer loaded here tokenises differently from the server's: scores would silently drift."""
+
+
+class DeviceMemoryError(PosixlabError, MemoryError):
+    """The device ran out of memory during a run (another process on the card, or a budget too large for the
+    machine): the message says what held the memory and which budget to set; what finished is kept."""

@@ -274,3 +274,49 @@ def test_a_process_group_s_resident_memory_is_sampled():
         block = bytearray(64 * 2**20)  # touched: resident
         block[::4096] = b"x" * len(block[::4096])
     assert sampler.peak >= 64 * 2**20
+
+
+def test_running_out_of_memory_stops_with_what_to_set_and_keeps_the_finished_waves(tmp_path):
+    """The device refusing an allocation in the second wave (a real one: the CPU allocator refusing a petabyte, as
+    a card shared with another process refuses a pass) stops the run at once with a ``DeviceMemoryError`` (a
+    ``PosixlabError``: the CLI prints it and exits 2) that says which budget to set; the first wave's sets were
+    yielded and are in the score cache, so the same run again computes only the rest, with the same numbers."""
+    import random
+
+    import numpy as np
+
+    from posixlab.errors import DeviceMemoryError, PosixlabError
+    from posixlab.scoring import ScoreCache
+
+    lm = small_llama(layers=2, hidden=64, heads=4, kv_heads=1, vocab=512)
+    rng = random.Random(0)
+    sets = [[[rng.randrange(3, 512) for _ in range(rng.randrange(8, 20))] for _ in range(4)] for _ in range(4)]
+    options = EngineOptions(max_wave_rows=8, memory_gb=0.5)  # two waves of two sets
+    reference = dict(ScoringEngine(lm, 4, options).score_sets(sets))
+    forward, failing = lm.model.forward, []
+
+    def refusing(*args, **kwargs):
+        if failing:
+            torch.empty(2**50, dtype=torch.uint8)  # past any machine's address space: refused, overcommit or not
+        return forward(*args, **kwargs)
+
+    lm.model.forward = refusing
+    cache = ScoreCache(tmp_path, {"name": "oom", "model": "small-llama"})
+    done = {}
+    with pytest.raises(DeviceMemoryError) as caught:
+        for index, scores in ScoringEngine(lm, 4, options, cache=cache).score_sets(sets):
+            done[index] = scores
+            failing.append(True)  # the next pass (the second wave's first) is refused
+    message = str(caught.value)
+    assert isinstance(caught.value, PosixlabError) and not caught.value.__context__
+    assert "ran out of memory on cpu in the scoring engine (it asked for 1048576.00 GB more)" in message
+    assert "set engine.memory_gb=0.25" in message and "same command again resumes" in message, message
+    assert len(done) == 2
+    lm.model.forward = forward
+    before = lm.forward_tokens
+    again = dict(ScoringEngine(lm, 4, options, cache=cache).score_sets(sets))
+    assert sorted(k for k in again if again[k].stats["cached"]) == sorted(done)
+    assert lm.forward_tokens > before
+    for k in range(len(sets)):
+        assert again[k].responses == reference[k].responses
+        assert np.array_equal(again[k].matrix, reference[k].matrix)

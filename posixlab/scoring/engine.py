@@ -30,13 +30,14 @@ adds (``SlotLayer``). One configuration gives the same batches, and the same bit
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from posixlab.errors import ConfigError
+from posixlab.errors import ConfigError, DeviceMemoryError
 from posixlab.models.causal_lm import CausalLM, token_logprobs
 from posixlab.scoring import memory as memory_model
 from posixlab.scoring.cache import ScoreCache
@@ -222,8 +223,8 @@ class ScoringEngine(SetScorer):
                  cache: ScoreCache | None = None):
         super().__init__(lm, max_new_tokens, cache)
         self.options = options or EngineOptions()
-        weights = sum(p.numel() * p.element_size() for p in getattr(lm.model, "parameters", lambda: ())())
-        self.batch_tokens, self.memory = self.options.resolve(lm.device, weights)
+        self.weights_bytes = sum(p.numel() * p.element_size() for p in getattr(lm.model, "parameters", lambda: ())())
+        self.batch_tokens, self.memory = self.options.resolve(lm.device, self.weights_bytes)
         self.max_wave_rows = self.options.wave_rows(lm.device)
         self.shape = ModelShape.of(lm.model, lm.device.type)
         self.wave_budget = self.memory // 2  # the caches a wave holds while its passes run (a set alone may hold more)
@@ -356,6 +357,35 @@ class ScoringEngine(SetScorer):
 
     # --- one wave ----------------------------------------------------------------------------------------------------
     def _run_wave(self, items: list[tuple[int, list[Ids], list[Ids]]]) -> Iterator[tuple[int, SetScores]]:
+        """``_wave``; the device running out of memory (another process on the card, a budget the machine cannot
+        hold) stops the run with a ``DeviceMemoryError`` that says what to set. The waves before are finished:
+        yielded, and in the score cache."""
+        advice = None
+        try:
+            yield from self._wave(items)
+        except (RuntimeError, MemoryError) as exc:  # torch.OutOfMemoryError is a RuntimeError, as a CPU's is
+            if not is_out_of_memory(exc):
+                raise
+            advice = self._out_of_memory(exc)
+        if advice is not None:  # raised here, not in the handler: the failed wave's frames and tensors are gone
+            raise DeviceMemoryError(advice)
+
+    def _out_of_memory(self, exc: BaseException) -> str:
+        device = self.lm.device
+        total = others = None
+        if device.type == "cuda":  # what this process does not hold: other processes (and this one's CUDA context)
+            free, total = torch.cuda.mem_get_info(device)
+            others = max(0, total - free - torch.cuda.memory_reserved(device))
+        option = "gpu_memory_gb" if device.type == "cuda" and self.options.memory_gb is None else "memory_gb"
+        asked = re.search(r"tried to allocate ([\d.]+ ?[KMGT]i?B|(\d+) bytes)", str(exc), re.IGNORECASE)
+        asked = asked and (describe_bytes(int(asked.group(2))) if asked.group(2) else asked.group(1))
+        kept = "The sets finished before it are kept in the score cache: the same command again resumes from them" \
+            if self.cache is not None else "The score cache is off (score_cache=false): a rerun starts over"
+        return (f"{self.lm.name} ran out of memory on {device} in the scoring engine"
+                f"{f' (it asked for {asked} more)' if asked else ''}: "
+                f"{memory_model.out_of_memory_advice(self.memory, option, self.weights_bytes, total, others)}. {kept}.")
+
+    def _wave(self, items: list[tuple[int, list[Ids], list[Ids]]]) -> Iterator[tuple[int, SetScores]]:
         unique: dict[Ids, int] = {}
         slots = [[unique.setdefault(p, len(unique)) for p in prompts] for _, prompts, _ in items]
         prompts = list(unique)
@@ -640,6 +670,18 @@ def selected_logprobs(logits: torch.Tensor, rows: torch.Tensor, queries: torch.T
     rows, queries, targets = (t.to(logits.device) for t in (rows, queries, targets))
     return torch.cat([token_logprobs(logits[rows[i:i + per_slice], queries[i:i + per_slice]],
                                      targets[i:i + per_slice]) for i in range(0, len(rows), per_slice)])
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is an allocation the device refused: torch's on a GPU, its CPU allocator's, or Python's.
+
+    >>> is_out_of_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 bytes"))
+    True
+    >>> is_out_of_memory(RuntimeError("shape mismatch"))
+    False
+    """
+    return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or any(
+        f"DefaultCPUAllocator: {words}" in str(exc) for words in ("can't allocate memory", "not enough memory"))
 
 
 def distinct_prefixes(prompts) -> int:

@@ -302,6 +302,42 @@ def score_chunk(shape: ModelShape, width: int, cached: int, room: int, max_token
     return max(1, min(max_tokens // max(1, width), fit))
 
 
+def out_of_memory_advice(budget: int, option: str, weights: int, total: int | None = None,
+                         others: int | None = None, share: float = 0.75) -> str:
+    """What to set after the device ran out of memory under ``budget`` (``engine.<option>``). On a GPU (``total``
+    bytes, ``others`` held by other processes): ``share`` of what the other processes and the weights leave, in whole
+    GB (the rule of ``gpu_memory_gb=auto``); where that is no smaller than the budget, nothing else was in the way and
+    the budget itself did not hold: half of it. On a CPU: half the budget.
+
+    >>> print(out_of_memory_advice(49 * GIB, "gpu_memory_gb", 13 * GIB, total=80 * GIB, others=20 * GIB))
+    other processes hold 20.00 GB of this GPU's 80.00 GB: set engine.gpu_memory_gb=35 (75% of what they and the \
+model's weights, 13.00 GB, leave), or free the GPU
+    >>> print(out_of_memory_advice(49 * GIB, "gpu_memory_gb", 13 * GIB, total=80 * GIB, others=0))
+    nothing else holds this GPU's memory, so the engine outgrew its budget of 49.00 GB (its count of a pass falls \
+short there): set engine.gpu_memory_gb=24, and please report it with the run's config.yaml
+    >>> print(out_of_memory_advice(49 * GIB, "gpu_memory_gb", 13 * GIB, total=80 * GIB, others=GIB // 2))
+    other processes hold only 0.50 GB of this GPU's memory, so the engine outgrew its budget of 49.00 GB (its count \
+of a pass falls short there): set engine.gpu_memory_gb=24, and please report it with the run's config.yaml
+    >>> print(out_of_memory_advice(4 * GIB, "memory_gb", GIB))
+    the machine's memory does not hold a budget of 4.00 GB beside what else runs: set engine.memory_gb=2
+    """
+    def gb(n: float) -> str:
+        return f"{max(1, math.floor(n / GIB)) if n >= GIB else round(n / GIB, 2)}"
+
+    if total is None:
+        return (f"the machine's memory does not hold a budget of {describe_bytes(budget)} beside what else runs: set "
+                f"engine.{option}={gb(budget / 2)}")
+    fits = share * (total - (others or 0) - weights)
+    if others and fits < budget:
+        return (f"other processes hold {describe_bytes(others)} of this GPU's {describe_bytes(total)}: set "
+                f"engine.{option}={gb(fits)} ({share:.0%} of what they and the model's weights, "
+                f"{describe_bytes(weights)}, leave), or free the GPU")
+    held = f"other processes hold only {describe_bytes(others)} of this GPU's memory" if others else \
+        "nothing else holds this GPU's memory"
+    return (f"{held}, so the engine outgrew its budget of {describe_bytes(budget)} (its count of a pass falls short "
+            f"there): set engine.{option}={gb(budget / 2)}, and please report it with the run's config.yaml")
+
+
 def describe_bytes(n: int) -> str:
     """
     >>> describe_bytes(3 * GIB // 2), describe_bytes(5 * 2**20)
