@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from posixlab.errors import ConfigError, ModelUnavailableError
+from posixlab.errors import ConfigError, DeviceMemoryError, ModelUnavailableError
 from posixlab.hub import describe_hub_error, http_status, hub_endpoint, hub_file_error, hub_offline_flag
 from posixlab.models.assets import PACKAGED_MODELS, prepare_packaged_model
 from posixlab.paths import default_cache_dir
@@ -201,16 +201,39 @@ def load_model(spec: ModelSpec, cache_dir: str | Path | None = None) -> "CausalL
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=spec.trust_remote_code, **kwargs)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=spec.trust_remote_code,
-                                                     **kwargs).to(device)
+                                                     **kwargs)
     except Exception as exc:
         if folder != spec.path or not _is_download_error(exc):  # not a download: transformers' own error stands
             raise
         raise ModelUnavailableError(_download_failed(spec, exc)) from None
+    free = torch.cuda.mem_get_info(device) if device.startswith("cuda") else None  # (free, total) before the weights
+    refused = None
+    try:
+        model = model.to(device)
+    except torch.OutOfMemoryError:
+        refused = sum(p.numel() * p.element_size() for p in model.parameters())
+    if refused is not None:
+        del model  # the weights moved so far are freed before the error is raised
+        raise DeviceMemoryError(weights_do_not_fit(spec.name, identity["dtype"], refused, free[1], free[0]))
     if folder == spec.path:  # downloaded just now: record the commit, as a load from the cached snapshot does
         snapshot = _complete_snapshot(spec)
         if snapshot:
             identity["commit"] = Path(snapshot).name
     return CausalLM(model, tokenizer, name=spec.name, identity=identity)
+
+
+def weights_do_not_fit(name: str, dtype: str, weights: int, total: int, free: int) -> str:
+    """What to do when a model's weights do not fit on its GPU.
+
+    >>> print(weights_do_not_fit("llama2-13b", "bfloat16", 26 * 2**30, 24 * 2**30, 23 * 2**30))
+    model llama2-13b's weights (26.0 GB in bfloat16) do not fit on this GPU (24.0 GB, of which 23.0 GB was free \
+before loading them): use a card with more memory, or run the model on a vLLM server, which can spread it over \
+several GPUs (model.backend=vllm; README, "vLLM servers")
+    """
+    return (f"model {name}'s weights ({weights / 2**30:.1f} GB in {dtype}) do not fit on this GPU "
+            f"({total / 2**30:.1f} GB, of which {free / 2**30:.1f} GB was free before loading them): use a card with "
+            f"more memory, or run the model on a vLLM server, which can spread it over several GPUs "
+            f"(model.backend=vllm; README, \"vLLM servers\")")
 
 
 def _hub_cause(exc: BaseException) -> BaseException | None:
