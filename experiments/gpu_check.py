@@ -136,6 +136,11 @@ class CheckConfig:
 
 LLAMA2_7B = ModelShape("llama2-7b-shaped", hidden=4096, layers=32, heads=32, kv_heads=32, intermediate=11008,
                        init_std=0.02)
+# grouped-query attention (4 query heads a key/value head), as Mistral-7B (a paper model), Llama-3-8B and Qwen2.5-7B:
+# its decoding and scoring passes read a quarter of the keys and values a token, and shared decoding folds its heads
+MISTRAL_7B = ModelShape("mistral-7b-shaped", hidden=4096, layers=32, heads=32, kv_heads=8, intermediate=14336,
+                        init_std=0.02)
+SPEED_MODELS = {"llama2-7b": LLAMA2_7B, "mistral-7b": MISTRAL_7B}
 CONFIGS = {
     # CI on a CPU: a tiny parity model, a few short sets, a small stand-in for the 7B-shaped model.
     "tiny": CheckConfig(
@@ -774,6 +779,32 @@ def option(text: str) -> tuple[str, object]:
         return key, value
 
 
+def configure(args) -> CheckConfig:
+    """The configuration ``args`` name, with their speed sets, speed model and speed workloads.
+
+    >>> cfg = configure(arguments().parse_args(["--config", "gpu", "--speed-model", "mistral-7b",
+    ...                                         "--speed-workloads", "mmlu-3shot", "--speed-sets", "6"]))
+    >>> cfg.speed_model.kv_heads, [(w.name, w.num_sets) for w in cfg.speed], cfg.budget_workloads
+    (8, [('mmlu-3shot', 6)], ('mmlu-3shot',))
+    """
+    cfg = CONFIGS[args.config]
+    if args.speed_sets is not None:
+        cfg = dataclasses.replace(cfg, speed=tuple(dataclasses.replace(w, num_sets=args.speed_sets)
+                                                   for w in cfg.speed))
+    if args.speed_model is not None:
+        cfg = dataclasses.replace(cfg, speed_model=SPEED_MODELS[args.speed_model])
+    if args.speed_workloads is not None:
+        names = [w.name for w in cfg.speed]
+        unknown = [n for n in args.speed_workloads if n not in names]
+        if unknown:
+            raise ValueError(f"--speed-workloads: {', '.join(unknown)} is not a speed workload of --config "
+                             f"{args.config}; choose from {', '.join(names)}")
+        cfg = dataclasses.replace(cfg, speed=tuple(w for w in cfg.speed if w.name in args.speed_workloads),
+                                  budget_workloads=tuple(n for n in cfg.budget_workloads
+                                                         if n in args.speed_workloads))
+    return cfg
+
+
 def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", choices=sorted(CONFIGS), default="tiny")
@@ -783,6 +814,10 @@ def arguments() -> argparse.ArgumentParser:
                         "from posixlab's cache)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--speed-sets", type=int, default=None, help="sets per speed workload (default: the config's)")
+    parser.add_argument("--speed-model", choices=sorted(SPEED_MODELS), default=None,
+                        help="the speed model's shape (default: the config's; gpu: llama2-7b)")
+    parser.add_argument("--speed-workloads", nargs="+", metavar="NAME", default=None,
+                        help="only these speed workloads (and budget workloads), e.g. mmlu-3shot")
     parser.add_argument("--no-authors", action="store_true", help="skip the authors' method in the speed part")
     parser.add_argument("--skip-speed", action="store_true", help="measurements 1-3 only (no speed model, no grid)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's own); "
@@ -834,10 +869,10 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.set_float32_matmul_precision("highest")  # float32 means float32 on the GPU too (no TF32)
-    cfg = CONFIGS[args.config]
-    if args.speed_sets is not None:
-        cfg = dataclasses.replace(cfg, speed=tuple(dataclasses.replace(w, num_sets=args.speed_sets)
-                                                   for w in cfg.speed))
+    try:
+        cfg = configure(args)
+    except ValueError as exc:
+        parser.error(str(exc))
     log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
     start = time.perf_counter()
     import transformers
