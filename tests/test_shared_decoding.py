@@ -229,3 +229,37 @@ def test_shared_decoding_with_class_labels_and_a_grammar_equals_decoding_a_row_a
     answers = [json.loads(lm.decode([t for t in r if t not in lm.eos_ids])) for k in shared
                for r in shared[k].responses]
     assert all(answer["label"] in CLASSES for answer in answers), answers  # the last engine: held to the schema
+
+
+def test_folding_the_heads_of_every_pass_equals_repeating_keys_and_values():
+    """``EngineOptions.fold_heads`` (the default on a GPU): prefill and scoring passes of a grouped-query model fold
+    its query heads onto their key/value head too. The same greedy tokens and numbers within float rounding as
+    repeating keys and values (the CPU's default), with the folded attention really run by both kinds of pass."""
+    import torch
+    from transformers import AttentionInterface
+
+    from posixlab.models import causal_lm
+
+    lm = small_llama(layers=2, hidden=128, heads=4, kv_heads=1, vocab=2048)
+    sets = few_shot_sets(2048, sizes=(6, 5), exemplars=100) + open_sets(2048)
+    repeated = dict(ScoringEngine(lm, 6, EngineOptions(shared_decoding=False)).score_sets(sets))
+    queries = []
+
+    def spy(module, query, *args, **kwargs):
+        queries.append(query.shape[2])
+        return causal_lm.folded_sdpa_attention(module, query, *args, **kwargs)
+
+    AttentionInterface.register(causal_lm.FOLDED_SDPA, spy)
+    try:
+        folded = dict(ScoringEngine(lm, 6, EngineOptions(shared_decoding=False, fold_heads=True)).score_sets(sets))
+    finally:
+        AttentionInterface.register(causal_lm.FOLDED_SDPA, causal_lm.folded_sdpa_attention)
+    # prefill passes (a segment's tokens, up to a whole prompt) and scoring passes (a trie of 5 responses); decoding
+    # steps of one query a row are transformers' own (it packs the heads of a single query itself)
+    assert max(queries) >= 100 and any(5 < q < 40 for q in queries), sorted(set(queries))
+    for k in range(len(sets)):
+        assert folded[k].responses == repeated[k].responses
+        assert np.abs(folded[k].matrix - repeated[k].matrix).max() < 1e-5
+    assert not EngineOptions().folds_heads(torch.device("cpu")) and EngineOptions().folds_heads(torch.device("cuda"))
+    with pytest.raises(ConfigError, match="engine.fold_heads takes true, false or null"):
+        EngineOptions(fold_heads=1.5)

@@ -231,6 +231,8 @@ class ScoringEngine(SetScorer):
         self.slice_bytes = memory_model.slice_bytes(self.memory)  # logits widened to float32 at a time while scoring
         self.pad_id = 0  # any id: padded positions are never seen by a real token
         self.shared_decoding = self.options.shares_decoding(lm.device)
+        # prefill and scoring passes fold a grouped-query model's heads (sdpa only: eager attention repeats them)
+        self.fold_heads = self.options.folds_heads(lm.device) and self.shape.folds_heads
         self.shared_rows = 0  # prompts decoded in a group of several (shared decoding), for reports
 
     def _set_bytes(self, n: int, longest: int, unique: int, hold: bool) -> tuple[int, str, int]:
@@ -247,8 +249,8 @@ class ScoringEngine(SetScorer):
         else:
             caches = memory_model.prefill_bytes(shape, n, unique)
         rows = {"a decoding row": decoding,
-                "a prefill row": memory_model.prefill_row(shape, longest, 0),
-                "a scoring row": memory_model.score_row(shape, trie, longest) + self.slice_bytes}
+                "a prefill row": memory_model.prefill_row(shape, longest, 0, self.fold_heads),
+                "a scoring row": memory_model.score_row(shape, trie, longest, self.fold_heads) + self.slice_bytes}
         what, row = max(rows.items(), key=lambda item: item[1])
         return caches, what, row
 
@@ -451,7 +453,8 @@ class ScoringEngine(SetScorer):
                 # segments of a level differ in length: cut where padding would pass 64 tokens and 20% of the pass,
                 # where the pass would pass the token budget, or the pass (with its rows' ancestors) the room
                 if chunk and (padded > self.batch_tokens or waste > max(64, 0.2 * padded) or len(rows)
-                              * memory_model.prefill_row(self.shape, len(segments[k].tokens), past) > room):
+                              * memory_model.prefill_row(self.shape, len(segments[k].tokens), past,
+                                                         self.fold_heads) > room):
                     self._run_segments(chunk, segments, segment_kv, ending, first_logits)
                     rows = [k]
                 chunk = rows
@@ -482,7 +485,7 @@ class ScoringEngine(SetScorer):
         chains = [path(segments, segments[k].parent) if segments[k].parent >= 0 else [] for k in rows]
         kv = self._stack_kv(chains, past, segment_kv, capacity=past + width)
         logits = self.lm.forward_masked(ids, positions, visible, key_positions, self.lm.slot_cache(kv, past),
-                                        logits_to_keep=torch.tensor([width - 1]))
+                                        logits_to_keep=torch.tensor([width - 1]), fold_heads=self.fold_heads)
         self._count(n * width, int(lengths.sum()))
         for r, k in enumerate(rows):
             segment_kv[k] = kv[:, :, r, :, past + int(offset[r]):past + width].clone()
@@ -600,7 +603,7 @@ class ScoringEngine(SetScorer):
         start = 0
         while start < len(rows):
             width = len(tries[block.prompts[rows[start]]])  # longest first: the chunk's first row sets the width
-            fit = memory_model.score_chunk(self.shape, width, cached, room, self.batch_tokens)
+            fit = memory_model.score_chunk(self.shape, width, cached, room, self.batch_tokens, self.fold_heads)
             chunk = rows[start:start + fit]
             start += len(chunk)
             self._score_chunk(block, chunk, width, [tries[block.prompts[b]] for b in chunk],
@@ -631,7 +634,7 @@ class ScoringEngine(SetScorer):
             visible[c, m:, 0] = True  # padding queries look at one real key and are discarded
             key_positions[c, :cached] = torch.arange(cached)
             key_positions[c, cached:] = positions[c]
-        logits = self.lm.forward_masked(ids, positions, visible, key_positions, cache)
+        logits = self.lm.forward_masked(ids, positions, visible, key_positions, cache, fold_heads=self.fold_heads)
         self._count(n * width, sum(len(t) for t in tries))
         arrays = [trie.target_arrays() for trie in tries]  # (nodes, tokens, counts) a row
         rows = np.concatenate([np.full(len(nodes), c) for c, (nodes, _, _) in enumerate(arrays)])

@@ -127,9 +127,10 @@ def pass_bytes(shape: ModelShape, rows: int, queries: int, keys: int, kept: int,
     return rows * (masks + hidden + max(mlp, attention, logits))
 
 
-def prefill_row(shape: ModelShape, length: int, past: int) -> int:
-    """One row of a prefill pass: its buffer (its ancestors' keys and values, then its segment's) and the pass."""
-    return (past + length) * shape.kv_bytes_per_token + pass_bytes(shape, 1, length, past + length, 1)
+def prefill_row(shape: ModelShape, length: int, past: int, folded: bool = False) -> int:
+    """One row of a prefill pass: its buffer (its ancestors' keys and values, then its segment's) and the pass
+    (``folded``: its heads folded, ``EngineOptions.fold_heads``)."""
+    return (past + length) * shape.kv_bytes_per_token + pass_bytes(shape, 1, length, past + length, 1, folded)
 
 
 def decode_row(shape: ModelShape, width: int, max_new_tokens: int) -> int:
@@ -164,10 +165,10 @@ def decode_buffer(shape: ModelShape, width: int, max_new_tokens: int) -> int:
     return (width + max_new_tokens - 1) * shape.kv_bytes_per_token
 
 
-def score_row(shape: ModelShape, width: int, cached: int) -> int:
+def score_row(shape: ModelShape, width: int, cached: int, folded: bool = False) -> int:
     """One row of a scoring chunk: a copy of its prompt's cache (``cached`` slots) with ``width`` slots for the
-    response trie, and the trie's pass, which keeps the logits of every node."""
-    return (cached + width) * shape.kv_bytes_per_token + pass_bytes(shape, 1, width, cached + width, width)
+    response trie, and the trie's pass, which keeps the logits of every node (``folded``: its heads folded)."""
+    return (cached + width) * shape.kv_bytes_per_token + pass_bytes(shape, 1, width, cached + width, width, folded)
 
 
 def slice_bytes(memory: int) -> int:
@@ -287,7 +288,7 @@ def group_blocks(shape: ModelShape, groups: Sequence[tuple[int, int]], max_new_t
     return blocks
 
 
-def score_chunk(shape: ModelShape, width: int, cached: int, room: int, max_tokens: int) -> int:
+def score_chunk(shape: ModelShape, width: int, cached: int, room: int, max_tokens: int, folded: bool = False) -> int:
     """Rows of a scoring chunk whose longest trie is ``width`` tokens, on prompts' caches of ``cached`` slots:
     as many as ``room`` (what the wave leaves, less a float32 slice) and ``max_tokens`` allow, one at least.
 
@@ -298,7 +299,7 @@ def score_chunk(shape: ModelShape, width: int, cached: int, room: int, max_token
     >>> score_chunk(tiny, 4, 10, room=60000, max_tokens=40)              # 40 tokens: 10 rows of 4
     10
     """
-    fit = room // max(1, score_row(shape, width, cached))
+    fit = room // max(1, score_row(shape, width, cached, folded))
     return max(1, min(max_tokens // max(1, width), fit))
 
 

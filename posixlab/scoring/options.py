@@ -37,6 +37,12 @@ class EngineOptions:
     # prompt (ScoringEngine._decoding_groups); None: on a GPU (a decoding step there is bound by reading the caches),
     # not on a CPU (bound by arithmetic: no faster there). Numbers change by float rounding only.
     shared_decoding: bool | None = None
+    # with sdpa and grouped-query attention (Mistral, Llama-3, Qwen2.5, SmolLM2), attend in every pass without
+    # repeating a layer's keys and values for every query head (causal_lm.folded_sdpa_attention): a prefill or
+    # scoring pass on long prompts then reads them once a key/value head, not once a query head, and holds a quarter
+    # of the copies; None: on a GPU, not on a CPU (bound by arithmetic: no faster there, and the CPU's numbers stay
+    # those of earlier runs). Shared decoding's passes fold whatever this says. Numbers change by float rounding only.
+    fold_heads: bool | None = None
 
     def __post_init__(self):
         """Each setting's type and range, checked when the options are made: before a model loads.
@@ -58,8 +64,9 @@ class EngineOptions:
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
             if not (value is None or value in words or (number and value > 0 and (not integer or value == int(value)))):
                 raise ConfigError(f"engine.{key} takes {takes}, not {value!r}")
-        if self.shared_decoding not in (None, True, False):
-            raise ConfigError(f"engine.shared_decoding takes true, false or null, not {self.shared_decoding!r}")
+        for key in ("shared_decoding", "fold_heads"):
+            if getattr(self, key) not in (None, True, False):
+                raise ConfigError(f"engine.{key} takes true, false or null, not {getattr(self, key)!r}")
 
     def wave_rows(self, device) -> int:
         """Prompts a wave holds at most on ``device`` (a torch.device)."""
@@ -70,6 +77,10 @@ class EngineOptions:
     def shares_decoding(self, device) -> bool:
         """Whether the prompts of a set that share most of their tokens decode together on ``device``."""
         return device.type == "cuda" if self.shared_decoding is None else bool(self.shared_decoding)
+
+    def folds_heads(self, device) -> bool:
+        """Whether every pass on ``device`` folds a grouped-query model's query heads onto their key/value head."""
+        return device.type == "cuda" if self.fold_heads is None else bool(self.fold_heads)
 
     def resolve(self, device, weights_bytes: int = 0) -> tuple[int, int]:
         """(batch_tokens, memory budget in bytes) for ``device`` and a model of ``weights_bytes``: a function of the
