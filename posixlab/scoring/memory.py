@@ -51,6 +51,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from posixlab.scoring.options import GPU_SHARE
+
 GIB = 2**30
 # Rows still running when a decoding block drops its finished ones (the engine drops them once a quarter is idle), and
 # the extra of the next drop, one layer at a time: 0.75 + 0.75**2 / layers of the block's buffer at most.
@@ -304,7 +306,7 @@ def score_chunk(shape: ModelShape, width: int, cached: int, room: int, max_token
 
 
 def out_of_memory_advice(budget: int, option: str, weights: int, total: int | None = None,
-                         others: int | None = None, share: float = 0.75) -> str:
+                         others: int | None = None, share: float = GPU_SHARE) -> str:
     """What to set after the device ran out of memory under ``budget`` (``engine.<option>``). On a GPU (``total``
     bytes, ``others`` held by other processes): ``share`` of what the other processes and the weights leave, in whole
     GB (the rule of ``gpu_memory_gb=auto``); where that is no smaller than the budget, nothing else was in the way and
@@ -319,6 +321,9 @@ short there): set engine.gpu_memory_gb=24, and please report it with the run's c
     >>> print(out_of_memory_advice(49 * GIB, "gpu_memory_gb", 13 * GIB, total=80 * GIB, others=GIB // 2))
     other processes hold only 0.50 GB of this GPU's memory, so the engine outgrew its budget of 49.00 GB (its count \
 of a pass falls short there): set engine.gpu_memory_gb=24, and please report it with the run's config.yaml
+    >>> print(out_of_memory_advice(49 * GIB, "gpu_memory_gb", 13 * GIB, total=80 * GIB, others=70 * GIB))
+    other processes hold 70.00 GB of this GPU's 80.00 GB, and with the model's weights, 13.00 GB, no room is left: \
+free the GPU
     >>> print(out_of_memory_advice(4 * GIB, "memory_gb", GIB))
     the machine's memory does not hold a budget of 4.00 GB beside what else runs: set engine.memory_gb=2
     """
@@ -329,6 +334,9 @@ of a pass falls short there): set engine.gpu_memory_gb=24, and please report it 
         return (f"the machine's memory does not hold a budget of {describe_bytes(budget)} beside what else runs: set "
                 f"engine.{option}={gb(budget / 2)}")
     fits = share * (total - (others or 0) - weights)
+    if others and fits < GIB // 100:
+        return (f"other processes hold {describe_bytes(others)} of this GPU's {describe_bytes(total)}, and with the "
+                f"model's weights, {describe_bytes(weights)}, no room is left: free the GPU")
     if others and fits < budget:
         return (f"other processes hold {describe_bytes(others)} of this GPU's {describe_bytes(total)}: set "
                 f"engine.{option}={gb(fits)} ({share:.0%} of what they and the model's weights, "
