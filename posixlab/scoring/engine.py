@@ -16,7 +16,8 @@ Every number equals one full forward pass per (prompt, response) pair within flo
    prompts of a set that share most of their tokens (few-shot exemplars) decode as one cache row holding their
    distinct segments once, one query a prompt, so a step reads those keys and values once instead of once a prompt.
 4. **Scoring.** For each prompt, the distinct responses of its set other than its own are packed into a token trie
-   (``trie.py``) and read in one pass on the prompt's cache with tree attention; rows are batched, longest first.
+   (``trie.py``) and read in one pass on the prompt's cache with tree attention; rows are batched, longest first,
+   and a batch is cut where padding its rows to the longest would cost more than another pass (``padding_pays``).
 5. **Cache.** With a ``ScoreCache``, every finished wave is written to disk in one transaction, and sets whose
    generations and scores are all cached are served from it without a forward pass.
 
@@ -50,6 +51,17 @@ Ids = tuple[int, ...]
 # A prompt prefix is run once for all the prompts that share it only when that saves at least this many tokens:
 # each shared level costs one more sequential forward pass (about 0.1 s of fixed cost for SmolLM2 on 2 cores).
 SHARING_MIN_SAVING = 64
+
+
+def padding_pays(padded: int, real: int) -> bool:
+    """Whether one pass of ``padded`` tokens, ``real`` of them real, costs less than cutting it in two: its padding
+    is at most 64 tokens or a fifth of the pass (a pass also costs a fixed overhead, about 0.1 s for SmolLM2 on 2
+    cores, so a little padding is cheaper than another pass).
+
+    >>> padding_pays(100, 40), padding_pays(1000, 850), padding_pays(1000, 750)
+    (True, True, False)
+    """
+    return padded - real <= max(64, 0.2 * padded)
 
 
 @dataclass
@@ -448,11 +460,11 @@ class ScoringEngine(SetScorer):
             for k in sorted(levels[level], key=lambda k: (len(segments[k].tokens), k)):
                 rows = chunk + [k]
                 padded = len(rows) * len(segments[k].tokens)
-                waste = padded - sum(len(segments[j].tokens) for j in rows)
+                real = sum(len(segments[j].tokens) for j in rows)
                 past = max(segments[j].start for j in rows)
-                # segments of a level differ in length: cut where padding would pass 64 tokens and 20% of the pass,
-                # where the pass would pass the token budget, or the pass (with its rows' ancestors) the room
-                if chunk and (padded > self.batch_tokens or waste > max(64, 0.2 * padded) or len(rows)
+                # segments of a level differ in length: cut where the padding does not pay, where the pass would
+                # pass the token budget, or the pass (with its rows' ancestors) the room
+                if chunk and (padded > self.batch_tokens or not padding_pays(padded, real) or len(rows)
                               * memory_model.prefill_row(self.shape, len(segments[k].tokens), past,
                                                          self.fold_heads) > room):
                     self._run_segments(chunk, segments, segment_kv, ending, first_logits)
@@ -604,7 +616,12 @@ class ScoringEngine(SetScorer):
         while start < len(rows):
             width = len(tries[block.prompts[rows[start]]])  # longest first: the chunk's first row sets the width
             fit = memory_model.score_chunk(self.shape, width, cached, room, self.batch_tokens, self.fold_heads)
-            chunk = rows[start:start + fit]
+            chunk, real = rows[start:start + fit], 0
+            for k, b in enumerate(chunk):  # tries shrink along the rows: cut before the padding stops paying
+                real += len(tries[block.prompts[b]])
+                if not padding_pays(width * (k + 1), real):
+                    chunk = chunk[:max(1, k)]
+                    break
             start += len(chunk)
             self._score_chunk(block, chunk, width, [tries[block.prompts[b]] for b in chunk],
                               [block.prompts[b] for b in chunk], scores, segment_kv)
