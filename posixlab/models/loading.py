@@ -206,7 +206,7 @@ def load_model(spec: ModelSpec, cache_dir: str | Path | None = None) -> "CausalL
         if folder != spec.path or not _is_download_error(exc):  # not a download: transformers' own error stands
             raise
         raise ModelUnavailableError(_download_failed(spec, exc)) from None
-    free = torch.cuda.mem_get_info(device) if device.startswith("cuda") else None  # (free, total) before the weights
+    card = torch.cuda.mem_get_info(device) if device.startswith("cuda") else None  # (free, total) before the weights
     refused = None
     try:
         model = model.to(device)
@@ -214,7 +214,8 @@ def load_model(spec: ModelSpec, cache_dir: str | Path | None = None) -> "CausalL
         refused = sum(p.numel() * p.element_size() for p in model.parameters())
     if refused is not None:
         del model  # the weights moved so far are freed before the error is raised
-        raise DeviceMemoryError(weights_do_not_fit(spec.name, identity["dtype"], refused, free[1], free[0]))
+        free, total = card
+        raise DeviceMemoryError(weights_do_not_fit(spec.name, identity["dtype"], refused, total, free))
     if folder == spec.path:  # downloaded just now: record the commit, as a load from the cached snapshot does
         snapshot = _complete_snapshot(spec)
         if snapshot:
