@@ -360,3 +360,21 @@ def test_scoring_chunks_are_cut_where_their_padding_stops_paying():
     assert padded - real < 0.2 * padded
     for k, prompts in enumerate(sets):
         assert np.abs(results[k].matrix - bruteforce_matrix(lm, prompts, results[k].responses)).max() < 1e-4
+
+
+def test_selected_log_probabilities_are_the_same_whatever_the_slice():
+    """``selected_logprobs`` copies and widens a slice of the targets' logit rows at a time (8 MB on a CPU, where
+    that is 2-3.5x faster than 256 MB: the slice stays in the caches). Every slice size gives each target its own
+    row's log-softmax: against float64, one row a slice, three, the CPU's slice and everything at once."""
+    from posixlab.scoring.engine import selected_logprobs
+
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(5, 7, 49152, generator=generator) * 4
+    rows, queries = torch.arange(5).repeat_interleave(7), torch.arange(7).repeat(5)
+    targets = torch.randint(0, 49152, (35,), generator=generator)
+    exact = torch.log_softmax(logits.double(), -1)[rows, queries, targets]
+    row_bytes = 49152 * (4 + 8)
+    assert memory.slice_bytes(4 * GIB, "cpu") // row_bytes == 14  # the CPU's slice: 14 of these rows
+    for size in (1, 3 * row_bytes, memory.slice_bytes(4 * GIB, "cpu"), 2**28):
+        values = selected_logprobs(logits, rows, queries, targets, size)
+        assert values.dtype == torch.float32 and (values.double() - exact).abs().max() < 1e-5, size

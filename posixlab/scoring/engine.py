@@ -240,7 +240,7 @@ class ScoringEngine(SetScorer):
         self.max_wave_rows = self.options.wave_rows(lm.device)
         self.shape = ModelShape.of(lm.model, lm.device.type)
         self.wave_budget = self.memory // 2  # the caches a wave holds while its passes run (a set alone may hold more)
-        self.slice_bytes = memory_model.slice_bytes(self.memory)  # logits widened to float32 at a time while scoring
+        self.slice_bytes = memory_model.slice_bytes(self.memory, lm.device.type)  # logits selected at a time
         self.pad_id = 0  # any id: padded positions are never seen by a real token
         self.shared_decoding = self.options.shares_decoding(lm.device)
         # prefill and scoring passes fold a grouped-query model's heads (sdpa only: eager attention repeats them)
