@@ -13,31 +13,10 @@ the command-line application, wire those in). ``evaluate`` is loaded on first us
 cheap (no torch until a model is needed).
 """
 
+from posixlab.lazy import lazy_exports
 from posixlab.version import __version__
 
-_API = ("evaluate", "EvaluationResult", "load_result", "configured_models")
-_CLASSIFY_API = ("classify", "ClassificationResult", "load_classification")
-_CHAT_API = ("chat_model",)
-
-
-def __getattr__(name: str):
-    if name in _API:
-        from posixlab import api
-
-        return getattr(api, name)
-    if name in _CLASSIFY_API:
-        from posixlab import classify_api
-
-        return getattr(classify_api, name)
-    if name in _CHAT_API:
-        from posixlab.chat import model
-
-        return getattr(model, name)
-    raise AttributeError(f"module 'posixlab' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_API, *_CLASSIFY_API, *_CHAT_API])
-
-
-__all__ = ["__version__", *_API, *_CLASSIFY_API, *_CHAT_API]
+_WHERE = {**dict.fromkeys(("evaluate", "EvaluationResult", "load_result", "configured_models"), "posixlab.api"),
+          **dict.fromkeys(("classify", "ClassificationResult", "load_classification"), "posixlab.classify_api"),
+          "chat_model": "posixlab.chat.model"}
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -205,29 +205,13 @@ def _classes(where: str, entries) -> tuple[list[str], dict[str, str], dict[str, 
         raise ConfigError(f"{where}, classes: {len(entries)} class{'' if len(entries) == 1 else 'es'}; a classifier "
                           f"needs at least 2 (add the other classes)")
     classes, definitions, aliases = [], {}, {}
-    owner = {}  # folded name or alias -> (class, place)
+    owner = {}  # folded name or alias -> (class, place): shared by names and aliases, so each text names one class
     for k, entry in enumerate(entries):
         place = f"{where}, classes[{k}]"
-        if isinstance(entry, dict):
-            unknown = sorted(set(entry) - set(CLASS_KEYS), key=str)
-            if unknown:
-                raise ConfigError(f"{place}: unknown key(s) {', '.join(map(repr, unknown))}; a class takes "
-                                  f"{', '.join(CLASS_KEYS)}")
-            if entry.get("name") is None:
-                raise ConfigError(f"{place}: no name; write `- name: ...` (definition and aliases are optional)")
-            name = _scalar(entry["name"], f"{place}.name", "the class name")
-            name_place = f"{place}.name"
-        else:
-            name = _scalar(entry, place, "the class name")
-            name_place, entry = place, {}
-        if not name:
-            raise ConfigError(f"{name_place}: empty class name; write the class's name")
-        if _fold(name) == _fold(NA):
-            raise ConfigError(f"{name_place}: the class name {NA!r} is reserved (an answer naming no class is "
-                              f"counted as {NA}); give the class another name")
+        name, name_place, entry = _class_name(place, entry)
         if _fold(name) in owner:
             other, other_place = owner[_fold(name)]
-            if other_place.endswith("]") and ".aliases[" in other_place:
+            if ".aliases[" in other_place:
                 raise ConfigError(f"{name_place}: {name!r} is already an alias of {other!r} ({other_place}); an "
                                   f"answer must name one class: remove the alias or rename the class")
             raise ConfigError(f"{name_place}: {name!r} is the same as {other_place} ({other!r}; names are compared "
@@ -239,32 +223,57 @@ def _classes(where: str, entries) -> tuple[list[str], dict[str, str], dict[str, 
             definition = _scalar(definition, f"{place}.definition", "the definition")
             if definition:
                 definitions[name] = definition
-        given = entry.get("aliases")
-        if given is None:
-            continue
-        given = [given] if isinstance(given, (str, int, float)) and not isinstance(given, bool) else given
-        if not isinstance(given, list):
-            raise ConfigError(f"{place}.aliases: must be a list of strings, got a {type(given).__name__}")
-        kept = []
-        for j, alias in enumerate(given):
-            alias_place = f"{place}.aliases[{j}]"
-            alias = _scalar(alias, alias_place, "the alias")
-            if not alias:
-                raise ConfigError(f"{alias_place}: empty alias; remove it")
-            if _fold(alias) == _fold(NA):
-                raise ConfigError(f"{alias_place}: {NA!r} is reserved for answers naming no class; remove it")
-            if _fold(alias) == _fold(name):
-                continue  # the class's own name always counts
-            if _fold(alias) in owner:
-                other, other_place = owner[_fold(alias)]
-                raise ConfigError(f"{alias_place}: {alias!r} already names {other!r} ({other_place}); an answer "
-                                  f"must name one class: remove the alias from one of them")
-            owner[_fold(alias)] = (name, alias_place)
-            kept.append(alias)
+        kept = _class_aliases(place, name, entry.get("aliases"), owner)
         if kept:
             aliases[name] = kept
-    # a class name given after another class's alias of the same text was caught above (owner is shared)
     return classes, definitions, aliases
+
+
+def _class_name(place: str, entry) -> tuple[str, str, dict]:
+    """A class entry's name, where the name stands, and its mapping (empty for a bare name)."""
+    if isinstance(entry, dict):
+        unknown = sorted(set(entry) - set(CLASS_KEYS), key=str)
+        if unknown:
+            raise ConfigError(f"{place}: unknown key(s) {', '.join(map(repr, unknown))}; a class takes "
+                              f"{', '.join(CLASS_KEYS)}")
+        if entry.get("name") is None:
+            raise ConfigError(f"{place}: no name; write `- name: ...` (definition and aliases are optional)")
+        name, name_place = _scalar(entry["name"], f"{place}.name", "the class name"), f"{place}.name"
+    else:
+        name, name_place, entry = _scalar(entry, place, "the class name"), place, {}
+    if not name:
+        raise ConfigError(f"{name_place}: empty class name; write the class's name")
+    if _fold(name) == _fold(NA):
+        raise ConfigError(f"{name_place}: the class name {NA!r} is reserved (an answer naming no class is "
+                          f"counted as {NA}); give the class another name")
+    return name, name_place, entry
+
+
+def _class_aliases(place: str, name: str, given, owner: dict) -> list[str]:
+    """The aliases of class ``name`` (``given``: a list, one text or None), each claimed in ``owner``; its own name
+    is dropped (it always counts)."""
+    if given is None:
+        return []
+    given = [given] if isinstance(given, (str, int, float)) and not isinstance(given, bool) else given
+    if not isinstance(given, list):
+        raise ConfigError(f"{place}.aliases: must be a list of strings, got a {type(given).__name__}")
+    kept = []
+    for j, alias in enumerate(given):
+        alias_place = f"{place}.aliases[{j}]"
+        alias = _scalar(alias, alias_place, "the alias")
+        if not alias:
+            raise ConfigError(f"{alias_place}: empty alias; remove it")
+        if _fold(alias) == _fold(NA):
+            raise ConfigError(f"{alias_place}: {NA!r} is reserved for answers naming no class; remove it")
+        if _fold(alias) == _fold(name):
+            continue
+        if _fold(alias) in owner:
+            other, other_place = owner[_fold(alias)]
+            raise ConfigError(f"{alias_place}: {alias!r} already names {other!r} ({other_place}); an answer "
+                              f"must name one class: remove the alias from one of them")
+        owner[_fold(alias)] = (name, alias_place)
+        kept.append(alias)
+    return kept
 
 
 def _label_map(classes: list[str], aliases: dict[str, list[str]]) -> dict[str, str]:
