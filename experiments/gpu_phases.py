@@ -20,6 +20,10 @@ from pathlib import Path
 import torch
 
 PHASES = {"_prefill": "prefill", "_decode": "decode", "_score": "scoring"}
+# Scoring's work outside the model, each part timed on its own (where an engine has the method; earlier engines
+# loaded with ``--before`` may not): its prompts' caches copied or stacked, its inputs and tree mask built, its
+# targets selected and added up (one transfer).
+PARTS = {"_chunk_cache": "caches", "_chunk_inputs": "inputs", "_add_targets": "targets"}
 
 
 def sync(device: torch.device) -> None:
@@ -36,17 +40,32 @@ class PhaseTimer:
         self.phases = {name: {"seconds": 0.0, "model_seconds": 0.0, "forward_calls": 0, "forward_tokens": 0,
                               "processed_tokens": 0} for name in PHASES.values()}
         self.current: str | None = None
+        self.parts = {name: 0.0 for method, name in PARTS.items() if hasattr(engine, method)}
 
     def __enter__(self):
         for method, name in PHASES.items():
             setattr(self.engine, method, self._phase(getattr(self.engine, method), name))
+        for method, name in PARTS.items():
+            if name in self.parts:
+                setattr(self.engine, method, self._part(getattr(self.engine, method), name))
         self.lm.forward_masked = self._forward(self.lm.forward_masked)
         return self
 
     def __exit__(self, *exc):
-        for method in PHASES:
+        for method in [*PHASES, *(m for m, name in PARTS.items() if name in self.parts)]:
             delattr(self.engine, method)
         del self.lm.forward_masked
+
+    def _part(self, method, name):
+        def run(*args, **kwargs):
+            sync(self.lm.device)
+            start = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                sync(self.lm.device)
+                self.parts[name] += time.perf_counter() - start
+        return run
 
     def _phase(self, method, name):
         def run(*args, **kwargs):
@@ -86,11 +105,14 @@ class PhaseTimer:
         for name, p in self.phases.items():
             seconds = p["seconds"]
             out[name] = {"seconds": round(seconds, 3), "s_per_set": round(seconds / sets, 4),
-                         "model_seconds": round(p["model_seconds"], 3), "forward_calls": p["forward_calls"],
+                         "model_seconds": round(p["model_seconds"], 3),
+                         "model_s_per_set": round(p["model_seconds"] / sets, 4), "forward_calls": p["forward_calls"],
                          "ms_per_call": round(1000 * p["model_seconds"] / max(1, p["forward_calls"]), 2),
                          "forward_tokens": p["forward_tokens"], "processed_tokens": p["processed_tokens"],
                          "tokens_per_call": round(p["processed_tokens"] / max(1, p["forward_calls"]), 1),
                          "fraction_of_ceiling": round(p["forward_tokens"] / seconds / ceiling, 3) if seconds else None}
+        if self.parts:  # scoring's time outside the model, part by part
+            out["scoring"]["parts_s_per_set"] = {name: round(s / sets, 4) for name, s in self.parts.items()}
         other = total_seconds - sum(p["seconds"] for p in self.phases.values())
         out["other (host)"] = {"seconds": round(other, 3), "s_per_set": round(other / sets, 4)}
         return out

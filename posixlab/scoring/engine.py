@@ -628,31 +628,49 @@ class ScoringEngine(SetScorer):
 
     def _score_chunk(self, block: _Block, chunk: list[int], width: int, tries: list[ResponseTrie],
                      prompt_ids: list[int], scores: dict, segment_kv=None) -> None:
-        cached, n = block.width, len(chunk)
+        """One pass of a chunk's response tries on their prompts' caches; every response's tokens after the first
+        added to its score."""
+        cache = self._chunk_cache(block, chunk, width, segment_kv)
+        ids, positions, visible, key_positions = self._chunk_inputs(block, chunk, width, tries)
+        logits = self.lm.forward_masked(ids, positions, visible, key_positions, cache, fold_heads=self.fold_heads)
+        self._count(len(chunk) * width, sum(len(t) for t in tries))
+        self._add_targets(logits, tries, prompt_ids, scores)
+
+    def _chunk_cache(self, block: _Block, chunk: list[int], width: int, segment_kv=None):
+        """The chunk's prompts' caches, with ``width`` free slots a row for the tries."""
+        cached = block.width
         if block.kv is None:  # freed after decoding: the same caches, stacked again from the segments
             kv = self._stack_kv([block.chains[b] for b in chunk], cached, segment_kv, capacity=cached + width)
         else:
-            kv = block.kv.new_empty(block.kv.shape[:2] + (n,) + block.kv.shape[3:4] + (cached + width,)
+            kv = block.kv.new_empty(block.kv.shape[:2] + (len(chunk),) + block.kv.shape[3:4] + (cached + width,)
                                     + block.kv.shape[5:])
             for c, b in enumerate(chunk):  # row by row: a gather would hold a second copy of every row's cache
                 kv[:, :, c, :, :cached] = block.kv[:, :, b, :, :cached]
-        cache = self.lm.slot_cache(kv, cached)
-        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
-        positions = torch.zeros((n, width), dtype=torch.long)
-        visible = torch.zeros((n, width, cached + width), dtype=torch.bool)
-        key_positions = torch.zeros((n, cached + width), dtype=torch.long)
-        for c, (b, trie) in enumerate(zip(chunk, tries)):
-            m, length = len(trie), int(block.lengths[b])
-            ids[c, :m] = torch.tensor(trie.tokens)
-            positions[c, :m] = length - 1 + torch.tensor(trie.depth)
-            positions[c, m:] = length
-            visible[c, :m, :length] = True  # the prompt, never its padding
-            visible[c, :m, cached:cached + m] = trie.ancestors()  # and the node's own path in the trie
-            visible[c, m:, 0] = True  # padding queries look at one real key and are discarded
-            key_positions[c, :cached] = torch.arange(cached)
-            key_positions[c, cached:] = positions[c]
-        logits = self.lm.forward_masked(ids, positions, visible, key_positions, cache, fold_heads=self.fold_heads)
-        self._count(n * width, sum(len(t) for t in tries))
+        return self.lm.slot_cache(kv, cached)
+
+    def _chunk_inputs(self, block: _Block, chunk: list[int], width: int, tries: list[ResponseTrie]):
+        """Token ids, positions, the tree-attention mask and the keys' positions of a chunk's tries, each row's
+        padded to ``width``: a node sees its prompt (never the prompt's padding) and its own path in the trie;
+        padding queries see one real key and are discarded. Built in numpy, a row's slices at a time."""
+        cached, n = block.width, len(chunk)
+        nodes = np.array([len(trie) for trie in tries])
+        lengths = np.array([int(block.lengths[b]) for b in chunk])
+        real = np.arange(width) < nodes[:, None]  # (n, width): the queries that are trie nodes
+        ids = np.full((n, width), self.pad_id, dtype=np.int64)
+        ids[real] = np.concatenate([trie.tokens for trie in tries])
+        positions = np.broadcast_to(lengths[:, None], (n, width)).copy()  # padding: just past the prompt
+        positions[real] = np.concatenate([length - 1 + np.array(trie.depth) for length, trie in zip(lengths, tries)])
+        visible = np.zeros((n, width, cached + width), dtype=bool)
+        visible[:, :, :cached] = real[:, :, None] & (np.arange(cached) < lengths[:, None, None])
+        visible[:, :, 0] |= ~real
+        for c, trie in enumerate(tries):
+            visible[c, :nodes[c], cached:cached + nodes[c]] = trie.ancestors().numpy()
+        key_positions = np.concatenate([np.broadcast_to(np.arange(cached), (n, cached)), positions], axis=1)
+        return tuple(torch.from_numpy(a) for a in (ids, positions, visible, key_positions))
+
+    def _add_targets(self, logits: torch.Tensor, tries: list[ResponseTrie], prompt_ids: list[int],
+                     scores: dict) -> None:
+        """Every response's tokens after the first, read from its trie's pass (one transfer), added to its score."""
         arrays = [trie.target_arrays() for trie in tries]  # (nodes, tokens, counts) a row
         rows = np.concatenate([np.full(len(nodes), c) for c, (nodes, _, _) in enumerate(arrays)])
         if not len(rows):
