@@ -742,19 +742,19 @@ def phase_lines(s: dict) -> list[str]:
                      f"{ph['decode']['ms_per_call']} ({ph['decode']['tokens_per_call']:.0f}) | "
                      f"{ph['scoring']['ms_per_call']} ({ph['scoring']['tokens_per_call']:.0f}) | "
                      f"{frac} · {r['fraction_of_ceiling']:.0%} |")
-    parts = [r["phases"]["scoring"].get("parts_s_per_set") for _, _, r in runs]
-    parts = [p for p in parts if p]
+    names = ("caches", "inputs", "targets")
+    parts = [(name, who, phase, p) for name, who, r in runs for phase, p in r["phases"].items()
+             if "parts_s_per_set" in p]
     if parts:
-        lines += ["", "Scoring outside the model (ms a set; the rest of the phase beyond these and the model is the "
-                      "chunks' planning and the first tokens' log-probabilities):", "",
-                  "| workload | engine | scoring | in the model | " + " | ".join(parts[0]) + " |",
-                  "|---|---|---|---|" + "---|" * len(parts[0])]
-        for name, who, r in runs:
-            scoring = r["phases"]["scoring"]
-            if "parts_s_per_set" in scoring:
-                lines.append(f"| {name} | {who} | {1000 * scoring['s_per_set']:.1f} | "
-                             f"{1000 * scoring['model_s_per_set']:.1f} | "
-                             + " | ".join(f"{1000 * v:.1f}" for v in scoring["parts_s_per_set"].values()) + " |")
+        lines += ["", "Outside the model, part by part (ms a set; the rest of a phase beyond its parts and the model "
+                      "is its planning, and in scoring the first tokens' log-probabilities):", "",
+                  "| workload | engine | phase | the phase | in the model | " + " | ".join(names) + " |",
+                  "|---|---|---|---|---|" + "---|" * len(names)]
+        for name, who, phase, p in parts:
+            values = " | ".join(f"{1000 * p['parts_s_per_set'][k]:.1f}" if k in p["parts_s_per_set"] else ""
+                                for k in names)
+            lines.append(f"| {name} | {who} | {phase} | {1000 * p['s_per_set']:.1f} | "
+                         f"{1000 * p['model_s_per_set']:.1f} | {values} |")
     if s.get("profile"):
         lines += ["", "<details><summary>Profile of the engine's operators (first workload, 4 sets)</summary>", "",
                   "```", s["profile"].rstrip(), "```", "", "</details>"]

@@ -20,10 +20,12 @@ from pathlib import Path
 import torch
 
 PHASES = {"_prefill": "prefill", "_decode": "decode", "_score": "scoring"}
-# Scoring's work outside the model, each part timed on its own (where an engine has the method; earlier engines
-# loaded with ``--before`` may not): its prompts' caches copied or stacked, its inputs and tree mask built, its
-# targets selected and added up (one transfer).
-PARTS = {"_chunk_cache": "caches", "_chunk_inputs": "inputs", "_add_targets": "targets"}
+# The work outside the model, each part timed on its own within the phase it runs in (where an engine has the
+# method; earlier engines loaded with ``--before`` may not): the caches a pass runs on, stacked from the segments or
+# copied; a pass's inputs and mask built; scoring's targets selected and added up (one transfer). A part inside
+# another counts as the outer one.
+PARTS = {"_stack_kv": "caches", "_chunk_cache": "caches", "_segment_inputs": "inputs", "_chunk_inputs": "inputs",
+         "_add_targets": "targets"}
 
 
 def sync(device: torch.device) -> None:
@@ -40,31 +42,36 @@ class PhaseTimer:
         self.phases = {name: {"seconds": 0.0, "model_seconds": 0.0, "forward_calls": 0, "forward_tokens": 0,
                               "processed_tokens": 0} for name in PHASES.values()}
         self.current: str | None = None
-        self.parts = {name: 0.0 for method, name in PARTS.items() if hasattr(engine, method)}
+        self.timed_parts = [method for method in PARTS if hasattr(engine, method)]
+        self.parts: dict[str, dict[str, float]] = {}  # phase -> part -> seconds
+        self.in_part = False
 
     def __enter__(self):
         for method, name in PHASES.items():
             setattr(self.engine, method, self._phase(getattr(self.engine, method), name))
-        for method, name in PARTS.items():
-            if name in self.parts:
-                setattr(self.engine, method, self._part(getattr(self.engine, method), name))
+        for method in self.timed_parts:
+            setattr(self.engine, method, self._part(getattr(self.engine, method), PARTS[method]))
         self.lm.forward_masked = self._forward(self.lm.forward_masked)
         return self
 
     def __exit__(self, *exc):
-        for method in [*PHASES, *(m for m, name in PARTS.items() if name in self.parts)]:
+        for method in [*PHASES, *self.timed_parts]:
             delattr(self.engine, method)
         del self.lm.forward_masked
 
     def _part(self, method, name):
         def run(*args, **kwargs):
+            if self.in_part or self.current is None:  # inside another part, or outside the phases: not timed
+                return method(*args, **kwargs)
             sync(self.lm.device)
-            start = time.perf_counter()
+            self.in_part, start = True, time.perf_counter()
             try:
                 return method(*args, **kwargs)
             finally:
                 sync(self.lm.device)
-                self.parts[name] += time.perf_counter() - start
+                parts = self.parts.setdefault(self.current, {})
+                parts[name] = parts.get(name, 0.0) + time.perf_counter() - start
+                self.in_part = False
         return run
 
     def _phase(self, method, name):
@@ -111,8 +118,8 @@ class PhaseTimer:
                          "forward_tokens": p["forward_tokens"], "processed_tokens": p["processed_tokens"],
                          "tokens_per_call": round(p["processed_tokens"] / max(1, p["forward_calls"]), 1),
                          "fraction_of_ceiling": round(p["forward_tokens"] / seconds / ceiling, 3) if seconds else None}
-        if self.parts:  # scoring's time outside the model, part by part
-            out["scoring"]["parts_s_per_set"] = {name: round(s / sets, 4) for name, s in self.parts.items()}
+        for phase, parts in self.parts.items():  # the phase's time outside the model, part by part
+            out[phase]["parts_s_per_set"] = {name: round(seconds / sets, 4) for name, seconds in parts.items()}
         other = total_seconds - sum(p["seconds"] for p in self.phases.values())
         out["other (host)"] = {"seconds": round(other, 3), "s_per_set": round(other / sets, 4)}
         return out

@@ -175,12 +175,15 @@ def test_the_tiny_configuration_runs_on_the_cpu_and_passes_parity(tmp_path):
     for row in speed["workloads"].values():
         assert row["engine"]["s_per_set"] > 0 and row["authors"]["s_per_set"] > 0
         assert row["mean_response_tokens"] == row["workload"]["max_new_tokens"]  # random weights: never an EOS
-        # scoring's work outside the model, part by part: timed, and within the phase beside the model's time
-        scoring = row["engine"]["instrumented"]["phases"]["scoring"]
-        parts = scoring["parts_s_per_set"]
-        assert set(parts) == {"caches", "inputs", "targets"} and all(v > 0 for v in parts.values())
-        assert scoring["model_s_per_set"] + sum(parts.values()) <= scoring["s_per_set"] + 1e-3
-    assert "Scoring outside the model" in (out / "gpu_check.md").read_text()
+        # the work outside the model, part by part: timed, and within its phase beside the model's time
+        phases = row["engine"]["instrumented"]["phases"]
+        assert set(phases["prefill"]["parts_s_per_set"]) == {"caches", "inputs"}
+        assert set(phases["scoring"]["parts_s_per_set"]) == {"caches", "inputs", "targets"}
+        for phase in phases.values():
+            parts = phase.get("parts_s_per_set", {})
+            assert all(v > 0 for v in parts.values())
+            assert phase.get("model_s_per_set", 0) + sum(parts.values()) <= phase["s_per_set"] + 1e-3
+    assert "Outside the model, part by part" in (out / "gpu_check.md").read_text()
     # the grid is costed from the speed rows' own per-set times
     times = {"mmlu": {r["workload"]["shots"]: r["engine"]["s_per_set"] for r in speed["workloads"].values()
                       if not r["workload"]["open"]},

@@ -474,8 +474,24 @@ class ScoringEngine(SetScorer):
         return segments, end, segment_kv, first_logits
 
     def _run_segments(self, rows, segments, segment_kv, ending, first_logits) -> None:
-        # Segments are padded on the LEFT here, so that every row ends in the last column and the logits are needed
-        # in that one column only. Positions and masks are explicit, so the padding changes nothing.
+        """One pass of segments of a tree level on their ancestors' caches: each segment's keys and values kept, and
+        the next-token logits of the prompts it ends."""
+        ids, positions, visible, key_positions, offset = self._segment_inputs(rows, segments)
+        width, past = ids.shape[1], key_positions.shape[1] - ids.shape[1]
+        chains = [path(segments, segments[k].parent) if segments[k].parent >= 0 else [] for k in rows]
+        kv = self._stack_kv(chains, past, segment_kv, capacity=past + width)
+        logits = self.lm.forward_masked(ids, positions, visible, key_positions, self.lm.slot_cache(kv, past),
+                                        logits_to_keep=torch.tensor([width - 1]), fold_heads=self.fold_heads)
+        self._count(len(rows) * width, sum(len(segments[k].tokens) for k in rows))
+        for r, k in enumerate(rows):
+            segment_kv[k] = kv[:, :, r, :, past + int(offset[r]):past + width].clone()
+            for u in ending.get(k, ()):
+                first_logits[u] = logits[r, 0]  # a view: the pass keeps one column of logits, no more
+
+    def _segment_inputs(self, rows, segments):
+        """Token ids, positions, the causal mask over ancestors and segment, the keys' positions, and each row's
+        padding. Segments are padded on the LEFT, so that every row ends in the last column and the logits are needed
+        in that one column only. Positions and masks are explicit, so the padding changes nothing."""
         n = len(rows)
         lengths = torch.tensor([len(segments[k].tokens) for k in rows])
         starts = torch.tensor([segments[k].start for k in rows])
@@ -494,15 +510,7 @@ class ScoringEngine(SetScorer):
         visible[:, :, :past] &= real[:, :, None]
         visible[:, :, past:] |= torch.eye(width, dtype=torch.bool)[None] & ~real[:, :, None]  # padding sees itself
         key_positions = torch.cat([torch.arange(past).expand(n, past), positions], dim=1)
-        chains = [path(segments, segments[k].parent) if segments[k].parent >= 0 else [] for k in rows]
-        kv = self._stack_kv(chains, past, segment_kv, capacity=past + width)
-        logits = self.lm.forward_masked(ids, positions, visible, key_positions, self.lm.slot_cache(kv, past),
-                                        logits_to_keep=torch.tensor([width - 1]), fold_heads=self.fold_heads)
-        self._count(n * width, int(lengths.sum()))
-        for r, k in enumerate(rows):
-            segment_kv[k] = kv[:, :, r, :, past + int(offset[r]):past + width].clone()
-            for u in ending.get(k, ()):
-                first_logits[u] = logits[r, 0]  # a view: the pass keeps one column of logits, no more
+        return ids, positions, visible, key_positions, offset
 
     def _stack_kv(self, chains: list[list[int]], width: int, segment_kv, capacity: int) -> torch.Tensor:
         """The keys and values of rows, ``(layers, 2, rows, kv_heads, capacity, head_dim)``: each row's first slots
