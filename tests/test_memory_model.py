@@ -365,7 +365,8 @@ def test_scoring_chunks_are_cut_where_their_padding_stops_paying():
 def test_selected_log_probabilities_are_the_same_whatever_the_slice():
     """``selected_logprobs`` copies and widens a slice of the targets' logit rows at a time (8 MB on a CPU, where
     that is 2-3.5x faster than 256 MB: the slice stays in the caches). Every slice size gives each target its own
-    row's log-softmax: against float64, one row a slice, three, the CPU's slice and everything at once."""
+    row's log-softmax, against float64, and the same bits: one row a slice (a single row's reduction is not split
+    among threads: ``causal_lm.logsumexp``), three, the CPU's slice and everything at once."""
     from posixlab.scoring.engine import selected_logprobs
 
     generator = torch.Generator().manual_seed(0)
@@ -375,6 +376,13 @@ def test_selected_log_probabilities_are_the_same_whatever_the_slice():
     exact = torch.log_softmax(logits.double(), -1)[rows, queries, targets]
     row_bytes = 49152 * (4 + 8)
     assert memory.slice_bytes(4 * GIB, "cpu") // row_bytes == 14  # the CPU's slice: 14 of these rows
-    for size in (1, 3 * row_bytes, memory.slice_bytes(4 * GIB, "cpu"), 2**28):
-        values = selected_logprobs(logits, rows, queries, targets, size)
-        assert values.dtype == torch.float32 and (values.double() - exact).abs().max() < 1e-5, size
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # a single row's sum split among threads is what differs: at least two
+    try:
+        everything = selected_logprobs(logits, rows, queries, targets, 2**28)
+        for size in (1, 3 * row_bytes, memory.slice_bytes(4 * GIB, "cpu"), 2**28):
+            values = selected_logprobs(logits, rows, queries, targets, size)
+            assert values.dtype == torch.float32 and (values.double() - exact).abs().max() < 1e-5, size
+            assert torch.equal(values, everything), size
+    finally:
+        torch.set_num_threads(threads)

@@ -311,13 +311,30 @@ class SlotLayer(DynamicLayer):
         return self.length
 
 
+def logsumexp(logits: torch.Tensor) -> torch.Tensor:
+    """The log-sum-exp of each row (last dimension), the same bits for a row whatever rows are reduced beside it.
+
+    torch's CPU reduction of a single row on several threads splits the row among them and adds their parts (a sum
+    in another order: the last bits differ), while rows in a batch are each summed whole by one thread. So a single
+    row is reduced as a batch of two views of itself, and a response's log-probability does not depend on whether it
+    was decoded, or selected, alone or beside others.
+
+    >>> rows = torch.randn(64, 49152, generator=torch.Generator().manual_seed(0)) * 4
+    >>> all(bool(logsumexp(rows[i]) == logsumexp(rows)[i]) for i in range(64)), tuple(logsumexp(rows[:1]).shape)
+    (True, (1,))
+    """
+    if logits.shape[:-1].numel() != 1:
+        return torch.logsumexp(logits, dim=-1)
+    return torch.logsumexp(logits.reshape(1, -1).expand(2, -1), dim=-1)[0].reshape(logits.shape[:-1])
+
+
 def log_probabilities(logits: torch.Tensor) -> torch.Tensor:
     """float32 log-probabilities of every token of the vocabulary (last dimension)."""
     logits = logits.float()
-    return logits - torch.logsumexp(logits, dim=-1, keepdim=True)
+    return logits - logsumexp(logits).unsqueeze(-1)
 
 
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """log P(target) under ``logits`` (..., vocab), in float32: the logit minus the float32 log-sum-exp."""
     logits = logits.float()
-    return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logsumexp(logits)
