@@ -38,17 +38,15 @@ import dataclasses
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from experiments.gpu_phases import PeakMemory
+from experiments.gpu_phases import PeakMemory, forward_ceiling, timed
 from posixlab.backends import load
 from posixlab.data import DatasetSpec, load_items, select_items
 from posixlab.metrics import REFERENCE_COMPAT, psi
@@ -57,34 +55,12 @@ from posixlab.scoring import ScoringEngine, bruteforce_matrix
 from posixlab.serving.launch import LocalServer
 from posixlab.variants import get_variant_generator
 
+# the batch shapes of plain forward passes whose best rate is the CPU's ceiling
+THROUGHPUT_SHAPES = [(1, 512), (4, 256), (8, 128), (16, 64), (32, 32), (64, 16)]
 WORKLOADS = {"mmlu": {"max_new_tokens": 5, "open": False}, "open": {"max_new_tokens": 30, "open": True}}
 
 
 # --- measuring ---------------------------------------------------------------------------------------------------------
-def timed(fn):
-    start = time.perf_counter()
-    result = fn()
-    return result, time.perf_counter() - start
-
-
-@torch.inference_mode()
-def best_throughput(lm, repeats: int = 3) -> dict:
-    """Tokens per second of plain forward passes over several batch shapes, with every position's logits (what
-    scoring needs) and with the last position's only (what a prefill needs); the best of all is the limit's rate."""
-    shapes = [(1, 512), (4, 256), (8, 128), (16, 64), (32, 32), (64, 16)]
-    generator = torch.Generator().manual_seed(0)
-    results = {}
-    for batch, length in shapes:
-        ids = torch.randint(100, lm.vocab_size - 100, (batch, length), generator=generator).to(lm.device)
-        for keep in (0, 1):
-            lm.model(input_ids=ids, logits_to_keep=keep)  # warm-up
-            times = [timed(lambda: lm.model(input_ids=ids, logits_to_keep=keep))[1] for _ in range(repeats)]
-            results[f"{batch}x{length}{'' if keep == 0 else ' last-logits'}"] = batch * length / statistics.median(times)
-    best = max(results, key=results.get)
-    return {"best_tokens_per_s": round(results[best], 1), "best_shape": best,
-            "by_shape": {k: round(v, 1) for k, v in results.items()}}
-
-
 def irreducible_tokens(prompts, responses) -> int:
     unique_prompts = {}
     for p, r in zip(prompts, responses):
@@ -162,7 +138,7 @@ def run_contender(contender: str, model: str, workload: str, num_sets: int, seed
         out["forward_tokens"] = sum(s.stats["forward_tokens"] for s in sets)
         if contender == "c_engine":
             print(f"[{workload}] measuring forward throughput ...", file=sys.stderr)
-            out["throughput"] = best_throughput(lm)
+            out["throughput"] = forward_ceiling(lm, THROUGHPUT_SHAPES)
             out["irreducible_tokens"] = sum(irreducible_tokens(p, s.responses) for p, s in zip(ids, sets))
             out["machine"] = (torch.cuda.get_device_name(lm.device) if lm.device.type == "cuda" else
                               f"{platform.machine()}, {os.cpu_count()} CPU cores, torch {torch.__version__} "

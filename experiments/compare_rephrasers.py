@@ -23,8 +23,6 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
-
 from posixlab.rephrase.quality import summarize
 from posixlab.rephrase.store import ParaphraseFile
 

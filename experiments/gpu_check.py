@@ -18,7 +18,7 @@ measurements, one process:
    and for the authors' method on the same sets (their library, prompt-sensitivity-index 0.0.1, batched as it
    batches: greedy generation 4 prompts a batch, then one forward pass per (prompt, response) pair, 4 a batch);
    the engine's forward tokens per second against the ceiling measured in the same process (plain batched
-   forward passes of the same model over several shapes, as ``benchmark_scoring.best_throughput``); peak memory.
+   forward passes of the same model over several shapes, ``gpu_phases.forward_ceiling``); peak memory.
 5. **The paper's grid, costed**: GPU-hours for one 7B model over MMLU (14,042 questions, four variant types, 0-3
    shots) and Alpaca (5,000 instructions, four variant types), from the per-set times of 4 (``grid_cost``).
 
@@ -70,6 +70,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from experiments.gpu_phases import forward_ceiling, sync, timed
 from posixlab.metrics import psi
 
 RANDOM_WEIGHTS_NOTE = ("random weights: long greedy responses (every one runs to max_new_tokens), distinct far more "
@@ -378,17 +379,6 @@ def set_stats(scores) -> dict:
             "prompts_per_set": len(scores[0].responses)}
 
 
-def timed(fn):
-    start = time.perf_counter()
-    result = fn()
-    return result, time.perf_counter() - start
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 # --- the five measurements ---------------------------------------------------------------------------------------------
 def check_parity(cfg: CheckConfig, tokenizer, device: torch.device, seed: int, log) -> dict:
     """Measurements 1-3 on the parity model."""
@@ -602,28 +592,6 @@ def check_budgets(cfg: CheckConfig, lm, sets: dict, ceiling: float, log, out: di
             out[f"{budget} GB, {name}"] = {"budget_gb": budget, "workload": name, **row}
             save()
     return out
-
-
-@torch.inference_mode()
-def forward_ceiling(lm, shapes, repeats: int) -> dict:
-    """Tokens per second of plain batched forward passes of ``lm`` (random token ids), with every position's logits
-    (what scoring needs) and with the last position's only (what a prefill needs): the best is the ceiling the
-    engine's rate is compared with (as ``benchmark_scoring.best_throughput``, over this configuration's shapes)."""
-    generator = torch.Generator().manual_seed(0)
-    results = {}
-    for batch, length in shapes:
-        ids = torch.randint(100, lm.vocab_size - 100, (batch, length), generator=generator).to(lm.device)
-        for keep in (0, 1):
-            lm.model(input_ids=ids, logits_to_keep=keep)  # warm-up
-            times = []
-            for _ in range(repeats):
-                sync(lm.device)
-                _, seconds = timed(lambda: (lm.model(input_ids=ids, logits_to_keep=keep), sync(lm.device)))
-                times.append(seconds)
-            results[f"{batch}x{length}{'' if keep == 0 else ' last-logits'}"] = batch * length / float(np.median(times))
-    best = max(results, key=results.get)
-    return {"best_tokens_per_s": round(results[best], 1), "best_shape": best,
-            "by_shape": {k: round(v, 1) for k, v in results.items()}}
 
 
 def cost_grid(speed: dict) -> dict:

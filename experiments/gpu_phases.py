@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import statistics
 import sys
 import threading
 import time
@@ -31,6 +32,35 @@ PARTS = {"_stack_kv": "caches", "_chunk_cache": "caches", "_segment_inputs": "in
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def timed(fn):
+    """``fn()`` and the seconds it took."""
+    start = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - start
+
+
+@torch.inference_mode()
+def forward_ceiling(lm, shapes, repeats: int = 3) -> dict:
+    """Tokens per second of plain batched forward passes of ``lm`` over ``shapes`` (batch, length) of random token
+    ids, each the median of ``repeats`` synchronised passes, with every position's logits (what scoring needs) and
+    with the last position's only (what a prefill needs): the best is the ceiling an engine's rate is compared with
+    (``benchmark_scoring`` on the CPU, ``gpu_check`` on a card)."""
+    generator = torch.Generator().manual_seed(0)
+    results = {}
+    for batch, length in shapes:
+        ids = torch.randint(100, lm.vocab_size - 100, (batch, length), generator=generator).to(lm.device)
+        for keep in (0, 1):
+            lm.model(input_ids=ids, logits_to_keep=keep)  # warm-up
+            times = []
+            for _ in range(repeats):
+                sync(lm.device)
+                times.append(timed(lambda: (lm.model(input_ids=ids, logits_to_keep=keep), sync(lm.device)))[1])
+            results[f"{batch}x{length}{'' if keep == 0 else ' last-logits'}"] = batch * length / statistics.median(times)
+    best = max(results, key=results.get)
+    return {"best_tokens_per_s": round(results[best], 1), "best_shape": best,
+            "by_shape": {k: round(v, 1) for k, v in results.items()}}
 
 
 class PhaseTimer:

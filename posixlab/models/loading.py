@@ -153,7 +153,7 @@ def _hub_refusal(spec: ModelSpec, exc: BaseException) -> str:
         return f"{head}: it has no config.json, so it is not a model transformers can load."
     if status is not None and status >= 500:  # reached, but failing: the hint about reaching it would mislead
         return (f"{head}: it answered HTTP {status}" + (f" ({said})" if said else "") + ". The hub is failing, not "
-                f"this setup: run again later, or use a copy of the model: model.source=local model.path=<folder>.")
+                "this setup: run again later, or use a copy of the model: model.source=local model.path=<folder>.")
     return f"{head} ({describe_hub_error(exc)}). {_hub_hint()}"
 
 
