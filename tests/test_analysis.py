@@ -56,6 +56,7 @@ def test_regeneration_writes_every_table_and_figure(small_results, tmp_path):
     assert "| SmolLM2-135M-Instruct | mmlu | format | 0 |" in (tmp_path / "cells.md").read_text()
     accuracy = (tmp_path / "accuracy.md").read_text()
     assert "| SmolLM2-135M-Instruct | mmlu | format | 0 | 4 |" in accuracy and "| options |" in accuracy
+    assert "| bbh |" in accuracy and "| alpaca |" not in accuracy  # Alpaca's outputs are references, never graded
     assert "Paired tests" in table and "Data: alpaca = path:alpaca_fixture.jsonl" in table
     few_shot = (tmp_path / "table2.md").read_text()
     assert "vs 0-shot p = " in few_shot
@@ -67,6 +68,30 @@ def test_regeneration_writes_every_table_and_figure(small_results, tmp_path):
         regenerate([tmp_path / "per_set.csv"], again)
     assert (again / "table1.md").read_text() == table
     assert (again / "cells.csv").read_text() == (tmp_path / "cells.csv").read_text()
+
+
+@pytest.mark.slow
+def test_alpaca_runs_grade_nothing_and_older_results_that_did_are_read_without_it(small_results, tmp_path):
+    """An Alpaca item's answer is a reference output (a paragraph), not a gold answer: a run keeps it as
+    ``reference_output`` and reports no accuracy. Results written before that graded every response wrong against
+    it; the analysis reads them without those columns."""
+    import csv
+    import json
+
+    folder = next(small_results.glob("*_alpaca_template_0shot"))
+    record = read_sets(folder)[0]
+    assert record["answer"] is None and record["reference_output"] and record["answers"] is None
+    assert json.loads((folder / "summary.json").read_text())["accuracy"] is None
+    rows = load_rows(small_results)
+    assert all(r["correct_greedy"] is None for r in rows if r["dataset"] == "alpaca")
+    assert any(r["correct_greedy"] for r in rows if r["dataset"] == "bbh")
+    older = tmp_path / "per_set.csv"  # as an older run wrote it: Alpaca's responses graded against the paragraphs
+    write_rows([{**r, "correct_greedy": "0" * 3, "pred_greedy": "-" * 3} if r["dataset"] == "alpaca" else r
+                for r in rows], older)
+    with open(older, encoding="utf-8") as handle:
+        assert "000" in {row["correct_greedy"] for row in csv.DictReader(handle) if row["dataset"] == "alpaca"}
+    assert all(r["correct_greedy"] is None and r["pred_greedy"] is None
+               for r in load_rows(older) if r["dataset"] == "alpaca")
 
 
 @pytest.mark.slow
@@ -253,3 +278,22 @@ def test_the_notebook_runs_top_to_bottom(small_results, tmp_path):
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "POSIX" in text and "36 prompt sets" in text
     assert (tmp_path / "table1.md").is_file()
+
+
+def test_a_small_run_s_factor_figure_prints_no_lapack_error(capfd):
+    """Three sets, one with every response alike (entropy 0): a bootstrap resample of nothing but that set made
+    ``np.polyfit`` divide 0 by 0, and LAPACK printed ``** On entry to DLASCL ...`` to the terminal of a
+    ``task.num_sets=3`` run. The band is left out where such a resample is likely; the fitted line stays."""
+    from posixlab.analysis.figures import factor_figure
+
+    rows = [{"psi": psi, "unique_responses": unique, "response_entropy": entropy, "semantic_coherence": coherence,
+             "logprob_sd": sd}
+            for psi, unique, entropy, coherence, sd in [(0.05, 1, 0.0, 1.0, 0.17), (0.12, 4, 1.05, 0.68, None),
+                                                        (0.25, 6, 1.34, 0.71, None)]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GridWarning)
+        fig = factor_figure(rows, "three sets")
+    assert "DLASCL" not in "".join(capfd.readouterr())
+    entropy_panel = fig.axes[1]
+    bands = [c for c in entropy_panel.collections if "Poly" in type(c).__name__]  # fill_between's (20 sets: one)
+    assert entropy_panel.get_lines() and not bands  # the bins' points and the line, no band
