@@ -71,6 +71,9 @@ class PromptItem:
 
     ``options`` is empty for open-ended items and holds the four answer texts (A-D) for multiple-choice items.
     ``subject`` fills the multiple-choice instruction line; ``answer`` is the gold label when the data has one.
+    ``graded``: whether ``answer`` grades a response (a gold label: MMLU, BBH, your sets' ``"answer"``) or is only a
+    reference output that few-shot exemplars show (Alpaca's: a 30-token greedy response is not graded against a
+    paragraph, so such a run reports no accuracy).
     """
 
     item_id: str
@@ -79,6 +82,12 @@ class PromptItem:
     subject: str | None = None
     answer: str | None = None
     meta: dict = field(default_factory=dict, compare=False, hash=False)
+    graded: bool = True
+
+    @property
+    def gold(self) -> str | None:
+        """The answer a response is graded against; None when there is none (or it is a reference output only)."""
+        return self.answer if self.graded else None
 
     @property
     def is_mcq(self) -> bool:

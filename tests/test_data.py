@@ -126,6 +126,8 @@ def test_alpaca_reads_the_self_instruct_seed_task_layout(tmp_path):
     ]))
     assert [(i.item_id, i.question, i.answer) for i in _alpaca(path)] == [
         ("alpaca/0", "List two uses of a paperclip.", "Holding paper; resetting a router.")]
+    # the output is a reference for few-shot exemplars, not a gold answer: no response is graded against it
+    assert [(i.graded, i.gold) for i in _alpaca(path)] == [(False, None)]
     assert _alpaca(path, include_inputs=True)[1].question == "Is the review positive?\n\nLoved every minute."
 
 

@@ -8,6 +8,9 @@ When two runs cover the same cell, the one whose folder sorts last (the newest, 
 and a warning names both. A ``psi=false`` run (greedy answers, no ψ) does not replace a cell: it refreshes the greedy
 answers (``correct_greedy``, ``pred_greedy``) of the cell an earlier source holds, set by set, so that a cell's greedy
 accuracy can be recomputed (a new answer parser, a model's answers again) without scoring its sets again.
+
+A data set whose answers are reference outputs (``posixlab.data.UNGRADED``: Alpaca) has no correctness columns, even
+where results written before 2026-11-28 graded its 30-token responses against those paragraphs (all wrong).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from posixlab.data import UNGRADED
 from posixlab.errors import ConfigError
 from posixlab.metrics.factors import FACTOR_NAMES, set_factors
 from posixlab.results import SETS_FILE, SUMMARY_FILE, read_sets
@@ -80,7 +84,14 @@ def load_rows(*sources: str | Path) -> list[dict]:
     if not by_cell:
         raise ConfigError(f"found no results (summary.json beside sets.jsonl, or per_set.csv) in "
                           f"{', '.join(map(str, sources))}")
-    return [row for cell in sorted(by_cell, key=_cell_order) for row in by_cell[cell][1]]
+    return [_graded(row) for cell in sorted(by_cell, key=_cell_order) for row in by_cell[cell][1]]
+
+
+def _graded(row: dict) -> dict:
+    """``row`` without correctness and predictions where its data set is never graded (older results graded it)."""
+    if row["dataset"] not in UNGRADED:
+        return row
+    return {**row, **{key: None for key in PER_PROMPT}}
 
 
 def write_rows(rows: list[dict], path: str | Path) -> Path:

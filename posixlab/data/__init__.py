@@ -13,6 +13,8 @@ from posixlab.errors import ConfigError
 from posixlab.prompts import PromptItem
 
 LOADERS = {"mmlu": load_mmlu, "alpaca": load_alpaca, "bbh": load_bbh}
+# data sets whose items' answers are reference outputs, never graded (``PromptItem.graded``): no accuracy
+UNGRADED = frozenset({"alpaca"})
 
 
 @dataclass(frozen=True)
@@ -83,4 +85,4 @@ def select_items(items: list[PromptItem], num: int | None, seed: int,
     return kept[: num or len(kept)]
 
 
-__all__ = ["BBH_TASKS", "DatasetSpec", "LOADERS", "load_alpaca", "load_bbh", "load_items", "load_mmlu", "select_items"]
+__all__ = ["BBH_TASKS", "DatasetSpec", "LOADERS", "UNGRADED", "load_alpaca", "load_bbh", "load_items", "load_mmlu", "select_items"]

@@ -13,7 +13,8 @@ Decisions.
   the input: the layout of Alpaca's own prompt (``### Instruction:`` / ``### Input:`` blocks).
 - ``item_id`` is ``alpaca/<row index in the source>``, counted before filtering, so an item keeps its id whatever
   the filter and a run can be matched back to its row.
-- ``answer`` is the reference output: it is not scored, but it is what few-shot exemplars show.
+- ``answer`` is the reference output: it is not graded (``graded=False``: no accuracy), but it is what few-shot
+  exemplars show.
 - All qualifying items are returned; the paper's 5,000-instruction sample is drawn later (``num_sets``).
 """
 
@@ -76,7 +77,7 @@ def items_from_rows(rows, source: str, include_inputs: bool = False) -> list[Pro
         question = f"{instruction}\n\n{text}" if text else instruction
         items.append(PromptItem(item_id=f"alpaca/{n}", question=question, options=(), subject=None,
                                 answer=None if output is None else str(output),
-                                meta={"source": source, "input": text}))
+                                meta={"source": source, "input": text}, graded=False))
     if not items:
         hint = (f"{with_input} of {total} rows have a non-empty input and are left out by default (as the paper's "
                 f"examples are); set dataset.options.include_inputs=true to keep them"

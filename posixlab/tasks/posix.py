@@ -169,7 +169,7 @@ def _set_record(prompt_set: PromptSet, model_texts, prompt_ids, scores, lm, max_
         "set_id": prompt_set.set_id,
         "item_id": prompt_set.item.item_id,
         "subject": prompt_set.item.subject,
-        "answer": prompt_set.item.answer,
+        **answer_fields(item),
         "variant_type": prompt_set.variant_type,
         "max_new_tokens": max_new_tokens,
         "exemplars": [ex.item_id for ex in prompt_set.shots],
@@ -190,10 +190,24 @@ def _set_record(prompt_set: PromptSet, model_texts, prompt_ids, scores, lm, max_
         # responses are the same response when their token ids are (paper §3.3's four factors; metrics/factors.py)
         "factors": set_factors([tuple(r) for r in scores.responses], scores.matrix, embeddings),
         # per prompt: the gold answer, the option its log-likelihoods pick, the greedy response's reading (answers.py)
-        "answers": set_answers(item.options, item.answer, [p.record for p in prompt_set.prompts], texts,
+        "answers": set_answers(item.options, item.gold, [p.record for p in prompt_set.prompts], texts,
                                continuations, scores.candidates, lead, option_text),
         "stats": scores.stats,
     }
+
+
+def answer_fields(item: PromptItem) -> dict:
+    """A record's ``answer``: the gold answer, or None; an ungraded item's reference output (Alpaca's) is kept as
+    ``reference_output``, not as a gold answer.
+
+    >>> answer_fields(PromptItem("a", "Name a colour.", answer="Red is one.", graded=False))
+    {'answer': None, 'reference_output': 'Red is one.'}
+    >>> answer_fields(PromptItem("b", "2+2?", answer="4"))
+    {'answer': '4'}
+    """
+    if item.graded or item.answer is None:
+        return {"answer": item.gold}
+    return {"answer": None, "reference_output": item.answer}
 
 
 def _answers_record(prompt_set: PromptSet, requests: list[Request], results: list, lm, lead: str) -> dict:
@@ -213,14 +227,14 @@ def _answers_record(prompt_set: PromptSet, requests: list[Request], results: lis
         responses.append(response)
     item = prompt_set.item
     return {
-        "set_id": prompt_set.set_id, "item_id": item.item_id, "subject": item.subject, "answer": item.answer,
+        "set_id": prompt_set.set_id, "item_id": item.item_id, "subject": item.subject, **answer_fields(item),
         "variant_type": prompt_set.variant_type, "max_new_tokens": requests[0].max_new_tokens,
         "exemplars": [ex.item_id for ex in prompt_set.shots],
         "prompts": [{**p.to_dict(), "model_text": request.texts[0] if request.texts[0] != p.text else None,
                      "num_tokens": len(request.ids[0]) if request.ids else None}
                     for p, request in zip(prompt_set.prompts, requests)],
         "responses": responses,
-        "answers": set_answers(item.options, item.answer, [p.record for p in prompt_set.prompts], texts, [], None,
+        "answers": set_answers(item.options, item.gold, [p.record for p in prompt_set.prompts], texts, [], None,
                                lead),
     }
 
@@ -295,7 +309,7 @@ class PosixTask(Task):
         return out
 
     def _continuations(self, prompt_set: PromptSet) -> list[str]:
-        if not self.cfg.psi or not self.cfg.score_options or prompt_set.item.answer is None:
+        if not self.cfg.psi or not self.cfg.score_options or prompt_set.item.gold is None:
             return []
         return candidate_strings(prompt_set.item.options, [v.record for v in prompt_set.prompts], self.lead,
                                  self.cfg.option_text)
