@@ -91,6 +91,24 @@ def test_a_budget_that_cannot_hold_one_set_is_an_error_before_any_work():
     engine(needed)._plan_waves(sets, [0, 1])  # the size it names is enough
 
 
+def test_the_size_an_error_names_is_the_smallest_that_holds_the_set_whatever_the_budget_given():
+    """A scoring row's logits slice is a sixteenth of a small budget, so a row needs more at a larger budget: the
+    size named is counted at itself. Each budget too small names the same size; it holds the set, 0.01 GB less
+    does not (found on the CPU: 0.05 GB named 0.09 and 0.001 GB named 0.08, which was refused in turn)."""
+    sets = mmlu_like(1, length=250)  # 4,450 distinct tokens: 2.2 GB of keys and values at 7B
+
+    def named(gb: float) -> float:
+        with pytest.raises(ConfigError) as caught:
+            engine(gb)._plan_waves(sets, [0])
+        return float(str(caught.value).split("at least ")[1].split(" ")[0])
+
+    sizes = {named(gb) for gb in (0.25, 1, 2)}
+    assert len(sizes) == 1, sizes
+    size = sizes.pop()
+    engine(size)._plan_waves(sets, [0])  # enough
+    assert named(round(size - 0.01, 2)) == size  # and the smallest, to the 0.01 GB it is named in
+
+
 def test_the_cpu_keeps_its_own_budget_option_name():
     cpu = ScoringEngine(llama7b_stub("cpu"), 5, EngineOptions(memory_gb=0.01))
     with pytest.raises(ConfigError, match="Raise engine.memory_gb"):

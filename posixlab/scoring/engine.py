@@ -247,12 +247,15 @@ class ScoringEngine(SetScorer):
         self.fold_heads = self.options.folds_heads(lm.device) and self.shape.folds_heads
         self.shared_rows = 0  # prompts decoded in a group of several (shared decoding), for reports
 
-    def _set_bytes(self, n: int, longest: int, unique: int, hold: bool) -> tuple[int, str, int]:
+    def _set_bytes(self, n: int, longest: int, unique: int, hold: bool,
+                   memory: int | None = None) -> tuple[int, str, int]:
         """What a wave of ``n`` distinct prompts (the longest ``longest`` tokens, ``unique`` distinct prefix tokens)
         holds, and the largest row of a pass beside it (what, bytes). ``hold``: every decoding block keeps its buffer
         until the wave is scored (the usual way); else the wave keeps its segments and frees each block's buffer once
-        decoded (a set too large for the usual way)."""
+        decoded (a set too large for the usual way). A scoring row's logits slice is the one a budget of ``memory``
+        bytes selects (by default the engine's own)."""
         shape, new = self.shape, self.max_new_tokens
+        selected = self.slice_bytes if memory is None else memory_model.slice_bytes(memory, self.lm.device.type)
         trie = n * new  # a prompt's trie holds at most every response of its set
         decoding = memory_model.decode_row(shape, longest, new)
         if hold:
@@ -262,7 +265,7 @@ class ScoringEngine(SetScorer):
             caches = memory_model.prefill_bytes(shape, n, unique)
         rows = {"a decoding row": decoding,
                 "a prefill row": memory_model.prefill_row(shape, longest, 0, self.fold_heads),
-                "a scoring row": memory_model.score_row(shape, trie, longest, self.fold_heads) + self.slice_bytes}
+                "a scoring row": memory_model.score_row(shape, trie, longest, self.fold_heads) + selected}
         what, row = max(rows.items(), key=lambda item: item[1])
         return caches, what, row
 
@@ -281,7 +284,13 @@ class ScoringEngine(SetScorer):
             return
         caches, what, row = self._set_bytes(n, longest, unique, hold=False)
         if caches + row > self.memory:
-            at_least = caches + row
+            # the smallest budget that holds the set, named in the error: a scoring row's logits slice grows with
+            # the budget (a sixteenth of a small one), so what a budget needs is counted at that budget, from below
+            # until it holds (a few steps: the slice grows by at most a sixteenth of each step)
+            at_least = 0
+            while caches + row > at_least:
+                at_least = caches + row
+                caches, what, row = self._set_bytes(n, longest, unique, hold=False, memory=at_least)
             option = "gpu_memory_gb" if self.lm.device.type == "cuda" and self.options.memory_gb is None else \
                 "memory_gb"
             raise ConfigError(
