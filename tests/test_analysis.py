@@ -82,6 +82,10 @@ def test_alpaca_runs_grade_nothing_and_older_results_that_did_are_read_without_i
     record = read_sets(folder)[0]
     assert record["answer"] is None and record["reference_output"] and record["answers"] is None
     assert json.loads((folder / "summary.json").read_text())["accuracy"] is None
+    from posixlab.report.build import build_report
+
+    page = build_report([folder], tmp_path / "alpaca.html").read_text(encoding="utf-8")
+    assert "reference output (not graded)" in page and "gold answer" not in page
     rows = load_rows(small_results)
     assert all(r["correct_greedy"] is None for r in rows if r["dataset"] == "alpaca")
     assert any(r["correct_greedy"] for r in rows if r["dataset"] == "bbh")

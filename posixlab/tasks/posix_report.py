@@ -174,8 +174,10 @@ def _sets(records: list[dict], prefix: str) -> str:
 
 
 def _set_detail(record: dict) -> str:
-    about = h.key_values([("ψ", record.get("psi")), ("gold answer", record.get("answer")),
-                          ("variant type", record.get("variant_type")), ("item", record.get("item_id"))])
+    answer = ("reference output (not graded)", record["reference_output"]) if record.get("reference_output") \
+        else ("gold answer", record.get("answer"))
+    about = h.key_values([("ψ", record.get("psi")), answer, ("variant type", record.get("variant_type")),
+                          ("item", record.get("item_id"))])
     return about + _prompts(record) + _matrix(record) + _pairs(record)
 
 
