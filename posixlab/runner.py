@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 from posixlab.backends import backend_of, capabilities_of, check_capabilities, check_model, engine_for, load, open_cache
 from posixlab.models.loading import check_hub_model
 from posixlab.results import SetWriter, read_records
+from posixlab.seeding import check_seed
 from posixlab.shards import config_fingerprint, parse_shard, shard_indices
 from posixlab.tasks import make_task
 from posixlab.tasks.base import Task
@@ -39,6 +40,7 @@ from posixlab.version import __version__
 
 def check(task: Task, lm=None) -> None:
     """Everything that can be checked before any input is built or any model loaded."""
+    check_seed(getattr(task.cfg, "seed", 0))  # a plug-in task's config may have none
     task.check()
     if lm is None:
         check_model(task.cfg.model)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import random
 
+from posixlab.errors import ConfigError
+
 
 def rng_for(seed: int, item_id: str, kind: str, index: int) -> random.Random:
     """A random stream private to one (seed, item, kind, index): the same arguments give the same stream everywhere.
@@ -25,4 +27,19 @@ def rng_for(seed: int, item_id: str, kind: str, index: int) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
-__all__ = ["rng_for"]
+def check_seed(seed) -> None:
+    """A ``ConfigError`` for a seed that is not a whole number of at least 0, before any work: a run's seed also seeds
+    numpy's bootstrap intervals (``SeedSequence``), which take nothing else and would fail only once every set is
+    done.
+
+    >>> check_seed(0)
+    >>> check_seed("abc")
+    Traceback (most recent call last):
+    ...
+    posixlab.errors.ConfigError: seed takes a whole number of at least 0, not 'abc'
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"seed takes a whole number of at least 0, not {seed!r}")
+
+
+__all__ = ["check_seed", "rng_for"]
