@@ -418,6 +418,12 @@ def _keys_of(node, prefix: str = "") -> list[str]:
     return out
 
 
+def _node(container: dict, dotted: str):
+    for part in dotted.split("."):
+        container = container[part]
+    return container
+
+
 def _has_key(container: dict, dotted: str) -> bool:
     node = container
     for part in dotted.split("."):
@@ -436,6 +442,8 @@ def unknown_key_message(key: str, container: dict, other_tasks: dict[str, dict],
     'task.num_rephrasing is not a setting: did you mean task.num_rephrasings?'
     >>> unknown_key_message("task.num_rephrasings", {"task": {"name": "posix"}}, {"classification": c})
     'task.num_rephrasings is a setting of task=classification, not of task=posix: add task=classification'
+    >>> unknown_key_message("variant.options.k", {"variant": {"name": "spelling", "options": {}}}, {})
+    'variant.options.k is not a setting: variant.options has none for variant=spelling'
     """
     import difflib
 
@@ -448,6 +456,10 @@ def unknown_key_message(key: str, container: dict, other_tasks: dict[str, dict],
     keys = _keys_of(container)
     close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
     parent, _, last = key.rpartition(".")
+    if _has_key(container, parent) and _node(container, parent) == {}:  # a group's options, none for this choice
+        group = parent.split(".")[0]
+        chosen = (container.get(group) or {}).get("name") if isinstance(container.get(group), dict) else None
+        return f"{key} is not a setting: {parent} has none" + (f" for {group}={chosen}" if chosen else "")
     siblings = [k for k in keys if k.rpartition(".")[0] == parent]
     for among in (siblings, keys):  # the last part alone, among the keys of the same parent, then anywhere
         if close:

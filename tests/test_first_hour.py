@@ -157,6 +157,8 @@ def test_a_chat_run_rephrases_with_its_own_endpoint(tmp_path):
                                                  "without the +"),
     (["+experiment=offline_table1", "dataset.max_question_char=3"], "did you mean dataset.max_question_chars?"),
     (["model=chat", "model.server.base_ur=http://h/v1"], "did you mean model.server.base_url?"),
+    (["variant=template", "variant.options.k=2"], "variant.options.k is not a setting: variant.options has none for "
+                                                   "variant=template"),  # was: "did you mean variant.options?"
 ])
 def test_a_typo_is_posixlab_s_own_error_naming_the_closest_key(argv, message):
     from posixlab.cli import check_override_keys
