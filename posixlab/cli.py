@@ -164,6 +164,7 @@ def main(cfg: DictConfig) -> float | None:
     group = Path(hydra_cfg.sweep.dir).name if hydra_cfg.mode == RunMode.MULTIRUN else None
     try:
         task_type = task_named(cfg.task.name)
+        check_top_level(resolved)
         check_task_groups(task_type.name, list(hydra_cfg.overrides.task))
         gate = make_gate(resolved.get("gate"))
         check_gate_applies(task_type.name, gate)  # a threshold the task has no metric for stops here, before the run
@@ -179,6 +180,26 @@ def main(cfg: DictConfig) -> float | None:
     if report_gate(rows):  # in a sweep (-m), the first job that fails its gate ends the sweep with status 1
         raise GateFailed(1)
     return task_type.headline(summary)  # None when the run has none (psi=false)
+
+
+def check_top_level(resolved: dict) -> None:
+    """The top-level settings' types, before any work (``task.*``, ``engine.*``, ``model.*`` and ``gate.*`` are
+    checked by their own schemas; ``seed`` by the run): a flag given ``yes`` would otherwise count as true.
+
+    >>> check_top_level({"chat_template": False, "score_cache": True, "progress": "lines", "cache_dir": None})
+    >>> check_top_level({"chat_template": "yes"})
+    Traceback (most recent call last):
+    ...
+    posixlab.errors.ConfigError: chat_template takes true or false, not 'yes'
+    """
+    for key in ("chat_template", "score_cache", "report", "dry_run"):
+        if not isinstance(resolved.get(key, False), bool):
+            raise ConfigError(f"{key} takes true or false, not {resolved[key]!r}")
+    if resolved.get("progress", True) not in (True, False, "lines"):
+        raise ConfigError(f"progress takes true, false or lines, not {resolved['progress']!r}")
+    for key in ("cache_dir", "score_cache_dir"):
+        if not isinstance(resolved.get(key) or "", str):
+            raise ConfigError(f"{key} takes a folder or null, not {resolved[key]!r}")
 
 
 class GateFailed(SystemExit):

@@ -183,6 +183,7 @@ def test_hub_model_offline_fails_fast_with_a_clear_message(tmp_path):
     ("variant=typos", "Could not find 'variant/typos'"),
     ("num_variants=0", "num_variants must be at least 1"),
     ("seed=abc", "seed takes a whole number of at least 0, not 'abc'"),  # it failed once every set was done
+    ("chat_template=yes", "chat_template takes true or false, not 'yes'"),  # it ran, as true
     ("variant=template num_variants=25", "20 distinct variants"),
     ("dataset.source=path dataset.path=/nonexistent/mmlu.jsonl", "no file at /nonexistent/mmlu.jsonl"),
 ])
