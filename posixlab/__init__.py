@@ -8,6 +8,8 @@ The public API::
     result = posixlab.classify("mmlu_letters", model="smollm2-135m-instruct", num_samples=20)   # Errica et al.
     result.sensitivity, result.consistency, result.micro_f1
 
+Bad input raises a ``posixlab.PosixlabError`` (``posixlab.ConfigError`` for a setting) before any model loads.
+
 The library is plain Python: it never imports Hydra or Weights & Biases (``posixlab.cli`` and ``posixlab.tracking``,
 the command-line application, wire those in). ``evaluate`` is loaded on first use, so ``import posixlab`` stays
 cheap (no torch until a model is needed).
@@ -18,5 +20,6 @@ from posixlab.version import __version__
 
 _WHERE = {**dict.fromkeys(("evaluate", "EvaluationResult", "load_result", "configured_models"), "posixlab.api"),
           **dict.fromkeys(("classify", "ClassificationResult", "load_classification"), "posixlab.classify_api"),
+          **dict.fromkeys(("PosixlabError", "ConfigError"), "posixlab.errors"),  # what to catch
           "chat_model": "posixlab.chat.model"}
 __getattr__, __dir__ = lazy_exports(__name__, _WHERE)

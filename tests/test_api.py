@@ -201,3 +201,15 @@ def test_the_console_command_runs_outside_the_checkout_after_pip_install(tmp_pat
     result = posixlab.load_result(runs[0])
     assert result.ids == ["capital", "sum"] and len(result.psi) == 2
     assert "2 sets of N = varies" in proc.stdout
+
+
+def test_the_errors_to_catch_are_exported():
+    """What a script catches: ``posixlab.PosixlabError`` (and ``posixlab.ConfigError``, a setting), raised before
+    any model loads."""
+    from posixlab import errors
+
+    assert posixlab.PosixlabError is errors.PosixlabError and posixlab.ConfigError is errors.ConfigError
+    with pytest.raises(posixlab.PosixlabError, match="a prompt set needs at least 2 prompts"):
+        posixlab.evaluate([["only one prompt"]])
+    with pytest.raises(posixlab.ConfigError, match="max_new_tokens must be a whole number"):
+        posixlab.evaluate([["What is 2+2?", "2+2?"]], max_new_tokens=0)
