@@ -162,6 +162,7 @@ def main(cfg: DictConfig) -> float | None:
     (Path(output_dir) / "config.yaml").write_text(OmegaConf.to_yaml(resolved), encoding="utf-8")
     # one W&B run per job; the jobs of a sweep share its folder's name as their group
     group = Path(hydra_cfg.sweep.dir).name if hydra_cfg.mode == RunMode.MULTIRUN else None
+    task_type = None
     try:
         task_type = task_named(cfg.task.name)
         check_top_level(resolved)
@@ -177,6 +178,13 @@ def main(cfg: DictConfig) -> float | None:
     except PosixlabError as exc:
         print(f"\nposixlab error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:  # Ctrl-C: what is kept and how to go on, not a traceback from inside the model
+        kept = ("and in the score cache: the same command again computes only the rest" if resolved.get("score_cache")
+                else "(score_cache=false: the same command again computes them again)")
+        units = f"{task_type.unit_name}s" if task_type is not None else "units"
+        print(f"\nposixlab: interrupted. The {units} finished so far are in {output_dir} {kept}.",
+              file=sys.stderr)
+        sys.exit(130)
     if report_gate(rows):  # in a sweep (-m), the first job that fails its gate ends the sweep with status 1
         raise GateFailed(1)
     return task_type.headline(summary)  # None when the run has none (psi=false)

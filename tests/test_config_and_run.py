@@ -178,6 +178,36 @@ def test_hub_model_offline_fails_fast_with_a_clear_message(tmp_path):
     assert proc.returncode == 2 and "HF_HUB_OFFLINE is set" in proc.stderr
 
 
+@pytest.mark.slow
+def test_ctrl_c_says_what_is_kept_and_the_same_command_goes_on(tmp_path):
+    """Ctrl-C (SIGINT) once a set is written: posixlab's own line, not a traceback from inside the model, exit status
+    130; the same command again takes the finished set from the score cache (the same record) and does the rest."""
+    import signal
+    import time
+
+    args = ["num_sets=3", "engine.max_wave_rows=21", "progress=false", "logger=none", "report=false",
+            f"score_cache_dir={tmp_path / 'scores'}"]
+    first = tmp_path / "first"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args, f"hydra.run.dir={first}"], cwd=ROOT,
+                            env={**os.environ, "HYDRA_FULL_ERROR": "0"}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    sets = first / "sets.jsonl"
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline and not (sets.is_file() and sets.read_text().strip()):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert f"posixlab: interrupted. The sets finished so far are in {first} and in the score cache" in stderr
+    assert "Traceback" not in stderr
+    done = [json.loads(line) for line in sets.read_text().splitlines()]
+    assert 1 <= len(done) < 3
+    again = _run_py([*args, f"hydra.run.dir={tmp_path / 'again'}"])
+    assert again.returncode == 0, again.stderr[-2000:]
+    records = [json.loads(line) for line in (tmp_path / "again" / "sets.jsonl").read_text().splitlines()]
+    assert len(records) == 3 and records[0]["logprob_matrix"] == done[0]["logprob_matrix"]
+
+
 @pytest.mark.parametrize("override, message", [
     ("model=llama9-1b", "Could not find 'model/llama9-1b'"),
     ("variant=typos", "Could not find 'variant/typos'"),
