@@ -57,7 +57,8 @@ def forward_ceiling(lm, shapes, repeats: int = 3) -> dict:
             for _ in range(repeats):
                 sync(lm.device)
                 times.append(timed(lambda: (lm.model(input_ids=ids, logits_to_keep=keep), sync(lm.device)))[1])
-            results[f"{batch}x{length}{'' if keep == 0 else ' last-logits'}"] = batch * length / statistics.median(times)
+            name = f"{batch}x{length}{'' if keep == 0 else ' last-logits'}"
+            results[name] = batch * length / statistics.median(times)
     best = max(results, key=results.get)
     return {"best_tokens_per_s": round(results[best], 1), "best_shape": best,
             "by_shape": {k: round(v, 1) for k, v in results.items()}}
