@@ -430,6 +430,17 @@ def expand_moved_settings(argv: list[str], notice=None) -> list[str]:
     return out
 
 
+def multirun_first(argv: list[str]) -> list[str]:
+    """``-m`` (``--multirun``) moved before the overrides: Hydra's parser takes it only there, and after an override
+    it answered with argparse's "unrecognized arguments" naming every override.
+
+    >>> multirun_first(["hydra/launcher=local_parallel", "-m", "variant=spelling,template"])
+    ['-m', 'hydra/launcher=local_parallel', 'variant=spelling,template']
+    """
+    flags = [arg for arg in argv if arg in ("-m", "--multirun")]
+    return flags + [arg for arg in argv if arg not in ("-m", "--multirun")]
+
+
 # Hydra's flags that take the next word as their value, and those after which no job runs
 _FLAGS_WITH_VALUE = {"--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd", "--cfg", "-c", "--package",
                      "-p", "--experimental-rerun"}
@@ -664,6 +675,7 @@ def entry() -> None:
         from posixlab.status import status_command
 
         sys.exit(status_command(sys.argv[2:]))
+    sys.argv[1:] = multirun_first(sys.argv[1:])  # a Hydra job from here on
     try:
         check_override_keys(sys.argv[1:])
     except ConfigError as exc:

@@ -93,7 +93,8 @@ def test_run_py_answers_only_with_psi_false(tmp_path):
 
 @pytest.mark.slow
 def test_sweep_runs_every_job(tmp_path):
-    proc = _run_py(["-m", "variant=spelling,template", "num_sets=1", "num_variants=2", "progress=lines",
+    # -m after an override, as people type it: posixlab moves it first (Hydra's parser refused it there)
+    proc = _run_py(["variant=spelling,template", "-m", "num_sets=1", "num_variants=2", "progress=lines",
                     f"hydra.sweep.dir={tmp_path}", "score_cache=false"])
     assert proc.returncode == 0, proc.stderr[-2000:]
     jobs = sorted(p.name for p in tmp_path.iterdir() if p.is_dir())
