@@ -235,7 +235,7 @@ def test_a_run_stays_within_its_budget_and_uses_it():
         engine = ScoringEngine(lm, 5, EngineOptions(memory_gb=mb / 1024))
         waves = engine._plan_waves(sets, list(range(8)))
         ratio = measured(run, engine, mb) / engine.memory
-        assert 0.5 <= ratio <= 1.1, (mb, ratio, len(waves))  # measured: 0.87, 0.53 (a set a wave), 0.62
+        assert 0.5 <= ratio <= 1.1, (mb, ratio, len(waves))  # measured: 0.95, 0.53 (a set a wave), 0.56
     for mb in (80, 160):
         for (_, a), (_, b) in zip(results[40], results[mb]):
             assert a.responses == b.responses
@@ -283,6 +283,21 @@ def test_a_set_too_large_to_hold_its_buffers_runs_on_its_segments_within_the_bud
     needed = float(str(caught.value).split("at least ")[1].split(" ")[0])
     assert needed < 40 / 1024  # the size named is the segments' way, far below the buffers'
     ScoringEngine(lm, 5, EngineOptions(memory_gb=needed))._plan_waves(sets, [0, 1])  # and it is enough
+
+
+def test_a_tensor_of_an_earlier_profile_freed_in_a_later_one_does_not_lower_its_peak():
+    """torch keeps the size of every block allocated under any profile: one from an earlier measurement, freed (by the
+    garbage collector, when it runs) inside a later one, was counted against the later run (CI: 0.43 of a budget
+    measured 0.53 here). Only blocks allocated inside a measurement count."""
+    kept = []
+    assert measured(lambda: kept.append(torch.ones(2**20))) == 4 * 2**20  # allocated under a profile, kept beyond
+
+    def free_the_earlier_block_then_use_one_mib():
+        kept.clear()
+        block = torch.ones(2**18)
+        del block
+
+    assert measured(free_the_earlier_block_then_use_one_mib) == 2**20  # was 0: the 4 MiB freed counted first
 
 
 def test_a_process_group_s_resident_memory_is_sampled():
