@@ -68,6 +68,9 @@ class Backend:
     # (model, messages, Generation) -> the reply texts to a chat of messages, decoded as that one request says (a
     # rephraser's sampling); None: its models cannot
     generate: Callable | None = None
+    # (spec, cache_dir) -> the model's tokenizer, without its weights: what depends on it (a chat template) is checked
+    # before inputs are built, weights load or a server starts; None: the backend tokenises elsewhere (a chat API)
+    tokenizer: Callable | None = None
 
 
 BACKENDS: dict[str, Backend] = {}

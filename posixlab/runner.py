@@ -29,7 +29,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from posixlab.backends import backend_of, capabilities_of, check_capabilities, check_model, engine_for, load, open_cache
-from posixlab.models.loading import check_hub_model
+from posixlab.models.loading import check_chat_template, check_hub_model
 from posixlab.results import SetWriter, read_records
 from posixlab.seeding import check_seed
 from posixlab.shards import config_fingerprint, parse_shard, shard_indices
@@ -49,6 +49,21 @@ def check(task: Task, lm=None) -> None:
         check_hub_model(task.cfg.model)  # gated without a token, a wrong id, a hub down: said before any work
 
 
+def check_tokenizer(task: Task, lm=None) -> None:
+    """What the task asks of the model's tokenizer (a chat template), before inputs are built, weights load or a
+    server starts: the tokenizer alone is opened (seconds; a 7B model's weights take minutes)."""
+    cfg = task.cfg
+    if not getattr(cfg, "chat_template", False):  # a plug-in task's config may have none
+        return
+    if lm is not None:
+        tokenizer = getattr(lm, "tokenizer", None)
+    else:
+        opener = backend_of(cfg.model).tokenizer
+        tokenizer = opener(cfg.model, cfg.cache_dir) if opener is not None else None
+    if tokenizer is not None:  # None: the model tokenises elsewhere and applies its own template (a chat API)
+        check_chat_template(tokenizer, cfg.model.name)
+
+
 def run(config_or_task, lm=None, progress: bool = True, given=None) -> dict:
     """Run a task (or the task of a config: ``PosixConfig``, ``ClassificationConfig``) and write its results to its
     ``output_dir``; returns the summary. ``lm`` reuses a loaded model (the caller keeps it; a model loaded here is
@@ -59,6 +74,7 @@ def run(config_or_task, lm=None, progress: bool = True, given=None) -> dict:
     task = config_or_task if isinstance(config_or_task, Task) else make_task(config_or_task, given=given)
     cfg = task.cfg
     check(task, lm)
+    check_tokenizer(task, lm)
     with ExitStack() as owned:
         if lm is None and backend_of(cfg.model).remote:
             lm = owned.enter_context(closing(load(cfg.model, cfg.cache_dir)))

@@ -273,3 +273,30 @@ def test_a_structured_prompt_must_leave_room_for_the_structured_answer(tiny_lm, 
     monkeypatch.setattr(tiny_lm, "max_context", len(request.ids[0]) + MAX_NEW)  # room for MAX_NEW tokens only
     with pytest.raises(ContextLengthError, match=f"with max_new_tokens={request.max_new_tokens}"):
         task.requests(sample, tiny_lm)
+
+
+def test_a_model_without_a_chat_template_is_refused_before_its_weights_load(tmp_path):
+    """``chat_template=true`` on a base model is a config error said from its tokenizer alone, before any input is
+    built or a weight loads (a 7B model's weights take minutes): the folder here holds a tokenizer without a template
+    and no weights at all, which a load would fail on instead, with transformers' own error (a local folder's missing
+    weights were once reported as a failed download from the hub)."""
+    import transformers
+    from tiny_model import build_tokenizer
+
+    from posixlab.errors import ConfigError
+    from posixlab.models.loading import ModelSpec
+
+    folder = tmp_path / "base-model"
+    tokenizer = build_tokenizer()
+    tokenizer.chat_template = None
+    tokenizer.save_pretrained(folder)
+    transformers.LlamaConfig(vocab_size=len(tokenizer), num_hidden_layers=1).save_pretrained(folder)
+    spec = ModelSpec("base-model", "local", str(folder))
+    cfg = posix_config(tmp_path, "run", chat_template=True)
+    cfg.model = spec
+    with pytest.raises(ConfigError, match="model base-model has no chat template .* chat_template=false"):
+        run(cfg, progress=False)
+    assert not (tmp_path / "run").exists()
+    cfg.chat_template = False  # the same folder, without a template asked for: the load itself fails (no weights)
+    with pytest.raises(OSError, match="no file named model.safetensors"):  # not "could not be downloaded"
+        run(cfg, progress=False)

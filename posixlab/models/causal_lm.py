@@ -28,6 +28,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from posixlab.errors import ConfigError, ContextLengthError, PromptSetError
 from posixlab.models.capabilities import GENERATE, SCORE
+from posixlab.models.loading import check_chat_template
 
 
 
@@ -82,8 +83,7 @@ class TokenizedModel:
     def apply_chat_template(self, prompt: str | list[dict]) -> str:
         """The prompt in the model's chat template, ready for the assistant's answer: a text becomes one user turn;
         a list of messages (few-shot exemplars as user/assistant turns, then the question) is used as it is."""
-        if not getattr(self.tokenizer, "chat_template", None):
-            raise ConfigError(f"model {self.name} has no chat template; run with chat_template=false")
+        check_chat_template(self.tokenizer, self.name)
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 

@@ -198,14 +198,8 @@ def load_model(spec: ModelSpec, cache_dir: str | Path | None = None) -> "CausalL
     identity.update({"dtype": str(dtype).removeprefix("torch."), "device": device,
                      "transformers": transformers.__version__, "torch": torch.__version__})
     print(f"posixlab: loading {spec.name} ({spec.path}) on {device} in {identity['dtype']}", file=sys.stderr)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=spec.trust_remote_code, **kwargs)
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=spec.trust_remote_code,
-                                                     **kwargs)
-    except Exception as exc:
-        if folder != spec.path or not _is_download_error(exc):  # not a download: transformers' own error stands
-            raise
-        raise ModelUnavailableError(_download_failed(spec, exc)) from None
+    tokenizer = _pretrained(AutoTokenizer, spec, folder, kwargs)
+    model = _pretrained(AutoModelForCausalLM, spec, folder, kwargs, dtype=dtype)
     card = torch.cuda.mem_get_info(device) if device.startswith("cuda") else None  # (free, total) before the weights
     refused = None
     try:
@@ -221,6 +215,34 @@ def load_model(spec: ModelSpec, cache_dir: str | Path | None = None) -> "CausalL
         if snapshot:
             identity["commit"] = Path(snapshot).name
     return CausalLM(model, tokenizer, name=spec.name, identity=identity)
+
+
+def open_tokenizer(spec: ModelSpec, cache_dir: str | Path | None = None):
+    """The model's tokenizer alone, from where its weights load (a packaged model is prepared first, as a load
+    would), so that what depends on it is checked before any weights load or a server starts."""
+    from transformers import AutoTokenizer
+
+    folder, _, kwargs = model_folder(spec, cache_dir)
+    return _pretrained(AutoTokenizer, spec, folder, kwargs)
+
+
+def _pretrained(auto_class, spec: ModelSpec, folder: str, kwargs: dict, **more):
+    """``auto_class.from_pretrained`` of the folder (or hub id) ``model_folder`` chose; a failed download is a clear
+    ``ModelUnavailableError``."""
+    try:
+        return auto_class.from_pretrained(folder, trust_remote_code=spec.trust_remote_code, **kwargs, **more)
+    except Exception as exc:
+        downloading = spec.source == "hub" and folder == spec.path  # a local folder is its path too, downloads nothing
+        if not downloading or not _is_download_error(exc):  # not a download: transformers' own error stands
+            raise
+        raise ModelUnavailableError(_download_failed(spec, exc)) from None
+
+
+def check_chat_template(tokenizer, name: str) -> None:
+    """A ``ConfigError`` unless the tokenizer has a chat template (``chat_template=true`` wraps prompts in it)."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise ConfigError(f"model {name} has no chat template (a base model, say); run with chat_template=false, "
+                          f"or choose an instruction-tuned model")
 
 
 def weights_do_not_fit(name: str, dtype: str, weights: int, total: int, free: int) -> str:
