@@ -30,13 +30,14 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
-from posixlab.errors import ConfigError, PosixlabError
+from posixlab.errors import ConfigError, PosixlabError, usage
 from posixlab.gate import (GateConfig, check_gate, check_gate_applies, gate_passed, gate_table, make_gate, metrics,
                            parse_gate_overrides, read_summaries, thresholds_of)
 from posixlab.models.allocator import prefer_expandable_segments
 from posixlab.models.loading import ModelSpec
 from posixlab.runner import run
 from posixlab.scoring.options import EngineOptions
+from posixlab.status import status_command
 from posixlab.tasks import TASK_TYPES, task_named, task_of_summary
 from posixlab.tracking import Tracker
 
@@ -315,9 +316,9 @@ def merge_command(args: list[str]) -> int:
     from posixlab.merge import merge_shards
 
     if len(args) < 2 or args[0] in ("-h", "--help"):
-        print("usage: posixlab merge OUT SHARD_FOLDER [SHARD_FOLDER ...]\n\nJoins the result folders of the shards "
-              "of one cell (shard=1/N ... shard=N/N) into OUT, as one run of the whole cell.", file=sys.stderr)
-        return 0 if args[:1] in (["-h"], ["--help"]) else 2
+        return usage("usage: posixlab merge OUT SHARD_FOLDER [SHARD_FOLDER ...]\n\nJoins the result folders of the "
+                     "shards of one cell (shard=1/N ... shard=N/N) into OUT, as one run of the whole cell.",
+                     asked=args[:1] in (["-h"], ["--help"]))
     try:
         summary = merge_shards(args[1:], args[0])
     except PosixlabError as exc:
@@ -335,11 +336,10 @@ def gate_command(args: list[str]) -> int:
     """``posixlab gate FOLDER... gate.KEY=VALUE...``: check saved runs' ``summary.json`` against thresholds, running
     nothing (what a CI job runs after a cached run). 0: every folder passed; 1: a threshold was missed; 2: an error."""
     if not args or args[0] in ("-h", "--help"):
-        print("usage: posixlab gate FOLDER [FOLDER ...] gate.KEY=VALUE [...]\n\nChecks the summary.json of run "
-              "folders (or of every job of a sweep folder) against thresholds: " + ", ".join(metrics())
-              + " (gate.accuracy_reading=options|greedy picks the accuracy read). Exit status 0: passed; 1: a "
-              "threshold missed; 2: an error.", file=sys.stderr)
-        return 0 if args[:1] in (["-h"], ["--help"]) else 2
+        return usage("usage: posixlab gate FOLDER [FOLDER ...] gate.KEY=VALUE [...]\n\nChecks the summary.json of "
+                     "run folders (or of every job of a sweep folder) against thresholds: " + ", ".join(metrics())
+                     + " (gate.accuracy_reading=options|greedy picks the accuracy read). Exit status 0: passed; 1: a "
+                     "threshold missed; 2: an error.", asked=args[:1] in (["-h"], ["--help"]))
     try:
         gate = parse_gate_overrides([a for a in args if "=" in a])
         if not thresholds_of(gate):
@@ -369,10 +369,9 @@ def gguf_path_command(args: list[str]) -> int:
     from posixlab.models.assets import PACKAGED_MODELS, assemble_gguf
 
     if len(args) != 1 or args[0] in ("-h", "--help") or args[0] not in PACKAGED_MODELS:
-        print(f"usage: posixlab gguf-path MODEL\n\nPrints the GGUF file of a packaged model (assembled from its "
-              f"packages on first use) for llama.cpp's server. MODEL: {', '.join(sorted(PACKAGED_MODELS))}",
-              file=sys.stderr)
-        return 0 if args[:1] in (["-h"], ["--help"]) else 2
+        return usage(f"usage: posixlab gguf-path MODEL\n\nPrints the GGUF file of a packaged model (assembled from "
+                     f"its packages on first use) for llama.cpp's server. MODEL: {', '.join(sorted(PACKAGED_MODELS))}",
+                     asked=args[:1] in (["-h"], ["--help"]))
     try:
         print(assemble_gguf(PACKAGED_MODELS[args[0]]))
     except PosixlabError as exc:
@@ -657,24 +656,20 @@ def check_override_keys(argv: list[str]) -> None:
     GlobalHydra.instance().clear()
 
 
+# ``posixlab NAME ...``: the commands besides a run, each taking --help (``posixlab --help`` lists them: conf/config.yaml)
+COMMANDS = {"report": report_command, "gate": gate_command, "status": status_command, "merge": merge_command,
+            "gguf-path": gguf_path_command}
+
+
 def entry() -> None:
-    """The ``posixlab`` console command: ``posixlab merge ...`` joins shards; ``posixlab gate ...`` checks saved runs
-    against thresholds; ``posixlab report RUN_DIR ...`` writes a run's HTML page; ``posixlab gguf-path MODEL`` prints a packaged model's GGUF file; ``posixlab status DIR``
-    lists a sweep's cells (done, running, failed, pending); anything else is a Hydra job."""
+    """The ``posixlab`` console command: one of ``COMMANDS`` (``posixlab report RUN_DIR ...``, ``gate``, ``status``,
+    ``merge``, ``gguf-path``), ``posixlab help``, or else a Hydra job."""
     prefer_expandable_segments()  # before anything touches a GPU
     sys.argv[1:] = expand_moved_settings(expand_model_aliases(sys.argv[1:]))
-    if len(sys.argv) > 1 and sys.argv[1] == "merge":
-        sys.exit(merge_command(sys.argv[2:]))
-    if len(sys.argv) > 1 and sys.argv[1] == "gate":
-        sys.exit(gate_command(sys.argv[2:]))
-    if len(sys.argv) > 1 and sys.argv[1] == "report":
-        sys.exit(report_command(sys.argv[2:]))
-    if len(sys.argv) > 1 and sys.argv[1] == "gguf-path":
-        sys.exit(gguf_path_command(sys.argv[2:]))
-    if len(sys.argv) > 1 and sys.argv[1] == "status":
-        from posixlab.status import status_command
-
-        sys.exit(status_command(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:
+        sys.exit(COMMANDS[sys.argv[1]](sys.argv[2:]))
+    if sys.argv[1:] == ["help"]:  # a word Hydra would read as an override without a value
+        sys.argv[1:] = ["--help"]
     sys.argv[1:] = multirun_first(sys.argv[1:])  # a Hydra job from here on
     try:
         check_override_keys(sys.argv[1:])

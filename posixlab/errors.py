@@ -61,3 +61,12 @@ class TokenizerMismatchError(ConfigError):
 class DeviceMemoryError(PosixlabError, MemoryError):
     """The device ran out of memory during a run (another process on the card, or a budget too large for the
     machine): the message says what held the memory and which budget to set; what finished is kept."""
+
+
+def usage(text: str, asked: bool) -> int:
+    """A command's usage ``text``: asked for (``--help``), on stdout with exit status 0; else (the command misused)
+    on stderr with 2, as every error. Returns the status."""
+    import sys
+
+    print(text, file=sys.stdout if asked else sys.stderr)
+    return 0 if asked else 2

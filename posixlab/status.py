@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from posixlab.errors import PosixlabError
+from posixlab.errors import PosixlabError, usage
 
 try:  # a Hydra callback when Hydra is there (the command line); the status command itself needs only the files
     from hydra.experimental.callback import Callback
@@ -593,11 +593,11 @@ def status_command(args: list[str]) -> int:
     as_json = "--json" in args
     folders = [a for a in args if a != "--json"]
     if not folders or any(a in ("-h", "--help") for a in folders):
-        print("usage: posixlab status MULTIRUN_DIR [MULTIRUN_DIR ...] [--json]\n\nLists the cells of a sweep "
-              "(python run.py -m ...; local or SLURM) as done, running, failed or pending, with POSIX (or S and "
-              "C) so far and each job's log, read from the sweep folder while its jobs run.\nExit status: 0 every "
-              "cell done, 1 cells pending or running, 3 a cell failed, 2 an error.", file=sys.stderr)
-        return 0 if folders else 2
+        return usage("usage: posixlab status MULTIRUN_DIR [MULTIRUN_DIR ...] [--json]\n\nLists the cells of a "
+                     "sweep (python run.py -m ...; local or SLURM) as done, running, failed or pending, with POSIX (or "
+                     "S and C) so far and each job's log, read from the sweep folder while its jobs run.\nExit "
+                     "status: 0 every cell done, 1 cells pending or running, 3 a cell failed, 2 an error.",
+                     asked=bool(folders))
     sweeps = []
     for folder in map(Path, folders):
         if not folder.is_dir():

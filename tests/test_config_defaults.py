@@ -208,3 +208,31 @@ def test_an_annotation_omegaconf_cannot_type_is_any_and_the_rest_are_typed():
     node.either = "text"
     with pytest.raises(ValidationError):
         node.count = "many"
+
+
+def test_help_lists_every_command_and_each_answers_its_own_help(capsys):
+    """``posixlab help`` (Hydra's ``--help``, its header from conf/config.yaml) names every command besides a run, and
+    the configuration groups; each command prints its own usage for ``--help`` on stdout and exits 0 (misused, on
+    stderr with 2)."""
+    import subprocess
+    import sys
+
+    from posixlab.cli import COMMANDS
+
+    shown = subprocess.run([sys.executable, "-m", "posixlab", "help"], capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0, shown.stderr
+    for name in COMMANDS:
+        assert f"\nposixlab {name} " in shown.stdout
+    assert "\n== Configuration groups ==" in shown.stdout and "\nvariant: format, mixture" in shown.stdout
+    def status_of(command, args):
+        try:
+            return command(args)
+        except SystemExit as ended:  # argparse's
+            return ended.code
+
+    capsys.readouterr()
+    for name, command in COMMANDS.items():
+        status, shown = status_of(command, ["--help"]), capsys.readouterr()
+        assert status in (0, None) and shown.out.startswith(f"usage: posixlab {name}") and not shown.err
+        status, shown = status_of(command, []), capsys.readouterr()
+        assert status == 2 and shown.err.startswith(f"usage: posixlab {name}") and not shown.out
