@@ -2,7 +2,8 @@
 run: each cell of the grid as ``done``, ``running``, ``failed`` or ``pending``, with its units so far (prompt sets,
 or samples), POSIX so far (or S and C for ``task=classification``) and its log. Works on a shared filesystem from any
 machine (a login node), for a SLURM sweep (``hydra/launcher=slurm``), submitit's local executor and a sweep of this
-machine (``hydra/launcher=basic`` or ``local_parallel``).
+machine (``hydra/launcher=basic`` or ``local_parallel``). ``posixlab status RUN_DIR`` reads one run's folder
+(``python run.py``, no ``-m``) as a sweep of one cell.
 
 What it reads:
 
@@ -98,10 +99,12 @@ def _exit_before_end() -> None:
             continue  # submitit requeued the job (preemption, time limit) and exits: it starts again
         sys.stderr.flush()
         error = _last_error_line(Path(job["log"])) if job.get("log") else None
-        error = error or (f"the job exited with status {code}" if code is not None else
-                          "the job's process exited before the job ended")
+        error = error or ("interrupted (Ctrl-C)" if code == 130 else f"the job exited with status {code}"
+                          if code is not None else "the job's process exited before the job ended")
         _write_state(job["path"], {**state, "state": "failed", "ended": time.time(), "error": error,
                                    "exit_status": code})
+        if not job["say"]:
+            continue
         message = f"posixlab: cell {job['cell']} failed: {error}" + \
             (f"\nits log: {job['log']}" if job.get("log") else "")
         print(message, file=sys.stderr, flush=True)
@@ -119,8 +122,8 @@ def _exit_before_end() -> None:
 
 
 class JobStatusCallback(Callback):
-    """Writes ``.posixlab_job.json`` into each cell folder of a sweep when its job starts and ends (the jobs of a
-    SLURM sweep run it on their node): what ``posixlab status`` reads besides the results. A job that fails says so
+    """Writes ``.posixlab_job.json`` into each cell folder of a sweep (and a single run's folder) when its job starts
+    and ends (the jobs of a SLURM sweep run it on their node): what ``posixlab status`` reads besides the results. A job that fails says so
     by its cell's name, with its log, in the log and (submitit) to the sweep's command. Never fails a job."""
 
     def on_job_start(self, config, **kwargs) -> None:
@@ -128,11 +131,10 @@ class JobStatusCallback(Callback):
             from hydra.core.hydra_config import HydraConfig
             from hydra.types import RunMode
 
-            if HydraConfig.get().mode != RunMode.MULTIRUN:
-                return
+            sweep = HydraConfig.get().mode == RunMode.MULTIRUN  # else one run, whose folder status reads as a cell
             out = Path(str(config.hydra.runtime.output_dir))
             job_id = str(config.hydra.job.get("id"))
-            state = {"state": "running", "num": int(config.hydra.job.num), "job_id": job_id,
+            state = {"state": "running", "num": int(config.hydra.job.get("num") or 0), "job_id": job_id,
                      "host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
             launcher = config.hydra.get("launcher") or {}
             folder = launcher.get("submitit_folder")
@@ -147,7 +149,8 @@ class JobStatusCallback(Callback):
                     sys.exit = _record_exit(sys.exit)
                 atexit.register(_exit_before_end)
             path = out / STATE_FILE
-            _open_jobs[str(out)] = {"path": path, "cell": out.name, "log": str(log) if log else None}
+            # a run's own error is its last line already; a sweep's cell says which cell failed
+            _open_jobs[str(out)] = {"path": path, "cell": out.name, "log": str(log) if log else None, "say": sweep}
             _exit_code.clear()
             _write_state(path, state)
         except Exception as exc:  # noqa: BLE001: status files must never stop a job
@@ -164,8 +167,9 @@ class JobStatusCallback(Callback):
             if job_return is not None and job_return.status == JobStatus.FAILED:
                 error = job_return._return_value
                 state.update(state="failed", error=f"{type(error).__name__}: {error}".splitlines()[0][:500])
-                print(f"posixlab: cell {job['cell']} failed: {state['error']}" +
-                      (f"\nits log: {job['log']}" if job.get("log") else ""), file=sys.stderr, flush=True)
+                if job["say"]:
+                    print(f"posixlab: cell {job['cell']} failed: {state['error']}" +
+                          (f"\nits log: {job['log']}" if job.get("log") else ""), file=sys.stderr, flush=True)
             else:
                 state.update(state="done")
             state["ended"] = time.time()
@@ -470,6 +474,18 @@ def sweep_status(sweep: str | Path) -> tuple[list[Cell], str]:
     return [cells[k] for k in sorted(cells)], kind
 
 
+def run_status(folder: str | Path) -> tuple[list[Cell], str]:
+    """The folder of one run (``python run.py``, no ``-m``) as a sweep of one cell: done, running or failed, its units
+    so far and what they give (the same files a sweep's cell leaves)."""
+    cell = Cell(0, [], folder=Path(folder))
+    _classify(cell, "local", None)
+    return [cell], "local"
+
+
+def _is_run_folder(folder: Path) -> bool:
+    return (folder / ".hydra" / "hydra.yaml").is_file() or (folder / STATE_FILE).is_file()
+
+
 def _classify(cell: Cell, kind: str, queue: dict[str, str] | None) -> None:
     queued = queue.get(cell.job_id) if queue is not None and cell.job_id else None
     if cell.folder is None:  # not started
@@ -595,26 +611,30 @@ def status_command(args: list[str]) -> int:
     if not folders or any(a in ("-h", "--help") for a in folders):
         return usage("usage: posixlab status MULTIRUN_DIR [MULTIRUN_DIR ...] [--json]\n\nLists the cells of a "
                      "sweep (python run.py -m ...; local or SLURM) as done, running, failed or pending, with POSIX (or "
-                     "S and C) so far and each job's log, read from the sweep folder while its jobs run.\nExit "
+                     "S and C) so far and each job's log, read from the sweep folder while its jobs run (a run's "
+                     "folder, RUN_DIR: the run as one cell).\nExit "
                      "status: 0 every cell done, 1 cells pending or running, 3 a cell failed, 2 an error.",
                      asked=bool(folders))
-    sweeps = []
+    sweeps = []  # (folder, how its cells are read)
     for folder in map(Path, folders):
         if not folder.is_dir():
             print(f"posixlab error: {folder} is not a folder", file=sys.stderr)
             return 2
         if (folder / "multirun.yaml").is_file():
-            sweeps.append(folder)
+            sweeps.append((folder, sweep_status))
+        elif _is_run_folder(folder):
+            sweeps.append((folder, run_status))
         else:
             inner = sorted(p.parent for p in folder.glob("*/multirun.yaml"))
             if not inner:
-                print(f"posixlab error: {folder} is not a sweep folder (no multirun.yaml in it or in its folders); give "
-                      f"the folder of a sweep (python run.py -m ...: hydra.sweep.dir)", file=sys.stderr)
+                print(f"posixlab error: {folder} is neither a sweep folder (no multirun.yaml in it or in its folders) "
+                      f"nor a run's (no .hydra/hydra.yaml); give the folder of a sweep (python run.py -m ...: "
+                      f"hydra.sweep.dir) or of a run (hydra.run.dir)", file=sys.stderr)
                 return 2
-            sweeps.extend(inner)
+            sweeps.extend((p, sweep_status) for p in inner)
     worst, report = 0, []
-    for sweep in sweeps:
-        cells, kind = sweep_status(sweep)
+    for sweep, read in sweeps:
+        cells, kind = read(sweep)
         if as_json:
             report.append({"sweep": str(sweep), "launcher": kind, "cells": [
                 {"num": c.num, "name": c.name, "folder": str(c.folder) if c.folder else None, "state": c.state,

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -180,11 +181,15 @@ def test_hub_model_offline_fails_fast_with_a_clear_message(tmp_path):
 
 
 @pytest.mark.slow
-def test_ctrl_c_says_what_is_kept_and_the_same_command_goes_on(tmp_path):
+def test_ctrl_c_says_what_is_kept_and_the_same_command_goes_on(tmp_path, capsys):
     """Ctrl-C (SIGINT) once a set is written: posixlab's own line, not a traceback from inside the model, exit status
-    130; the same command again takes the finished set from the score cache (the same record) and does the rest."""
+    130; the same command again takes the finished set from the score cache (the same record) and does the rest.
+    ``posixlab status`` reads each run's folder: the first failed (interrupted) after its finished set, the second
+    done."""
     import signal
     import time
+
+    from posixlab.status import status_command
 
     args = ["num_sets=3", "engine.max_wave_rows=21", "progress=false", "logger=none", "report=false",
             f"score_cache_dir={tmp_path / 'scores'}"]
@@ -203,10 +208,16 @@ def test_ctrl_c_says_what_is_kept_and_the_same_command_goes_on(tmp_path):
     assert "Traceback" not in stderr
     done = [json.loads(line) for line in sets.read_text().splitlines()]
     assert 1 <= len(done) < 3
+    capsys.readouterr()
+    assert status_command([str(first)]) == 3
+    table = capsys.readouterr().out
+    assert re.search(rf"first +failed +{len(done)}/3 sets +POSIX 0\.\d{{4}}", table) and "interrupted (Ctrl-C)" in table
     again = _run_py([*args, f"hydra.run.dir={tmp_path / 'again'}"])
     assert again.returncode == 0, again.stderr[-2000:]
     records = [json.loads(line) for line in (tmp_path / "again" / "sets.jsonl").read_text().splitlines()]
     assert len(records) == 3 and records[0]["logprob_matrix"] == done[0]["logprob_matrix"]
+    assert status_command([str(tmp_path / "again")]) == 0
+    assert re.search(r"again +done +3/3 sets +POSIX 0\.\d{4}", capsys.readouterr().out)
 
 
 @pytest.mark.parametrize("override, message", [
