@@ -30,7 +30,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
-from posixlab.errors import ConfigError, PosixlabError, usage
+from posixlab.errors import ConfigError, PosixlabError, check_flag, usage
 from posixlab.gate import (GateConfig, check_gate, check_gate_applies, gate_passed, gate_table, make_gate, metrics,
                            parse_gate_overrides, read_summaries, thresholds_of)
 from posixlab.models.allocator import prefer_expandable_segments
@@ -202,8 +202,7 @@ def check_top_level(resolved: dict) -> None:
     posixlab.errors.ConfigError: chat_template takes true or false, not 'yes'
     """
     for key in ("chat_template", "score_cache", "report", "dry_run"):
-        if not isinstance(resolved.get(key, False), bool):
-            raise ConfigError(f"{key} takes true or false, not {resolved[key]!r}")
+        check_flag(key, resolved.get(key, False))
     if resolved.get("progress", True) not in (True, False, "lines"):
         raise ConfigError(f"progress takes true, false or lines, not {resolved['progress']!r}")
     for key in ("cache_dir", "score_cache_dir"):

@@ -70,3 +70,15 @@ def usage(text: str, asked: bool) -> int:
 
     print(text, file=sys.stdout if asked else sys.stderr)
     return 0 if asked else 2
+
+
+def check_flag(name: str, value) -> None:
+    """A ``ConfigError`` unless ``value`` is True or False (``yes`` or ``1`` would otherwise count as true).
+
+    >>> check_flag("chat_template", "yes")
+    Traceback (most recent call last):
+    ...
+    posixlab.errors.ConfigError: chat_template takes true or false, not 'yes'
+    """
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} takes true or false, not {value!r}")

@@ -29,6 +29,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from posixlab.backends import backend_of, capabilities_of, check_capabilities, check_model, engine_for, load, open_cache
+from posixlab.errors import check_flag
 from posixlab.models.loading import check_chat_template, check_hub_model
 from posixlab.results import SetWriter, read_records
 from posixlab.seeding import check_seed
@@ -41,6 +42,8 @@ from posixlab.version import __version__
 def check(task: Task, lm=None) -> None:
     """Everything that can be checked before any input is built or any model loaded."""
     check_seed(getattr(task.cfg, "seed", 0))  # a plug-in task's config may have none
+    for flag in ("chat_template", "score_cache", "dry_run"):  # the Python API's too: "yes" would count as true
+        check_flag(flag, getattr(task.cfg, flag, False))
     task.check()
     if lm is None:
         check_model(task.cfg.model)

@@ -160,6 +160,9 @@ def test_python_input_is_validated_too():
         posixlab.evaluate([["a", "b"]], model="no-such-model", max_new_tokens=0)
     with pytest.raises(ConfigError, match="not a packaged model"):
         posixlab.evaluate([["a", "b"]], model="no-such-model")
+    for flag in ("chat_template", "score_cache"):  # "yes" ran as true; no model is loaded before the error
+        with pytest.raises(ConfigError, match=f"{flag} takes true or false, not 'yes'"):
+            posixlab.evaluate([["a", "b"]], **{flag: "yes"})
 
 
 def test_a_json_file_of_lists_is_read_with_numbered_ids(tmp_path):
