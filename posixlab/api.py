@@ -27,7 +27,8 @@ from posixlab.models.causal_lm import TokenizedModel
 from posixlab.runner import run
 from posixlab.results import SETS_FILE, SUMMARY_FILE, RunResult, read_sets
 from posixlab.scoring import EngineOptions
-from posixlab.tasks.posix import USER_SETS, USER_VARIANT, PosixConfig, check_max_new_tokens
+from posixlab.tasks.base import check_max_new_tokens
+from posixlab.tasks.posix import USER_SETS, USER_VARIANT, PosixConfig
 
 CONFIG_FILE = "config.yaml"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -221,6 +222,24 @@ def test_prompt_strategies():
     assert f"Class: {samples[0].gold}" in frame.prompt("Pick one.", "Q?", "1shot")
     with pytest.raises(ConfigError, match="strategy"):
         frame.prompt("Pick one.", "Q?", "3shot")
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"strategy": "3shot"}, "unknown strategy '3shot'"),
+    ({"probability": "x"}, "probability must be one of greedy, label_probs"),
+    ({"max_new_tokens": 0}, "max_new_tokens must be a whole number of at least 1"),  # failed inside the engine
+    ({"repeats": 0}, "task.repeats (R) must be at least 1"),
+    ({"num_rephrasings": 0}, "num_rephrasings (Q) must be at least 1"),
+    ({"variants": "bogus"}, "task.variants must be sentence"),
+    ({"seed": "abc"}, "seed takes a whole number"),
+    ({"chat_template": "yes"}, "chat_template takes true or false"),
+])
+def test_classification_settings_are_refused_before_any_work(setting, message):
+    """``posixlab.classify`` (and a run) checks its settings before a rephrasing is written or a model loads."""
+    import posixlab
+
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        posixlab.classify(**setting, progress=False)
 
 
 # ----------------------------------------------------------------------------------------------------------- end to end

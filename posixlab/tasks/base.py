@@ -93,6 +93,13 @@ def read_setting(values: dict, cls, where: str):
     return cls(**values)
 
 
+def check_max_new_tokens(value) -> None:
+    """Every task's response length: a whole number of tokens, at least one."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"max_new_tokens must be a whole number of at least 1 (a response has at least one token), "
+                          f"got {value!r}")
+
+
 def shared_settings(c: dict, output_dir: str) -> dict:
     """The settings every task's configuration takes alike, from the composed config's top level."""
     from posixlab.rephrase.config import RephraserConfig

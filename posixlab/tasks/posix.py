@@ -32,7 +32,7 @@ from posixlab.results import SETS_FILE, accuracy_lines, api_lines, build_summary
 from posixlab.scoring import EngineOptions
 from posixlab.shards import parse_shard
 from posixlab.tasks.base import (ACCURACY_GATES, ACCURACY_MISSING, GENERATE, SCORE, Request, Task, Tracked, answer_texts,
-                                 read_setting, shared_settings)
+                                 check_max_new_tokens, read_setting, shared_settings)
 from posixlab.variants import VARIANT_TYPES, PromptSet, PromptVariant, VariantGenerator, get_variant_generator
 
 USER_SETS = "prompt_sets"  # the data set name of the user's own prompt sets (conf/dataset/prompt_sets.yaml)
@@ -86,12 +86,6 @@ def make_generator(cfg: PosixConfig) -> VariantGenerator:
                                                             cfg.model)
         source.dry_run = cfg.dry_run  # a dry run writes no paraphrase: it says what the rephraser would write
     return get_variant_generator(cfg.variant, **options)
-
-
-def check_max_new_tokens(value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"max_new_tokens must be a whole number of at least 1 (a response has at least one token), "
-                          f"got {value!r}")
 
 
 def check_settings(cfg: PosixConfig) -> None:

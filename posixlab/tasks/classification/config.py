@@ -15,6 +15,7 @@ from posixlab.models.capabilities import SLOT_SCORES, TOOLS
 from posixlab.rephrase import RephraserConfig
 from posixlab.scoring import EngineOptions
 from posixlab.shards import parse_shard
+from posixlab.tasks.base import check_max_new_tokens
 
 PROBABILITY_MODES = ("greedy", "label_probs")
 CLASSIFIER = "classifier"  # dataset=classifier: your own classifier from one file (posixlab/data/classifier_file.py)
@@ -87,6 +88,7 @@ def check_settings(cfg: ClassificationConfig) -> None:
         _check_structured(cfg)
     elif cfg.schema is not None:
         raise ConfigError("task.schema is the JSON schema of a structured answer: add strategy=structured")
+    check_max_new_tokens(cfg.max_new_tokens)  # 0 failed deep in the engine, after the rephrasings were made
     if cfg.repeats < 1:
         raise ConfigError(f"task.repeats (R) must be at least 1, got {cfg.repeats}")
     if cfg.num_rephrasings < 1:
