@@ -164,6 +164,20 @@ def test_an_engine_setting_out_of_range_is_an_error_naming_it_before_a_model_loa
     to_config(composed("engine.max_wave_rows=64", "engine.memory_gb=0.5", "engine.gpu_memory_gb=null"), "out")
 
 
+@pytest.mark.parametrize("device", ["auto", "cpu", "cuda", "cuda:1", "tpu", "gpu", "cuda:x"])
+def test_the_model_device_is_checked_before_anything_loads(device):
+    """A device the engine is not built for (``tpu``) failed inside torch's ``.to`` once the weights had loaded."""
+    from posixlab.errors import ConfigError
+    from posixlab.models.loading import check_spec
+
+    spec = ModelSpec("m", "packaged", "smollm2-135m-instruct", device=device)
+    if device in ("auto", "cpu", "cuda", "cuda:1"):
+        check_spec(spec)
+    else:
+        with pytest.raises(ConfigError, match=f"unknown model.device '{device}'; choose auto"):
+            check_spec(spec)
+
+
 @pytest.mark.parametrize("argv", [
     ["task.num_sets=null", "task.shots=1", "task.psi=false", "task.option_text=true"], ["-m", "task.shots=0,1,2,3"],
     ["+experiment=offline_table2"], ["+experiment=offline_structured_mmlu"],

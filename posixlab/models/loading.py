@@ -6,6 +6,7 @@ hub client would otherwise retry for about a minute before raising).
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -292,6 +293,9 @@ def check_spec(spec: ModelSpec) -> None:
         raise ConfigError(f"model {spec.name}: unknown source {spec.source!r}; choose one of {', '.join(SOURCES)}")
     if spec.dtype not in DTYPES:
         raise ConfigError(f"unknown model.dtype {spec.dtype!r}; choose one of {', '.join(DTYPES)}")
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", str(spec.device)):  # the devices the engine is built and tested on
+        raise ConfigError(f"unknown model.device {spec.device!r}; choose auto (a GPU when one is visible), cpu, cuda "
+                          f"or cuda:N")
 
 
 def model_folder(spec: ModelSpec, cache_dir: str | Path | None = None) -> tuple[str, dict, dict]:
