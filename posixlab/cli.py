@@ -291,7 +291,8 @@ def report_command(args: list[str]) -> int:
         "gate.KEY=VALUE thresholds the gate. A folder without summary.json (a killed run) gives a PARTIAL page. "
         "It opens from disk: no server, no network. Exit status 0: written; 2: an error.")
     parser.add_argument("items", nargs="+", metavar="RUN_DIR | gate.KEY=VALUE",
-                        help="run folders, and thresholds as the gate command takes them")
+                        help="run folders (a sweep's folder: each of its runs), and thresholds as the gate command "
+                             "takes them")
     parser.add_argument("--out", help=f"the page to write (default: RUN_DIR/{REPORT_FILE} for one folder, "
                                       f"./{REPORT_FILE} for several)")
     options = parser.parse_intermixed_args(args)  # --help: exit 0; a usage error: exit 2

@@ -186,6 +186,24 @@ def test_two_runs_are_compared_and_the_gate_is_shown(posix_run, cls_run, tmp_pat
     assert report_command([str(cls_run), "gate.max_posix=0.5"]) == 2  # not this task's metric
 
 
+def test_a_sweep_folder_reports_each_of_its_runs_in_the_sweep_s_order(posix_run, cls_run, tmp_path):
+    """``posixlab report SWEEP_DIR`` is its runs compared, in job order (2 before 10), as if each were named; a
+    folder of no run inside is left out, and a folder of no run at all is refused as before."""
+    import shutil
+
+    sweep = tmp_path / "sweep"
+    shutil.copytree(cls_run, sweep / "10_cls")
+    shutil.copytree(posix_run, sweep / "2_posix")
+    (sweep / ".submitit").mkdir()
+    (sweep / "multirun.yaml").write_text("hydra: {}\n")
+    named = build_report([sweep / "2_posix", sweep / "10_cls"], tmp_path / "named.html").read_text(encoding="utf-8")
+    assert report_command([str(sweep)]) == 0
+    assert (sweep / "report.html").read_text(encoding="utf-8") == named
+    assert "POSIX = " in h1(named) and 'id="r2-units"' in named
+    with pytest.raises(ConfigError, match="is not a run folder"):
+        build_report([tmp_path / "sweep" / ".submitit"], tmp_path / "none.html")
+
+
 def test_any_task_gets_the_generic_page_and_merge_writes_one(tmp_path, rephrasings):
     questions = [["What is 2 + 2?", "What is 2+2?"], ["Name a prime.", "Give a prime."]]
     run(plugin_task.AgreementConfig(model=RULE, questions=questions, output_dir=str(tmp_path / "agree"),

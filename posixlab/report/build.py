@@ -42,6 +42,24 @@ class Run:
 
 
 # --- reading run folders -------------------------------------------------------------------------------------------
+def run_folders(folder: str | Path) -> list[Path]:
+    """A run folder; or a sweep folder's runs (its sub-folders with a summary or a records file), in the sweep's
+    order. Anything else comes back as it is, for ``read_run`` to say what is wrong with it."""
+    folder = Path(folder)
+
+    def is_run(path: Path) -> bool:
+        return (path / SUMMARY_FILE).is_file() or any((path / t.records_file).is_file() for t in TASK_TYPES.values())
+
+    if not folder.is_dir() or is_run(folder):
+        return [folder]
+    def job_number(path: Path) -> int:  # a sweep's cell is <num>_<run name>: 2 before 10
+        head = path.name.split("_")[0]
+        return int(head) if head.isdigit() else 10**9
+
+    cells = [p for p in folder.iterdir() if p.is_dir() and is_run(p)]
+    return sorted(cells, key=lambda p: (job_number(p), p.name)) or [folder]
+
+
 def read_run(folder: str | Path) -> Run:
     """A run folder, checked: a ``ConfigError`` naming what is wrong when it is not a run folder."""
     folder = Path(folder)
@@ -143,13 +161,14 @@ def _planned(task: type[Task], config: dict) -> int | None:
 
 # --- the page --------------------------------------------------------------------------------------------------------
 def build_report(folders, out, gate_rows=None, *, gate=None) -> Path:
-    """Write the report page about ``folders`` (run folders; several: compared) to ``out``; returns its path.
+    """Write the report page about ``folders`` (run folders, or sweep folders: their runs; several: compared) to
+    ``out``; returns its path.
     ``gate_rows``: the checked gate of the (first) run (``posixlab.gate.check_gate``); ``gate``: a ``GateConfig``
     checked against every run here. Bad input is a ``ConfigError`` before anything is written."""
     folders = [folders] if isinstance(folders, (str, Path)) else list(folders)
     if not folders:
         raise ConfigError("give at least one run folder")
-    runs = [read_run(f) for f in folders]
+    runs = [read_run(run) for folder in folders for run in run_folders(folder)]
     gates = _gates(runs, gate_rows, gate)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
