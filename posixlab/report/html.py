@@ -220,7 +220,9 @@ def distributions(named: list[tuple[str, list[float]]], *, label: str = "value")
     low, high = (min(finite), max(finite)) if finite else (0.0, 1.0)
     if high - low < 1e-12:
         low, high = low - 0.5, high + 0.5
-    left, width, row_h = 170, 520, 34
+    shown = [name if len(name) <= 44 else name[:43] + "…" for name, _ in named]  # the whole name on hover
+    left = min(330, 16 + 7 * max(map(len, shown), default=0))  # room for the longest label (11 px: under 7 px a letter)
+    width, row_h = 520, 34
     height = row_h * len(named) + 30
 
     def x(v: float) -> float:
@@ -230,7 +232,8 @@ def distributions(named: list[tuple[str, list[float]]], *, label: str = "value")
              f'role="img" aria-label="{esc(label)} per unit">']
     for n, (name, values) in enumerate(named):
         y = 20 + n * row_h
-        parts.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end">{esc(name[:28])}</text>'
+        parts.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end"><title>{esc(name)}</title>'
+                     f'{esc(shown[n])}</text>'
                      f'<line x1="{left}" x2="{left + width}" y1="{y}" y2="{y}" class="axis"/>')
         kept = sorted(v for v in values if math.isfinite(v))
         for v in kept:

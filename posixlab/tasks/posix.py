@@ -98,6 +98,10 @@ def check_settings(cfg: PosixConfig) -> None:
         raise ConfigError(f"num_sets must be at least 1 (or null for every set), got {cfg.num_sets}")
 
 
+def _sets(n: int) -> str:
+    return f"{n} set" if n == 1 else f"{n} sets"
+
+
 def user_prompt_set(given: UserPromptSet) -> PromptSet:
     """A user's prompt set as the record type every run uses: the first prompt is the original, the rest are
     ``user`` variants; the set's own response length, if it has one, travels in its item's ``meta``."""
@@ -378,11 +382,11 @@ class PosixTask(Task):
         accuracy = accuracy_lines(summary.get("accuracy")) + choice_lines(summary.get("prompt_choice"))
         p = summary["psi"]
         if p is None:  # psi=false: the answers alone
-            return [f"answers only (psi=false): {summary['num_sets']} sets · {about}", *accuracy, *api_lines(summary)]
+            return [f"answers only (psi=false): {_sets(summary['num_sets'])} · {about}", *accuracy, *api_lines(summary)]
         sd = "n/a" if p["sd"] is None else f"{p['sd']:.4f}"
         quality = describe_summary(summary.get("variant_details", {}).get("paraphrase_quality"))
         return [f"POSIX = {p['posix']:.4f} (95% CI {p['ci95'][0]:.4f} to {p['ci95'][1]:.4f}, sd {sd}, median "
-                f"{p['median']:.4f}, {p['num_sets']} sets of N = {summary['num_prompts_per_set'] or 'varies'}) · "
+                f"{p['median']:.4f}, {_sets(p['num_sets'])} of N = {summary['num_prompts_per_set'] or 'varies'}) · "
                 f"{about}", *accuracy, *([quality] if quality else [])]
 
     @classmethod
