@@ -90,6 +90,7 @@ def test_a_failing_job_closes_its_run_with_exit_code_1(tmp_path):
     proc = run_py(["dataset=bbh", "dataset.source=path", f"dataset.path={ROOT / 'tests/fixtures/bbh_fixture.jsonl'}",
                    "variant=spelling", "progress=false", f"hydra.run.dir={out}"])
     assert proc.returncode == 2 and "allows variant types template only" in proc.stderr
+    assert "not variant=spelling: run with variant=template, or set dataset.variants=null" in proc.stderr
     (run_dir,) = offline_run_dirs(out)
     kinds = records_by_kind(run_dir)
     assert kinds["exit"][0].exit.exit_code == 1

@@ -78,8 +78,9 @@ def make_generator(cfg: PosixConfig) -> VariantGenerator:
     allowed = cfg.dataset.variants
     if allowed is not None and cfg.variant not in allowed:
         raise ConfigError(f"dataset {cfg.dataset.name} allows variant types {', '.join(allowed)} only (the others do "
-                          f"not preserve its intent; see conf/dataset/{cfg.dataset.name}.yaml); to run it anyway, set "
-                          f"dataset.variants=null")
+                          f"not preserve its intent; see conf/dataset/{cfg.dataset.name}.yaml), not variant="
+                          f"{cfg.variant}: run with {' or '.join(f'variant={v}' for v in allowed)}, or set "
+                          f"dataset.variants=null to run it anyway")
     options = dict(cfg.variant_options)
     if VARIANT_TYPES.get(cfg.variant) is not None and VARIANT_TYPES[cfg.variant].uses_paraphrases:
         options["source"] = source = make_paraphrase_source(cfg.rephraser, cfg.cache_dir or default_cache_dir(),
