@@ -30,7 +30,8 @@ from tqdm.auto import tqdm
 
 from posixlab.backends import backend_of, capabilities_of, check_capabilities, check_model, engine_for, load, open_cache
 from posixlab.errors import check_flag
-from posixlab.models.loading import check_chat_template, check_hub_model
+from posixlab.models.capabilities import check_chat_template
+from posixlab.models.loading import check_hub_model
 from posixlab.results import SetWriter, read_records
 from posixlab.seeding import check_seed
 from posixlab.shards import config_fingerprint, parse_shard, shard_indices

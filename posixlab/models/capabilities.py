@@ -1,6 +1,9 @@
 """What a model can do. A task says which of these it needs (``posixlab/tasks/``); a backend declares which it has,
 once, where it registers (``posixlab/backends.py``); the run checks the two agree before any work. Code that
-depends on what a model can do asks for a capability, never for a backend's name."""
+depends on what a model can do asks for a capability, never for a backend's name. One thing varies by model, not
+by backend: whether its tokenizer has a chat template (``check_chat_template``)."""
+
+from posixlab.errors import ConfigError
 
 GENERATE = "generate"  # greedy text for a prompt: every model
 SCORE = "score"  # log P(continuation | prompt) on token ids: in-process transformers, vLLM
@@ -15,3 +18,10 @@ SLOT_SCORES = "slot_scores"
 # greedy at temperature 0 gives the same answer to the same prompt, every time (in process, vLLM): the noise floor of
 # such a model measures nothing but the stack
 DETERMINISTIC = "deterministic"
+
+
+def check_chat_template(tokenizer, name: str) -> None:
+    """A ``ConfigError`` unless the tokenizer has a chat template (``chat_template=true`` wraps prompts in it)."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise ConfigError(f"model {name} has no chat template (a base model, say); run with chat_template=false, "
+                          f"or choose an instruction-tuned model")

@@ -27,8 +27,7 @@ from transformers.cache_utils import Cache, DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from posixlab.errors import ConfigError, ContextLengthError, PromptSetError
-from posixlab.models.capabilities import GENERATE, SCORE
-from posixlab.models.loading import check_chat_template
+from posixlab.models.capabilities import GENERATE, SCORE, check_chat_template
 
 
 

@@ -239,13 +239,6 @@ def _pretrained(auto_class, spec: ModelSpec, folder: str, kwargs: dict, **more):
         raise ModelUnavailableError(_download_failed(spec, exc)) from None
 
 
-def check_chat_template(tokenizer, name: str) -> None:
-    """A ``ConfigError`` unless the tokenizer has a chat template (``chat_template=true`` wraps prompts in it)."""
-    if not getattr(tokenizer, "chat_template", None):
-        raise ConfigError(f"model {name} has no chat template (a base model, say); run with chat_template=false, "
-                          f"or choose an instruction-tuned model")
-
-
 def weights_do_not_fit(name: str, dtype: str, weights: int, total: int, free: int) -> str:
     """What to do when a model's weights do not fit on its GPU.
 
