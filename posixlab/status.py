@@ -476,10 +476,10 @@ def sweep_status(sweep: str | Path) -> tuple[list[Cell], str]:
 
 def run_status(folder: str | Path) -> tuple[list[Cell], str]:
     """The folder of one run (``python run.py``, no ``-m``) as a sweep of one cell: done, running or failed, its units
-    so far and what they give (the same files a sweep's cell leaves)."""
+    so far and what they give (the same files a sweep's cell leaves); its kind is ``run``."""
     cell = Cell(0, [], folder=Path(folder))
     _classify(cell, "local", None)
-    return [cell], "local"
+    return [cell], "run"
 
 
 def _is_run_folder(folder: Path) -> bool:
@@ -583,7 +583,8 @@ def _where(path: Path | None) -> str:
 
 def format_status(sweep: Path, cells: list[Cell], kind: str) -> str:
     counts = {s: sum(c.state == s for c in cells) for s in ("done", "running", "failed", "pending")}
-    launcher = {"slurm": "SLURM jobs", "submitit-local": "submitit local jobs", "local": "jobs of this machine"}[kind]
+    launcher = {"slurm": "SLURM jobs", "submitit-local": "submitit local jobs", "local": "jobs of this machine",
+                "run": "one run, not a sweep"}[kind]
     lines = [f"{sweep}: {len(cells)} cell{'s' if len(cells) != 1 else ''} ({launcher}): " +
              ", ".join(f"{n} {s}" for s, n in counts.items())]
     rows = []

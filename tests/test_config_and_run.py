@@ -212,6 +212,7 @@ def test_ctrl_c_says_what_is_kept_and_the_same_command_goes_on(tmp_path, capsys)
     assert status_command([str(first)]) == 3
     table = capsys.readouterr().out
     assert re.search(rf"first +failed +{len(done)}/3 sets +POSIX 0\.\d{{4}}", table) and "interrupted (Ctrl-C)" in table
+    assert "1 cell (one run, not a sweep): 0 done, 0 running, 1 failed" in table
     again = _run_py([*args, f"hydra.run.dir={tmp_path / 'again'}"])
     assert again.returncode == 0, again.stderr[-2000:]
     records = [json.loads(line) for line in (tmp_path / "again" / "sets.jsonl").read_text().splitlines()]
