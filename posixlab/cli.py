@@ -656,7 +656,8 @@ def check_override_keys(argv: list[str]) -> None:
     GlobalHydra.instance().clear()
 
 
-# ``posixlab NAME ...``: the commands besides a run, each taking --help (``posixlab --help`` lists them: conf/config.yaml)
+# ``posixlab NAME ...``: the commands besides a run, each taking --help (``posixlab --help`` lists them too:
+# conf/config.yaml's hydra.help)
 COMMANDS = {"report": report_command, "gate": gate_command, "status": status_command, "merge": merge_command,
             "gguf-path": gguf_path_command}
 

@@ -123,8 +123,9 @@ def _exit_before_end() -> None:
 
 class JobStatusCallback(Callback):
     """Writes ``.posixlab_job.json`` into each cell folder of a sweep (and a single run's folder) when its job starts
-    and ends (the jobs of a SLURM sweep run it on their node): what ``posixlab status`` reads besides the results. A job that fails says so
-    by its cell's name, with its log, in the log and (submitit) to the sweep's command. Never fails a job."""
+    and ends (the jobs of a SLURM sweep run it on their node): what ``posixlab status`` reads besides the results. A
+    sweep's job that fails says so by its cell's name, with its log, in the log and (submitit) to the sweep's command.
+    Never fails a job."""
 
     def on_job_start(self, config, **kwargs) -> None:
         try:
@@ -605,7 +606,7 @@ def format_status(sweep: Path, cells: list[Cell], kind: str) -> str:
 
 def status_command(args: list[str]) -> int:
     """``posixlab status MULTIRUN_DIR [MULTIRUN_DIR ...] [--json]``: the cells of each sweep folder (a folder that
-    holds sweep folders: each of them) as done, running, failed or pending. Exit status: 0 every cell done; 1 some
+    holds sweep folders: each of them; a run's folder: the run) as done, running, failed or pending. Exit status: 0 every cell done; 1 some
     still pending or running; 3 a cell failed; 2 an error."""
     as_json = "--json" in args
     folders = [a for a in args if a != "--json"]
@@ -613,9 +614,8 @@ def status_command(args: list[str]) -> int:
         return usage("usage: posixlab status MULTIRUN_DIR [MULTIRUN_DIR ...] [--json]\n\nLists the cells of a "
                      "sweep (python run.py -m ...; local or SLURM) as done, running, failed or pending, with POSIX (or "
                      "S and C) so far and each job's log, read from the sweep folder while its jobs run (a run's "
-                     "folder, RUN_DIR: the run as one cell).\nExit "
-                     "status: 0 every cell done, 1 cells pending or running, 3 a cell failed, 2 an error.",
-                     asked=bool(folders))
+                     "folder, RUN_DIR: the run as one cell).\nExit status: 0 every cell done, 1 cells pending or "
+                     "running, 3 a cell failed, 2 an error.", asked=bool(folders))
     sweeps = []  # (folder, how its cells are read)
     for folder in map(Path, folders):
         if not folder.is_dir():

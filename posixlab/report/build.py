@@ -50,11 +50,12 @@ def run_folders(folder: str | Path) -> list[Path]:
     def is_run(path: Path) -> bool:
         return (path / SUMMARY_FILE).is_file() or any((path / t.records_file).is_file() for t in TASK_TYPES.values())
 
-    if not folder.is_dir() or is_run(folder):
-        return [folder]
     def job_number(path: Path) -> int:  # a sweep's cell is <num>_<run name>: 2 before 10
         head = path.name.split("_")[0]
         return int(head) if head.isdigit() else 10**9
+
+    if not folder.is_dir() or is_run(folder):
+        return [folder]
 
     cells = [p for p in folder.iterdir() if p.is_dir() and is_run(p)]
     return sorted(cells, key=lambda p: (job_number(p), p.name)) or [folder]
