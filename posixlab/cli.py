@@ -37,7 +37,7 @@ from posixlab.models.allocator import prefer_expandable_segments
 from posixlab.models.loading import ModelSpec
 from posixlab.runner import run
 from posixlab.scoring.options import EngineOptions
-from posixlab.status import status_command
+from posixlab.status import note_error, status_command
 from posixlab.tasks import TASK_TYPES, task_named, task_of_summary
 from posixlab.tracking import Tracker
 
@@ -178,8 +178,10 @@ def main(cfg: DictConfig) -> float | None:
             write_run_report(output_dir, rows)
     except PosixlabError as exc:
         print(f"\nposixlab error: {exc}", file=sys.stderr)
+        note_error(output_dir, f"posixlab error: {exc}")  # for posixlab status
         sys.exit(2)
     except KeyboardInterrupt:  # Ctrl-C: what is kept and how to go on, not a traceback from inside the model
+        note_error(output_dir, "interrupted (Ctrl-C)")
         kept = ("and in the score cache: the same command again computes only the rest" if resolved.get("score_cache")
                 else "(score_cache=false: the same command again computes them again)")
         units = f"{task_type.unit_name}s" if task_type is not None else "units"

@@ -98,9 +98,9 @@ def _exit_before_end() -> None:
         if code == -1:
             continue  # submitit requeued the job (preemption, time limit) and exits: it starts again
         sys.stderr.flush()
-        error = _last_error_line(Path(job["log"])) if job.get("log") else None
-        error = error or ("interrupted (Ctrl-C)" if code == 130 else f"the job exited with status {code}"
-                          if code is not None else "the job's process exited before the job ended")
+        error = job.get("error") or (_last_error_line(Path(job["log"])) if job.get("log") else None)
+        error = error or (f"the job exited with status {code}" if code is not None else
+                          "the job's process exited before the job ended")
         _write_state(job["path"], {**state, "state": "failed", "ended": time.time(), "error": error,
                                    "exit_status": code})
         if not job["say"]:
@@ -177,6 +177,14 @@ class JobStatusCallback(Callback):
             _write_state(job["path"], state)
         except Exception as exc:  # noqa: BLE001
             print(f"posixlab: warning: could not write the job's status file ({exc})", file=sys.stderr)
+
+
+def note_error(output_dir, error: str) -> None:
+    """The error a job of this process is about to exit with (``cli.main``: a posixlab error, an interrupt), which
+    its status file records: the terminal had it, a local job's log does not."""
+    job = _open_jobs.get(str(Path(str(output_dir))))
+    if job is not None:
+        job["error"] = error
 
 
 # --- reading a sweep folder -----------------------------------------------------------------------------------------

@@ -221,6 +221,18 @@ def test_ctrl_c_says_what_is_kept_and_the_same_command_goes_on(tmp_path, capsys)
     assert re.search(r"again +done +3/3 sets +POSIX 0\.\d{4}", capsys.readouterr().out)
 
 
+@pytest.mark.slow
+def test_posixlab_status_says_why_a_run_stopped(tmp_path, capsys):
+    """A run stopped by a posixlab error: its folder's status is failed, with the error the terminal showed (a local
+    run's log does not hold it)."""
+    from posixlab.status import status_command
+
+    proc = _run_py(["num_variants=0", "logger=none", f"hydra.run.dir={tmp_path}"], timeout=120)
+    assert proc.returncode == 2
+    assert status_command([str(tmp_path)]) == 3
+    assert "posixlab error: num_variants must be at least 1" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("override, message", [
     ("model=llama9-1b", "Could not find 'model/llama9-1b'"),
     ("variant=typos", "Could not find 'variant/typos'"),
