@@ -492,7 +492,9 @@ def run_status(folder: str | Path) -> tuple[list[Cell], str]:
 
 
 def _is_run_folder(folder: Path) -> bool:
-    return (folder / ".hydra" / "hydra.yaml").is_file() or (folder / STATE_FILE).is_file()
+    """A run's folder: started by Hydra, or holding results (a merged run, one saved from Python)."""
+    return any((folder / name).is_file() for name in (".hydra/hydra.yaml", STATE_FILE, "summary.json",
+                                                      *record_files()))
 
 
 def _classify(cell: Cell, kind: str, queue: dict[str, str] | None) -> None:
@@ -533,6 +535,8 @@ def _classify(cell: Cell, kind: str, queue: dict[str, str] | None) -> None:
                 from posixlab.tasks import task_of_summary
 
                 cell.units = task_of_summary(summary).num_units(summary) or cell.units
+            if cell.total is None:  # no config.yaml (a run saved from Python): done is all there was
+                cell.total = cell.units
             return
         except (OSError, ValueError, KeyError, TypeError, PosixlabError):
             pass
@@ -637,8 +641,8 @@ def status_command(args: list[str]) -> int:
             inner = sorted(p.parent for p in folder.glob("*/multirun.yaml"))
             if not inner:
                 print(f"posixlab error: {folder} is neither a sweep folder (no multirun.yaml in it or in its folders) "
-                      f"nor a run's (no .hydra/hydra.yaml); give the folder of a sweep (python run.py -m ...: "
-                      f"hydra.sweep.dir) or of a run (hydra.run.dir)", file=sys.stderr)
+                      f"nor a run's (no .hydra/hydra.yaml, summary.json or records); give the folder of a sweep "
+                      f"(python run.py -m ...: hydra.sweep.dir) or of a run (hydra.run.dir)", file=sys.stderr)
                 return 2
             sweeps.extend((p, sweep_status) for p in inner)
     worst, report = 0, []

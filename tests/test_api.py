@@ -99,12 +99,18 @@ def test_evaluate_takes_a_loaded_transformers_model_and_lists(lm):
 
 
 @pytest.mark.slow
-def test_save_writes_a_run_folder_that_loads_back(evaluated, tmp_path):
+def test_save_writes_a_run_folder_that_loads_back(evaluated, tmp_path, capsys):
+    from posixlab.status import status_command
+
     folder = evaluated.save(tmp_path / "saved")
     assert {p.name for p in folder.iterdir()} >= {"sets.jsonl", "summary.json", "summary.md", "config.yaml"}
     again = posixlab.load_result(folder)
     assert again.psi == evaluated.psi and again.responses == evaluated.responses
     assert "POSIX" in (folder / "summary.md").read_text()
+    capsys.readouterr()
+    assert status_command([str(folder)]) == 0  # a run's folder, though no Hydra job wrote it
+    n = len(evaluated.psi)
+    assert f"saved  done     {n}/{n} sets  POSIX {evaluated.posix:.4f}" in capsys.readouterr().out
 
 
 BAD_FILES = {  # file name, content, what the message must say
