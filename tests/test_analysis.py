@@ -1,5 +1,6 @@
 """Tables, figures and the notebook, regenerated from a small saved sweep without loading a model."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -100,10 +101,14 @@ def test_alpaca_runs_grade_nothing_and_older_results_that_did_are_read_without_i
 
 @pytest.mark.slow
 def test_the_command_line_and_its_errors(small_results, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "posixlab.analysis", str(small_results), "--out", str(tmp_path)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    """The figures and tables, each gap or duplicate a one-line warning (no library line beside it), and errors."""
+    shutil.copytree(next(small_results.glob("0_*")), tmp_path / "again" / "a_copy")  # one cell run twice
+    proc = subprocess.run([sys.executable, "-m", "posixlab.analysis", str(small_results), str(tmp_path / "again"),
+                           "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "figure1.png" in proc.stdout and "files in" in proc.stderr
+    assert re.search(r"^warning: .* has results in .*a_copy; keeping the latter$", proc.stderr, re.M)
+    assert "load_rows(" not in proc.stderr and "GridWarning" not in proc.stderr
     proc = subprocess.run([sys.executable, "-m", "posixlab.analysis", str(tmp_path / "nothing")], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "no results at" in proc.stderr

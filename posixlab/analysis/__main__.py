@@ -10,9 +10,20 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 
+from posixlab.analysis.collect import GridWarning
 from posixlab.analysis.regenerate import regenerate
 from posixlab.errors import PosixlabError
+
+
+def _show_grid_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    if not issubclass(category, GridWarning):
+        return _default_show(message, category, filename, lineno, file, line)
+    print(f"warning: {message}", file=file or sys.stderr)
+
+
+_default_show = warnings.showwarning
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,7 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
-        written = regenerate(args.results, args.out)
+        with warnings.catch_warnings():
+            # a gap in the grid is one line for the reader (Python's default adds the library line that warned)
+            warnings.showwarning = _show_grid_warning
+            written = regenerate(args.results, args.out)
     except PosixlabError as exc:
         print(f"posixlab error: {exc}", file=sys.stderr)
         return 2
