@@ -313,6 +313,13 @@ def gate_table(rows: list[GateRow]) -> str:
     return "\n".join(lines)
 
 
+def _lines(path: Path) -> int:
+    try:
+        return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+    except OSError:
+        return 0
+
+
 def read_summaries(folder: str | Path) -> list[tuple[Path, dict]]:
     """The summary of a run folder, or of every job of a sweep folder (its sub-folders holding a ``summary.json``);
     a ``ConfigError`` when there is none or it cannot be read."""
@@ -320,6 +327,15 @@ def read_summaries(folder: str | Path) -> list[tuple[Path, dict]]:
     own = folder / "summary.json"
     files = [own] if own.is_file() else sorted(folder.glob("*/summary.json")) if folder.is_dir() else []
     if not files:
+        from posixlab.tasks import TASK_TYPES
+
+        stopped = [t for t in TASK_TYPES.values() if (folder / t.records_file).is_file()]
+        if stopped:  # records and no summary: a run that stopped (or is still running)
+            n = _lines(folder / stopped[0].records_file)
+            raise ConfigError(f"{folder} holds a run with no summary yet: it stopped (or is still running) after "
+                              f"{n} {stopped[0].unit_name}{'s' if n != 1 else ''}. Run its command again to finish "
+                              f"it (the score cache keeps what was done); posixlab status {folder} says where it "
+                              f"stands")
         raise ConfigError(f"no summary.json in {folder} (give a run's results folder, or a sweep folder holding "
                           f"them; a sharded cell: posixlab merge its shards first)")
     out = []

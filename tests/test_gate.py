@@ -185,6 +185,12 @@ def test_gate_command_errors_exit_2(tmp_path, capsys):
     assert "give at least one threshold" in capsys.readouterr().err
     assert gate_command([str(tmp_path / "nothing"), "gate.max_posix=1"]) == 2
     assert "no summary.json in" in capsys.readouterr().err
+    stopped = tmp_path / "stopped"  # a run killed after two sets: said as such, with what to do
+    stopped.mkdir()
+    (stopped / "sets.jsonl").write_text('{"set_index": 0}\n{"set_index": 1}\n')
+    assert gate_command([str(stopped), "gate.max_posix=1"]) == 2
+    assert "holds a run with no summary yet: it stopped (or is still running) after 2 sets. Run its command " \
+        "again" in capsys.readouterr().err
     assert gate_command([str(posix), "max_posix=1"]) == 2
     assert "write thresholds as gate.KEY=VALUE" in capsys.readouterr().err
     assert gate_command(["--help"]) == 0
