@@ -327,13 +327,13 @@ def read_summaries(folder: str | Path) -> list[tuple[Path, dict]]:
     own = folder / "summary.json"
     files = [own] if own.is_file() else sorted(folder.glob("*/summary.json")) if folder.is_dir() else []
     if not files:
-        from posixlab.tasks import TASK_TYPES
+        from posixlab.tasks import task_of_records
 
-        stopped = [t for t in TASK_TYPES.values() if (folder / t.records_file).is_file()]
-        if stopped:  # records and no summary: a run that stopped (or is still running)
-            n = _lines(folder / stopped[0].records_file)
+        stopped = task_of_records(folder)
+        if stopped is not None:  # records and no summary: a run that stopped (or is still running)
+            n = _lines(folder / stopped.records_file)
             raise ConfigError(f"{folder} holds a run with no summary yet: it stopped (or is still running) after "
-                              f"{n} {stopped[0].unit_name}{'s' if n != 1 else ''}. Run its command again to finish "
+                              f"{n} {stopped.unit_name}{'s' if n != 1 else ''}. Run its command again to finish "
                               f"it (the score cache keeps what was done); posixlab status {folder} says where it "
                               f"stands")
         raise ConfigError(f"no summary.json in {folder} (give a run's results folder, or a sweep folder holding "

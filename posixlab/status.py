@@ -493,8 +493,10 @@ def run_status(folder: str | Path) -> tuple[list[Cell], str]:
 
 def _is_run_folder(folder: Path) -> bool:
     """A run's folder: started by Hydra, or holding results (a merged run, one saved from Python)."""
-    return any((folder / name).is_file() for name in (".hydra/hydra.yaml", STATE_FILE, "summary.json",
-                                                      *record_files()))
+    from posixlab.tasks import task_of_records
+
+    return any((folder / name).is_file() for name in (".hydra/hydra.yaml", STATE_FILE, "summary.json")) or \
+        task_of_records(folder) is not None
 
 
 def _classify(cell: Cell, kind: str, queue: dict[str, str] | None) -> None:

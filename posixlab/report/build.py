@@ -19,7 +19,7 @@ from pathlib import Path
 from posixlab.errors import ConfigError
 from posixlab.report import html as h
 from posixlab.results import SCHEMA_VERSION, SUMMARY_FILE
-from posixlab.tasks import TASK_TYPES, task_named, task_of_summary
+from posixlab.tasks import TASK_TYPES, task_named, task_of_records, task_of_summary
 from posixlab.tasks.base import Task
 
 REPORT_FILE = "report.html"
@@ -48,7 +48,7 @@ def run_folders(folder: str | Path) -> list[Path]:
     folder = Path(folder)
 
     def is_run(path: Path) -> bool:
-        return (path / SUMMARY_FILE).is_file() or any((path / t.records_file).is_file() for t in TASK_TYPES.values())
+        return (path / SUMMARY_FILE).is_file() or task_of_records(path) is not None
 
     def job_number(path: Path) -> int:  # a sweep's cell is <num>_<run name>: 2 before 10
         head = path.name.split("_")[0]

@@ -33,6 +33,13 @@ def task_of_summary(summary: dict) -> type[Task]:
     return task_named(summary.get("task", "posix"))
 
 
+def task_of_records(folder) -> type[Task] | None:
+    """The task whose records file (one line a finished unit) the folder holds, or None."""
+    from pathlib import Path
+
+    return next((t for t in TASK_TYPES.values() if (Path(folder) / t.records_file).is_file()), None)
+
+
 def make_task(cfg, given=None) -> Task:
     """The task that runs ``cfg`` (a task's config dataclass); ``given``: the user's own POSIX prompt sets."""
     for task_type in TASK_TYPES.values():
