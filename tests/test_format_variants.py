@@ -15,8 +15,11 @@ from posixlab.data import DatasetSpec, load_items
 from posixlab.data.exemplars import exemplar_pool
 from posixlab.errors import ConfigError
 from posixlab.prompts import MCQ_HEADER, PromptItem, render
-from posixlab.rephrase import RephraserConfig, make_paraphrase_source
+from posixlab.rephrase import ParaphraseFile, RephraserConfig, make_paraphrase_source
+from posixlab.rephrase.quality import QualityRules
+from posixlab.rephrase.source import ParaphraseSource
 from posixlab.variants import VARIANT_TYPES, FormatVariants, MixtureVariants, get_variant_generator
+from posixlab.variants.paraphrase import ParaphraseVariants
 from posixlab.variants.format import CASINGS, ENUMERATORS, MARK_STYLES, SEPARATORS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -269,3 +272,34 @@ def test_mixture_can_include_format_variants(tmp_path):
         MixtureVariants(kinds=["template", "typo"])
     with pytest.raises(ConfigError, match="distinct kinds"):
         MixtureVariants(kinds=["template", "template"])
+
+
+class IndexScorer:
+    """Measures a synthetic paraphrase "... (rephrased i)" as similarity 0.5 + i/100, so a summary shows which of a
+    question's paraphrases it counted (the real measures: test_paraphrase_quality.py)."""
+    identity = "index-scorer"
+
+    def score(self, original, paraphrases):
+        return [{"similarity": 0.5 + int(p.rsplit(" ", 1)[1].rstrip(")")) / 100, "length_ratio": 1.0,
+                 "numbers_missing": [], "numbers_added": [], "entities_missing": [], "borrowed": []}
+                for p in paraphrases]
+
+
+def test_a_mixture_reports_the_quality_of_the_paraphrases_it_drew_not_of_all_20(tmp_path):
+    items = [ITEMS[0], ITEMS[100]]
+    path = paraphrase_source(tmp_path, items).store.path
+    source = ParaphraseSource(ParaphraseFile(path, user_supplied=True), scorer=IndexScorer(), rules=QualityRules(min_similarity=0))
+    mixture = MixtureVariants(source)
+    mixture.prepare(items, 5, progress=False)  # N = 6: 2 of each kind
+    sets = [mixture.build_set(item, 5, 0) for item in items]
+    drawn = [p.index for s in sets for p in s.prompts if p.kind == "paraphrase"]
+    quality = mixture.describe()["paraphrase_quality"]
+    assert len(drawn) == 4 and quality["paraphrases"] == 4  # was 40: every prepared paraphrase
+    assert quality["similarity_min"] == 0.5 + min(drawn) / 100
+    # a paraphrase run takes all it prepared
+    plain = ParaphraseVariants(source)
+    plain.prepare(items, 3, progress=False)
+    for item in items:
+        plain.build_set(item, 3, 0)
+    assert plain.describe()["paraphrase_quality"]["paraphrases"] == 6
+    assert plain.describe()["paraphrase_quality"]["similarity_q05_q50_q95"][1] == 0.51

@@ -223,11 +223,15 @@ class ParaphraseSource:
                 record["dropped"] = previous["dropped"]
         return self.store.put(record)
 
-    def quality_summary(self, records: list[tuple[int, dict]]) -> dict:
-        """The distribution of the measures of the paraphrases a run uses: ``(n used, record)`` pairs."""
+    def quality_summary(self, records: list[tuple[int | list[int], dict]]) -> dict:
+        """The distribution of the measures of the paraphrases a run uses: ``(used, record)`` pairs, ``used`` the
+        number of paraphrases taken from the record's first, or the indices of those taken (a mixture draws a few of
+        a question's 20)."""
         if self.scorer is None:
             return {"checked": False}
-        scores = [s for n, record in records for s in (record.get("quality") or {}).get("scores", [])[:n]]
+        scores = [s for used, record in records
+                  for scores in [(record.get("quality") or {}).get("scores", [])]
+                  for s in (scores[:used] if isinstance(used, int) else [scores[i] for i in used if i < len(scores)])]
         return {"checked": True, "rules": asdict(self.rules), **summarize(scores)}
 
     def describe(self) -> dict:

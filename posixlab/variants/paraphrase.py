@@ -29,6 +29,7 @@ class ParaphraseVariants(VariantGenerator):
                               "file)")
         self.source = source
         self._ready: dict[str, tuple[list[str], dict]] = {}
+        self._used: dict[str, set[int]] = {}  # the paraphrases the sets took (a mixture takes a few of 20)
 
     def prepare(self, items: list[PromptItem], num_variants: int, progress: bool = True) -> None:
         """Fetch (or write) every question's paraphrases. A question the rephraser cannot paraphrase does not stop
@@ -65,12 +66,13 @@ class ParaphraseVariants(VariantGenerator):
         paraphrases, record = self._ready[item.question]
         if index >= len(paraphrases):
             raise ConfigError(f"{len(paraphrases)} paraphrases were prepared, variant {index} was asked for")
+        self._used.setdefault(item.question, set()).add(index)
         return Edit(question=paraphrases[index], record={
             "paraphrase_index": index, "rephraser": record.get("rephraser_name", "user-supplied"),
             "paraphrase_key": record.get("key")})
 
     def describe(self) -> dict:
-        used = [(len(paraphrases), record) for paraphrases, record in self._ready.values()]
+        used = [(sorted(self._used[text]), record) for text, (_, record) in self._ready.items() if text in self._used]
         return {**self.source.describe(), "paraphrase_quality": self.source.quality_summary(used)}
 
 
