@@ -275,6 +275,17 @@ def test_exemplars_never_include_the_question_and_follow_the_template():
     assert not any(s.question in perturbed.text for s in shots) and len(perturbed.record["exemplar_edits"]) == 2
 
 
+def test_perturb_shots_without_shots_runs_with_a_note(capsys):
+    from posixlab.tasks.posix import PosixConfig, build_prompt_sets
+
+    for shots in (0, 1):
+        cfg = PosixConfig(model=None, dataset=DatasetSpec("mmlu"), num_sets=1, num_variants=1, shots=shots,
+                          perturb_shots=True)
+        (prompt_set,), _ = build_prompt_sets(cfg, progress=False)
+        note = capsys.readouterr().err.count("task.perturb_shots=true changes nothing with task.shots=0")
+        assert note == (1 if shots == 0 else 0) and len(prompt_set.shots) == shots
+
+
 def test_ordered_pool_takes_the_first_k_like_a_dev_split():
     dev = [PromptItem(f"dev{i}", f"Q{i}?", ("a", "b", "c", "d"), subject="s", answer="A") for i in range(5)]
     assert [s.item_id for s in ExemplarPool(dev, "dev", ordered=True).select(ITEM.__class__("t", "T?", subject="s"), 3, 9)] \

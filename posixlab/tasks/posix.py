@@ -10,6 +10,7 @@ happen before the first forward pass.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -141,6 +142,9 @@ def build_prompt_sets(cfg: PosixConfig, progress: bool = True,
     if cfg.variant == USER_VARIANT:
         raise ConfigError(f"variant={USER_VARIANT} means your own prompt sets: use it with dataset=prompt_sets "
                           f"dataset.path=FILE")
+    if cfg.perturb_shots and not cfg.shots:  # a note, not an error: a sweep over shots=0,1,3 keeps its 0-shot cell
+        print("posixlab: task.perturb_shots=true changes nothing with task.shots=0 (there are no exemplars to edit)",
+              file=sys.stderr)
     generator = make_generator(cfg)
     all_items = load_items(cfg.dataset)
     items = select_items(all_items, cfg.num_sets, cfg.seed, cfg.dataset.exclude_items)
