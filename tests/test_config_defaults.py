@@ -250,3 +250,5 @@ def test_help_lists_every_command_and_each_answers_its_own_help(capsys):
         assert status in (0, None) and shown.out.startswith(f"usage: posixlab {name}") and not shown.err
         status, shown = status_of(command, []), capsys.readouterr()
         assert status == 2 and shown.err.startswith(f"usage: posixlab {name}") and not shown.out
+    status, shown = status_of(COMMANDS["gguf-path"], ["llama2-7b"]), capsys.readouterr()
+    assert status == 2 and shown.err.startswith("posixlab error: 'llama2-7b' is not a packaged model") and not shown.out
