@@ -71,6 +71,12 @@ class Backend:
     # (spec, cache_dir) -> the model's tokenizer, without its weights: what depends on it (a chat template) is checked
     # before inputs are built, weights load or a server starts; None: the backend tokenises elsewhere (a chat API)
     tokenizer: Callable | None = None
+    # (spec, cache_dir) -> the model a dry run plans with, opened without sending anything or asking for credentials
+    # (a chat API: no key, no model list); None: the backend's ``open``
+    open_for_plan: Callable | None = None
+    # (spec) -> None: what a run that sends requests needs besides its settings (a hosted API's key), checked before
+    # any work; a dry run sends nothing and skips it
+    credentials: Callable | None = None
 
 
 BACKENDS: dict[str, Backend] = {}

@@ -128,11 +128,13 @@ class OpenAIClient:
     reads ``$OPENAI_BASE_URL`` first). The key stays inside: not in the repr, the messages or ``base_url``."""
 
     def __init__(self, base_url: str | None, *, role: Role, api_key_env: str, timeout: float, max_attempts: int,
-                 hosted_url: str | None = OPENAI_URL):
+                 hosted_url: str | None = OPENAI_URL, offline: bool = False):
         self.role = role
         self.api_key_env = api_key_env
         self.max_attempts = max_attempts
-        self._openai = openai.OpenAI(base_url=base_url or hosted_url, api_key=api_key(api_key_env, base_url, role),
+        # offline: a client that sends nothing (a dry run plans with it), so it needs no key
+        key = (os.environ.get(api_key_env) or LOCAL_PLACEHOLDER_KEY) if offline else api_key(api_key_env, base_url, role)
+        self._openai = openai.OpenAI(base_url=base_url or hosted_url, api_key=key,
                                      max_retries=max_attempts - 1, timeout=timeout)
         self.base_url = str(self._openai.base_url).rstrip("/")
 

@@ -47,7 +47,9 @@ def check(task: Task, lm=None) -> None:
         check_flag(flag, getattr(task.cfg, flag, False))
     task.check()
     if lm is None:
-        check_model(task.cfg.model)
+        backend = check_model(task.cfg.model)
+        if backend.credentials is not None and not getattr(task.cfg, "dry_run", False):
+            backend.credentials(task.cfg.model)
     check_capabilities(task.needs(), task.cfg.model, lm)
     if lm is None and task.cfg.model.source == "hub":  # last: the one check that may ask the network
         check_hub_model(task.cfg.model)  # gated without a token, a wrong id, a hub down: said before any work
@@ -79,15 +81,17 @@ def run(config_or_task, lm=None, progress: bool = True, given=None) -> dict:
     cfg = task.cfg
     check(task, lm)
     check_tokenizer(task, lm)
+    dry = getattr(cfg, "dry_run", False)
+    opener = (backend_of(cfg.model).open_for_plan if dry else None) or load
     with ExitStack() as owned:
         if lm is None and backend_of(cfg.model).remote:
-            lm = owned.enter_context(closing(load(cfg.model, cfg.cache_dir)))
+            lm = owned.enter_context(closing(opener(cfg.model, cfg.cache_dir)))
         units = task.build_units(progress)
         cell_size = len(units)
         positions = shard_indices(cell_size, cfg.shard)  # every unit, or one shard's slice
         units = [units[i] for i in positions]
         if lm is None:
-            lm = owned.enter_context(closing(load(cfg.model, cfg.cache_dir)))
+            lm = owned.enter_context(closing(opener(cfg.model, cfg.cache_dir)))
         out = Path(cfg.output_dir)
         out.mkdir(parents=True, exist_ok=True)
         task.prepare(lm, units, out)
@@ -96,7 +100,7 @@ def run(config_or_task, lm=None, progress: bool = True, given=None) -> dict:
         # restarted after a kill, recomputes and resends nothing it finished)
         cache = owned.enter_context(closing(opened)) if cfg.score_cache and (
             opened := open_cache(lm, cfg.score_cache_dir, cfg.cache_dir)) is not None else None
-        if getattr(cfg, "dry_run", False):
+        if dry:
             return dry_run(task, lm, units, requests, cache)
         tokens_before = lm.forward_tokens
         engines = _work(task, lm, units, positions, requests, cache, out, progress, lines)

@@ -262,6 +262,24 @@ def test_dry_run_counts_what_would_be_sent_and_sends_nothing(tmp_path, rephrasin
         assert plan["to_send"] == 4 and plan["cached"] == 8 and server.requests == 8
 
 
+def test_a_dry_run_needs_no_key_and_no_live_endpoint(tmp_path, rephrasings, monkeypatch):
+    """A dry run sends nothing, not even the model list, so neither OpenAI's key nor a live server is needed (the
+    cache is keyed by base URL and request): the run's own endpoint as rephraser, too. A real run still asks for the
+    key before any work."""
+    monkeypatch.delenv("POSIXLAB_TEST_KEY", raising=False)
+    hosted = chat_config(None, tmp_path, rephrasings)
+    assert run(replace(hosted, dry_run=True), progress=False)["dry_run"]["to_send"] == 12
+    auto = replace(hosted, dry_run=True, rephraser=RephraserConfig(backend="auto", validate=False))
+    assert run(auto, progress=False)["dry_run"]["to_send"] == 12  # its paraphrases placeholders, none asked for
+    with pytest.raises(ConfigError, match=r"needs an API key in \$POSIXLAB_TEST_KEY"):
+        run(hosted, progress=False)
+    with ChatServer(constant("A")) as server:
+        cfg = chat_config(server.base_url, tmp_path, rephrasings)
+        run(replace(cfg, num_rephrasings=2), progress=False)
+    plan = run(replace(cfg, dry_run=True), progress=False)["dry_run"]  # the server is gone now
+    assert plan["to_send"] == 4 and plan["cached"] == 8 and server.requests == 8
+
+
 def test_max_requests_stops_cleanly_keeping_every_answer(tmp_path, rephrasings):
     with ChatServer(constant("A")) as server:
         capped = run(chat_config(server.base_url, tmp_path, rephrasings, max_requests=7), progress=False)

@@ -441,6 +441,10 @@ def test_rewording_replaces_a_description_by_the_rephraser_s_checked_paraphrase(
             run(replace(cfg, output_dir=str(tmp_path / "thin"), rephraser=replace(rephraser, path=str(thin))),
                 progress=False)
         assert len(server.bodies) == len(bodies)  # stopped before any request
+        # a dry run asks the rephraser for nothing (here the run's own endpoint, rephraser=auto) and sends nothing
+        plan = run(replace(cfg, output_dir=str(tmp_path / "dry"), dry_run=True,
+                           rephraser=RephraserConfig(backend="auto", validate=False)), progress=False)["dry_run"]
+        assert plan["to_send"] > 0 and len(server.bodies) == len(bodies)
     saved = json.loads((tmp_path / "run" / "rephrasings.json").read_text())
     reworded = [v for v in saved["schemas"] if v["dimension"] == "rewording"]
     assert len(reworded) == 2 and saved["rephraser"]["variants"] == "schema"

@@ -26,6 +26,18 @@ def open_model(spec, cache_dir=None, **options):
     return open_chat(spec, cache_dir, **options)
 
 
+def open_for_plan(spec, cache_dir=None):
+    from posixlab.chat.model import open_chat
+
+    return open_chat(spec, cache_dir, offline=True)
+
+
+def credentials(spec) -> None:
+    from posixlab.chat.model import check_key
+
+    check_key(spec)
+
+
 def generate(lm, messages: list[dict], generation) -> list[str]:
     return lm.generate(messages, generation)
 
@@ -71,4 +83,4 @@ def plan(lm, requests: list, options, cache) -> dict:
 
 register(Backend("chat", frozenset({GENERATE, STRUCTURED, TOOLS}), open_model, engine, kind="api", remote=True,
                  check=check, cache=response_cache, repeats_in_cache_key=True, report=report, plan=plan,
-                 generate=generate))
+                 generate=generate, open_for_plan=open_for_plan, credentials=credentials))

@@ -61,11 +61,11 @@ class ChatClient:
     rephraser's endpoint, ``posixlab/rephrase/openai_backend.py``); ``hosted_url``: where ``base_url=None`` goes."""
 
     def __init__(self, base_url: str | None, *, api_key_env: str, timeout: float, max_attempts: int,
-                 role: Role = CHAT, hosted_url: str | None = OPENAI_URL):
+                 role: Role = CHAT, hosted_url: str | None = OPENAI_URL, offline: bool = False):
         self.api_key_env = api_key_env
         self.max_attempts = max_attempts
         self._api = OpenAIClient(base_url, role=role, api_key_env=api_key_env, timeout=timeout,
-                                 max_attempts=max_attempts, hosted_url=hosted_url)
+                                 max_attempts=max_attempts, hosted_url=hosted_url, offline=offline)
         self.base_url = self._api.base_url  # part of every response cache key: keep it as it has always been
 
     def __repr__(self) -> str:

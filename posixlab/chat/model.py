@@ -98,22 +98,31 @@ def check_chat(spec: ModelSpec) -> None:
             raise ConfigError(f"model.server.{key} must be 0 or more, got {getattr(s, key)}")
     if s.base_url is not None and not str(s.base_url).startswith(("http://", "https://")):
         raise ConfigError(f"model.server.base_url must be an http(s) URL ending in /v1, got {s.base_url!r}")
-    api_key(s.api_key_env, s.base_url)  # OpenAI itself without a key: a config error now, not a 401 later
+
+
+def check_key(spec: ModelSpec) -> None:
+    """OpenAI itself without a key: a config error before any work, not a 401 later (a dry run needs none)."""
+    api_key(spec.server.api_key_env, spec.server.base_url)
 
 
 def open_chat(spec: ModelSpec, cache_dir=None, *, role: Role | None = None,
-              hosted_url: str | None = OPENAI_URL) -> ChatModel:
+              hosted_url: str | None = OPENAI_URL, offline: bool = False) -> ChatModel:
     """The model of a run (checked, and the endpoint asked for its models before any work), or, with a ``role``, the
     model of a caller of its own (the rephraser): its settings checked by the caller, its failures the role's errors,
-    nothing sent before its first request (a rerun whose paraphrases are all on file never reaches the endpoint)."""
+    nothing sent before its first request (a rerun whose paraphrases are all on file never reaches the endpoint).
+    ``offline``: the model a dry run plans with: checked, but no key asked for and nothing sent, not even the model
+    list (the plan's cache keys hold the base URL and the request bodies, which need no endpoint)."""
     if role is not None:
         client = ChatClient(spec.server.base_url, api_key_env=spec.server.api_key_env, role=role,
                             timeout=spec.server.request_timeout, max_attempts=spec.server.max_attempts,
-                            hosted_url=hosted_url)
+                            hosted_url=hosted_url, offline=offline)
         return ChatModel(spec, client, None)
     check_chat(spec)
     client = ChatClient(spec.server.base_url, api_key_env=spec.server.api_key_env,
-                        timeout=spec.server.request_timeout, max_attempts=spec.server.max_attempts)
+                        timeout=spec.server.request_timeout, max_attempts=spec.server.max_attempts, offline=offline)
+    if offline:
+        print(f"posixlab: dry run: nothing is sent to the chat API at {client.base_url}", file=sys.stderr)
+        return ChatModel(spec, client, None)
     listed = client.models()  # the endpoint answers and accepts the key, or the run stops here
     model = spec.server.served_name or spec.name
     if listed is not None and model not in listed:

@@ -112,7 +112,9 @@ def resolve_rephraser(cfg: RephraserConfig, model=None, instruction: str = "defa
     return cfg
 
 
-def make_rephraser(cfg: RephraserConfig, cache_dir: str | None = None) -> Rephraser | None:
+def make_rephraser(cfg: RephraserConfig, cache_dir: str | None = None, offline: bool = False) -> Rephraser | None:
+    """The rephraser ``cfg`` names (None for a user's file). ``offline``: one that will not be asked (a dry run), so
+    an API's key is not required."""
     cfg = resolve_rephraser(cfg)
     if cfg.backend == "hf":
         from posixlab.models.loading import ModelSpec
@@ -126,7 +128,7 @@ def make_rephraser(cfg: RephraserConfig, cache_dir: str | None = None) -> Rephra
 
         return OpenAIRephraser(model=cfg.model, base_url=cfg.base_url, api_key_env=cfg.api_key_env,
                                temperature=cfg.temperature, top_p=cfg.top_p, timeout=cfg.timeout,
-                               max_attempts=cfg.max_attempts)
+                               max_attempts=cfg.max_attempts, offline=offline)
     if cfg.backend == "file":
         return None
     raise ConfigError(f"unknown rephraser.backend {cfg.backend!r}; choose one of {', '.join(BACKENDS)}")

@@ -36,7 +36,7 @@ class OpenAIRephraser(Rephraser):
 
     def __init__(self, model: str, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
                  temperature: float = 0.8, top_p: float = 0.95, timeout: float = 60, max_attempts: int = 6,
-                 name: str | None = None):
+                 name: str | None = None, offline: bool = False):
         if max_attempts < 1:
             raise RephraserError(f"rephraser.max_attempts must be at least 1, got {max_attempts}")
         self.model = model
@@ -44,9 +44,10 @@ class OpenAIRephraser(Rephraser):
         self.api_key_env = api_key_env
         self.max_attempts = max_attempts
         spec = chat_model(model, base_url, api_key_env=api_key_env, request_timeout=timeout, max_attempts=max_attempts)
-        # opened now, sending nothing: a missing key is a RephraserError before any paraphrase is asked for.
-        # hosted_url=None: without a base_url the openai client's own default, $OPENAI_BASE_URL or OpenAI itself
-        lm = open_to_generate(spec, role=REPHRASER, hosted_url=None)
+        # opened now, sending nothing: a missing key is a RephraserError before any paraphrase is asked for (unless
+        # offline: a dry run's, never asked). hosted_url=None: without a base_url the openai client's own default,
+        # $OPENAI_BASE_URL or OpenAI itself
+        lm = open_to_generate(spec, role=REPHRASER, hosted_url=None, offline=offline)
         super().__init__(name or f"openai:{model}",
                          {"backend": "openai", "model": model, "base_url": base_url, "temperature": temperature,
                           "top_p": top_p}, lm=lm, temperature=temperature, top_p=top_p)

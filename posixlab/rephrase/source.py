@@ -248,9 +248,10 @@ class ParaphraseSource:
 
 
 def make_paraphrase_source(cfg: RephraserConfig, cache_dir: str | Path, model=None,
-                           instruction: str = "default") -> ParaphraseSource:
+                           instruction: str = "default", dry_run: bool = False) -> ParaphraseSource:
     """The ``ParaphraseSource`` a paraphrase or mixture run reads from (and writes to): ``cfg`` resolved for a run of
-    ``model`` (``resolve_rephraser``: ``backend=auto``, the packaged ``instruction`` when none is given)."""
+    ``model`` (``resolve_rephraser``: ``backend=auto``, the packaged ``instruction`` when none is given). ``dry_run``:
+    a source that writes and sends nothing (a missing paraphrase is a placeholder; the rephraser needs no key)."""
     cfg = resolve_rephraser(cfg, model, instruction)
     instruction = Instruction.from_dict(cfg.instruction) if cfg.backend != "file" else None
     rules = QualityRules(min_similarity=cfg.min_similarity, min_length_ratio=cfg.min_length_ratio,
@@ -267,10 +268,13 @@ def make_paraphrase_source(cfg: RephraserConfig, cache_dir: str | Path, model=No
     if cfg.backend == "file":
         if not cfg.path:
             raise ConfigError("rephraser=file needs rephraser.path=<your paraphrase JSONL file>")
-        return ParaphraseSource(ParaphraseFile(cfg.path, user_supplied=True), **checks)
-    rephraser = make_rephraser(cfg, str(cache_dir))
-    store = ParaphraseFile(cfg.path or default_paraphrase_path(cfg, cache_dir))
-    return ParaphraseSource(store, rephraser, instruction, shipped=shipped_files() if cfg.shipped else (),
-                            seed=cfg.seed, per_request=cfg.per_request,
-                            samples=cfg.samples, max_requests=cfg.max_requests,
-                            length_ratio=(cfg.min_length_ratio, cfg.max_length_ratio), **checks)
+        source = ParaphraseSource(ParaphraseFile(cfg.path, user_supplied=True), **checks)
+    else:
+        rephraser = make_rephraser(cfg, str(cache_dir), offline=dry_run)
+        store = ParaphraseFile(cfg.path or default_paraphrase_path(cfg, cache_dir))
+        source = ParaphraseSource(store, rephraser, instruction, shipped=shipped_files() if cfg.shipped else (),
+                                  seed=cfg.seed, per_request=cfg.per_request,
+                                  samples=cfg.samples, max_requests=cfg.max_requests,
+                                  length_ratio=(cfg.min_length_ratio, cfg.max_length_ratio), **checks)
+    source.dry_run = dry_run
+    return source

@@ -84,9 +84,9 @@ def make_generator(cfg: PosixConfig) -> VariantGenerator:
                           f"dataset.variants=null to run it anyway")
     options = dict(cfg.variant_options)
     if VARIANT_TYPES.get(cfg.variant) is not None and VARIANT_TYPES[cfg.variant].uses_paraphrases:
-        options["source"] = source = make_paraphrase_source(cfg.rephraser, cfg.cache_dir or default_cache_dir(),
-                                                            cfg.model)
-        source.dry_run = cfg.dry_run  # a dry run writes no paraphrase: it says what the rephraser would write
+        # a dry run writes no paraphrase: it says what the rephraser would write
+        options["source"] = make_paraphrase_source(cfg.rephraser, cfg.cache_dir or default_cache_dir(), cfg.model,
+                                                   dry_run=cfg.dry_run)
     return get_variant_generator(cfg.variant, **options)
 
 

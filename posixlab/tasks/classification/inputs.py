@@ -95,8 +95,9 @@ def rephrase(cfg: ClassificationConfig, original: str, progress: bool = True) ->
         print("posixlab: Q = 1 (task.num_rephrasings=1): one prompt per sample, so S is 0 by construction; set "
               "task.num_rephrasings=2 or more to measure sensitivity", file=sys.stderr)
         return [original], {"rephraser": None}
-    source = make_paraphrase_source(cfg.rephraser, cfg.cache_dir or default_cache_dir(), cfg.model, "task_sentence")
-    source.dry_run, source.progress = cfg.dry_run, progress
+    source = make_paraphrase_source(cfg.rephraser, cfg.cache_dir or default_cache_dir(), cfg.model, "task_sentence",
+                                    dry_run=cfg.dry_run)
+    source.progress = progress
     plan = source.plan([original], cfg.num_rephrasings - 1)
     print(source.announce(plan, "task sentence"), file=sys.stderr)
     rephrasings, record = source.paraphrases(original, cfg.num_rephrasings - 1)
@@ -137,7 +138,7 @@ def _rewordings(cfg: ClassificationConfig, base, dims: tuple[str, ...]) -> tuple
     needed = math.ceil((cfg.num_rephrasings - 1) / len(dims))  # rewording variants at most
     per_class = max(1, math.ceil(needed / len(described)))
     source = make_paraphrase_source(cfg.rephraser, cfg.cache_dir or default_cache_dir(), cfg.model,
-                                    "class_description")
+                                    "class_description", dry_run=cfg.dry_run)
     found, records = {}, []
     for c in described:
         found[c], record = source.paraphrases(base.descriptions[c], per_class)
