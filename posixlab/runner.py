@@ -28,7 +28,8 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from posixlab.backends import backend_of, capabilities_of, check_capabilities, check_model, engine_for, load, open_cache
+from posixlab.backends import (backend_of, capabilities_of, check_capabilities, check_model, engine_for, load, open_cache,
+                               open_for_plan)
 from posixlab.errors import check_flag
 from posixlab.models.capabilities import check_chat_template
 from posixlab.models.loading import check_hub_model
@@ -82,7 +83,7 @@ def run(config_or_task, lm=None, progress: bool = True, given=None) -> dict:
     check(task, lm)
     check_tokenizer(task, lm)
     dry = getattr(cfg, "dry_run", False)
-    opener = (backend_of(cfg.model).open_for_plan if dry else None) or load
+    opener = open_for_plan if dry else load  # a dry run: the tokenizer, or a chat API that is asked nothing
     with ExitStack() as owned:
         if lm is None and backend_of(cfg.model).remote:
             lm = owned.enter_context(closing(opener(cfg.model, cfg.cache_dir)))
@@ -98,7 +99,9 @@ def run(config_or_task, lm=None, progress: bool = True, given=None) -> dict:
         requests = [task.requests(unit, lm) for unit in units]  # encoded and checked before any forward pass
         # the backend's answer cache: scores by token ids, or a chat API's answers by request (a rerun, or a run
         # restarted after a kill, recomputes and resends nothing it finished)
-        cache = owned.enter_context(closing(opened)) if cfg.score_cache and (
+        # (a dry run opens it only for a plan that counts its hits: it writes nothing, a new cache file included)
+        counted = not dry or backend_of(lm).plan is not None
+        cache = owned.enter_context(closing(opened)) if cfg.score_cache and counted and (
             opened := open_cache(lm, cfg.score_cache_dir, cfg.cache_dir)) is not None else None
         if dry:
             return dry_run(task, lm, units, requests, cache)

@@ -129,3 +129,27 @@ def test_the_score_cache_is_closed_when_a_run_fails(lm, tmp_path, monkeypatch):
         run(_FailingTask(cfg), lm=lm, progress=False)
     assert len(closed) == 1 and closed[0].parent == tmp_path / "scores"
     assert len((tmp_path / "out" / "sets.jsonl").read_text().splitlines()) == 1, "the finished set is kept"
+
+
+@pytest.mark.slow  # the packaged SmolLM2's tokenizer
+def test_a_dry_run_loads_no_weights_starts_no_server_and_writes_no_cache(tmp_path, monkeypatch):
+    """dry_run=true plans with the tokenizer alone: the in-process model's weights never load, a vLLM server is
+    neither started nor asked, and no score cache file is made; the plan counts every prompt."""
+    import posixlab.models.loading
+    import posixlab.serving.model
+    from posixlab.models.loading import ServerSettings
+    from posixlab.runner import run
+
+    def never(*_, **__):
+        raise AssertionError("a dry run needs no weights and no server")
+
+    monkeypatch.setattr(posixlab.models.loading, "load_model", never)
+    monkeypatch.setattr(posixlab.serving.model, "connect", never)
+    launched = ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct", backend="vllm",
+                         server=ServerSettings(launch=True))
+    for spec in (SMOL, launched):
+        cfg = PosixConfig(model=spec, dataset=DatasetSpec("mmlu"), num_sets=3, num_variants=4, dry_run=True,
+                          output_dir=str(tmp_path / spec.backend), score_cache_dir=str(tmp_path / "scores"))
+        plan = run(cfg, progress=False)["dry_run"]
+        assert plan == {"task": "posix", "model": "smollm2-135m-instruct", "units": 3, "requests": 3, "prompts": 15}
+    assert not (tmp_path / "scores").exists()
