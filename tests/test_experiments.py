@@ -160,3 +160,17 @@ def test_the_benchmark_refuses_a_folder_for_its_report_before_measuring(tmp_path
         benchmark_scoring.main(["--no-vllm", "--out", str(tmp_path)])
     assert exit_.value.code == 2
     assert f"--out {tmp_path / 'benchmark.json'}" in capsys.readouterr().err
+
+
+def test_write_paraphrases_answers_help_and_refuses_what_it_cannot_write(capsys):
+    """Its usage for --help; a typo, a classification run and a variant without paraphrases: one line each, status 2,
+    before anything is built (was a Hydra traceback, or "paraphrases in None")."""
+    from experiments import write_paraphrases
+
+    assert write_paraphrases.main(["--help"]) == 0 and "python -m experiments.write_paraphrases" in capsys.readouterr().out
+    for overrides, said in ((["task.num_set=3"], "did you mean task.num_sets?"),
+                            (["task=classification"], "a task=classification run writes its own rephrasings"),
+                            (["variant=spelling"], "variant=spelling uses no paraphrases")):
+        assert write_paraphrases.main(overrides) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("posixlab error: ") and said in err and "Traceback" not in err
