@@ -24,12 +24,12 @@ from collections import Counter
 from pathlib import Path
 
 from posixlab.rephrase.quality import summarize
-from posixlab.rephrase.store import ParaphraseFile
+from experiments import paraphrase_file, run_main
 
 
 def latest_records(path: str) -> dict[str, dict]:
     """The last record of each original in a paraphrase file (a top-up or a re-check appends a newer one)."""
-    return {original: record for original, record in ParaphraseFile(path).by_original.items()}
+    return {original: record for original, record in paraphrase_file(path).by_original.items()}
 
 
 def describe(records: list[dict], n: int) -> dict:
@@ -141,4 +141,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    run_main(lambda: main(sys.argv[1:]))

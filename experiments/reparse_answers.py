@@ -17,6 +17,8 @@ from pathlib import Path
 
 from posixlab.answers import LETTERS, matches_gold, parse_choice, prompt_choices
 from posixlab.data import DatasetSpec, load_items
+from experiments import run_main
+from posixlab.errors import ConfigError
 from posixlab.results import SETS_FILE, SUMMARY_FILE, SetWriter, read_sets, rebuild_summary
 
 
@@ -31,6 +33,8 @@ def greedy_reading(options: tuple[str, ...], answer: str, record: dict, response
 
 
 def reparse(folder: Path) -> tuple[Counter, dict, dict]:
+    if not (folder / SUMMARY_FILE).is_file() or not (folder / SETS_FILE).is_file():
+        raise ConfigError(f"{folder} is not a finished POSIX run folder (it needs {SUMMARY_FILE} and {SETS_FILE})")
     old_summary = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
     dataset = dict(old_summary["config"]["dataset"])
     items = {item.item_id: item for item in load_items(DatasetSpec(**dataset))}
@@ -66,4 +70,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from posixlab.rephrase import ParaphraseFile
+from experiments import paraphrase_file, run_main
 
 
 def main(argv=None) -> None:
@@ -17,7 +17,7 @@ def main(argv=None) -> None:
     parser.add_argument("--sets", type=int, default=3, help="how many originals to show (the first in the file)")
     parser.add_argument("--paraphrases", type=int, default=5, help="paraphrases shown per original")
     args = parser.parse_args(argv)
-    store = ParaphraseFile(args.file)  # checks every line's checksum
+    store = paraphrase_file(args.file)
     for record in list(store.by_original.values())[: args.sets]:
         writer = record.get("rephraser_name", "user-supplied")
         print(f"**Original:** {record['original']}  \n*{len(record['paraphrases'])} paraphrases by {writer}, "
@@ -28,4 +28,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

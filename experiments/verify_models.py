@@ -20,6 +20,7 @@ import time
 import numpy as np
 import torch
 
+from experiments import run_main
 from posixlab.data import DatasetSpec
 from posixlab.metrics import psi
 from posixlab.models import PACKAGED_MODELS, ModelSpec, load_model
@@ -59,4 +60,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

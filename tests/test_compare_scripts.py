@@ -155,3 +155,24 @@ def test_structured_figure_regenerates_the_committed_table(tmp_path):
         if summary["variants"] == "sentence":
             assert any(r["S"] == summary["sensitivity"]["mean"] for r in sentence)
     assert (tmp_path / "s_per_dimension.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow  # five scripts in subprocesses
+def test_the_scripts_say_what_is_wrong_with_their_input_in_one_line(tmp_path):
+    """A missing paraphrase file, a file of another kind, a folder that is not a finished POSIX run, an unknown
+    model: ``posixlab error: ...`` and exit status 2 (were tracebacks, an empty page, or "no original in common")."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "sets.jsonl").write_text('{"set_id": "x", "prompts": []}\n')
+    for script, args, said in (
+            ("compare_rephrasers", ["/nonexistent/a.jsonl", "/nonexistent/b.jsonl"], "no paraphrase file at"),
+            ("show_paraphrases", ["/nonexistent/a.jsonl"], "no paraphrase file at"),
+            ("show_paraphrases", [str(tmp_path / "sets.jsonl")], "lacks a text 'original'"),
+            ("reparse_answers", [str(tmp_path)], "is not a finished POSIX run folder"),
+            ("verify_models", ["--models", "nosuch"], "no packaged model 'nosuch'")):
+        done = subprocess.run([sys.executable, "-m", f"experiments.{script}", *args], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parents[1], timeout=120)
+        assert done.returncode == 2 and done.stderr.startswith("posixlab error: ") and said in done.stderr, \
+            (script, done.stderr[-500:])
