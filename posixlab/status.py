@@ -548,7 +548,12 @@ def _classify(cell: Cell, kind: str, queue: dict[str, str] | None) -> None:
         cell.detail = _last_error_line(cell.log) or state.get("error", "")
         return
     if state is not None and state.get("state") == "done":
-        cell.state, cell.detail = "done", "no summary (a dry run?)"
+        try:
+            dry = bool((_load_yaml(folder / "config.yaml") or {}).get("dry_run"))
+        except (OSError, ValueError):
+            dry = False
+        cell.state, cell.detail = "done", ("a dry run (dry_run=true): it planned, nothing was computed" if dry
+                                           else "ended without a summary")
         return
     if kind != "local" and _classify_by_scheduler(cell, queued, queue, started):
         return
@@ -613,7 +618,7 @@ def format_status(sweep: Path, cells: list[Cell], kind: str) -> str:
     for c, units, metrics in rows:
         lines.append(f"  {c.name:<{width}}  {c.state:<8} {units:>{units_width}}  {metrics:<{metrics_width}}  "
                      f"{_where(c.log)}")
-        if c.detail and c.state in ("failed", "pending", "running") and c.detail:
+        if c.detail:
             lines.append(f"  {'':<{width}}  └ {c.detail}")
     return "\n".join(lines)
 
