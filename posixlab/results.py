@@ -263,7 +263,10 @@ def prompt_choice_lines(choice: dict | None, fmt) -> list[str]:
     for key, name in (("accuracy_by_options", "accuracy (options)"), ("accuracy_by_greedy", "accuracy (greedy)"),
                       ("by_psi", "ψ per prompt (lower is better)")):
         c = choice.get(key)
-        if c:
+        if c and c.get("selection_tied"):  # no choice was made: every prompt scored the same on the selection half
+            lines.append(f"| {name} | none: all {fmt(c['best']['selection'])} | | none | | "
+                         f"{fmt(c['held_out_oracle_best']['held_out'])} | {fmt(c['held_out_mean'])} |")
+        elif c:
             lines.append(f"| {name} | {c['best']['prompt']} | {fmt(c['best']['held_out'])} | {c['worst']['prompt']} | "
                          f"{fmt(c['worst']['held_out'])} | {fmt(c['held_out_oracle_best']['held_out'])} | "
                          f"{fmt(c['held_out_mean'])} |")
@@ -372,7 +375,11 @@ def choice_lines(choice: dict | None) -> list[str]:
     lines = []
     for key, name in (("accuracy_by_options", "accuracy (options)"), ("by_psi", "ψ")):
         c = (choice or {}).get(key)
-        if c and c["best"]["held_out"] is not None:
+        if c and c["best"]["held_out"] is not None and c.get("selection_tied"):
+            lines.append(f"prompt chosen by {name} on half the sets: none, every prompt scored "
+                         f"{c['best']['selection']:.3f} there (mean of all prompts on the other half "
+                         f"{c['held_out_mean']:.3f})")
+        elif c and c["best"]["held_out"] is not None:
             lines.append(f"prompt chosen by {name} on half the sets: best {c['best']['prompt']}, worst "
                          f"{c['worst']['prompt']}; on the other half {c['best']['held_out']:.3f} and "
                          f"{c['worst']['held_out']:.3f} (mean of all prompts {c['held_out_mean']:.3f})")

@@ -251,3 +251,20 @@ def test_bad_matrices(function):
         function([[1, None], [0, None]])
     with pytest.raises(ValueError):  # PromptSetError is a ValueError
         function("11")
+
+
+def test_a_tied_selection_half_chooses_no_prompt_and_says_so():
+    """Every prompt right on the selection half (two sets, one each half): "best 0, worst 0" was printed as a choice."""
+    from posixlab.metrics.selection import choose_prompt
+    from posixlab.results import choice_lines, prompt_choice_lines
+
+    tied = choose_prompt([[1, 1, 1], [0, 1, 0]], seed=0)
+    assert tied["selection_tied"] and tied["selection_items"] == [0] and tied["held_out_mean"] == pytest.approx(1 / 3)
+    (line,) = choice_lines({"accuracy_by_options": tied})
+    assert line == ("prompt chosen by accuracy (options) on half the sets: none, every prompt scored 1.000 there "
+                    "(mean of all prompts on the other half 0.333)")
+    row = prompt_choice_lines({"accuracy_by_options": tied}, lambda v: f"{v:.3f}")[2]
+    assert row == "| accuracy (options) | none: all 1.000 | | none | | 1.000 | 0.333 |"
+    chosen = choose_prompt([[1, 0, 1], [0, 1, 0]], seed=0)
+    assert not chosen["selection_tied"] and choice_lines({"accuracy_by_options": chosen})[0].startswith(
+        "prompt chosen by accuracy (options) on half the sets: best 0, worst 1;")

@@ -17,6 +17,8 @@ Input: ``values[i][j]``, item i under prompt j (1/0 correctness, or a per-prompt
 ({'prompt': 0, 'selection': 1.0, 'held_out': 0.5}, {'prompt': 1, 'selection': 0.5, 'held_out': 0.0})
 >>> c["held_out_oracle_best"], round(c["held_out_mean"], 4)
 ({'prompt': 0, 'held_out': 0.5}, 0.3333)
+>>> c["selection_tied"], choose_prompt([[1, 1], [0, 1]], seed=0)["selection_tied"]   # every prompt the same there
+(False, True)
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ def choose_prompt(values, higher_is_better: bool = True, seed: int = 0) -> dict:
         "held_out_oracle_best": {"prompt": oracle_best, "held_out": _f(on_held_out[oracle_best])},
         "held_out_oracle_worst": {"prompt": oracle_worst, "held_out": _f(on_held_out[oracle_worst])},
         "held_out_mean": _f(np.nanmean(on_held_out)),
+        # every prompt scored the same on the selection half (few sets, a constant model): "best" and "worst" are the
+        # first prompt by the tie rule, not a choice
+        "selection_tied": bool(np.nanmax(on_selection) == np.nanmin(on_selection)),
         "held_out_per_prompt": [_f(v) for v in on_held_out],
     }
 
