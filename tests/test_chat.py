@@ -269,6 +269,7 @@ def test_a_dry_run_needs_no_key_and_no_live_endpoint(tmp_path, rephrasings, monk
     monkeypatch.delenv("POSIXLAB_TEST_KEY", raising=False)
     hosted = chat_config(None, tmp_path, rephrasings)
     assert run(replace(hosted, dry_run=True), progress=False)["dry_run"]["to_send"] == 12
+    assert not any((tmp_path / "run").iterdir())  # nothing written (rephrasings.json was)
     auto = replace(hosted, dry_run=True, rephraser=RephraserConfig(backend="auto", validate=False))
     assert run(auto, progress=False)["dry_run"]["to_send"] == 12  # its paraphrases placeholders, none asked for
     with pytest.raises(ConfigError, match=r"needs an API key in \$POSIXLAB_TEST_KEY"):

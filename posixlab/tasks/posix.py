@@ -281,8 +281,8 @@ class PosixTask(Task):
         return sets
 
     def prepare(self, lm, units: list[PromptSet], out: Path) -> None:
-        # responses are embedded for a factor of ψ (semantic coherence): not needed without ψ
-        use = self.cfg.embedding is not None and self.cfg.psi
+        # responses are embedded for a factor of ψ (semantic coherence): not needed without ψ, nor by a dry run
+        use = self.cfg.embedding is not None and self.cfg.psi and not self.cfg.dry_run
         self.embedder = SentenceEmbedder(self.cfg.embedding) if use else None
 
     def requests(self, prompt_set: PromptSet, lm) -> list[Request]:

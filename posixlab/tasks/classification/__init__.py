@@ -106,8 +106,9 @@ class ClassificationTask(Task):
         return samples
 
     def prepare(self, lm, units: list[Sample], out: Path) -> None:
-        (out / REPHRASINGS_FILE).write_text(json.dumps(rephrasings_document(self.inputs), indent=1,
-                                                       ensure_ascii=False) + "\n", encoding="utf-8")
+        if not self.cfg.dry_run:  # a dry run writes nothing (its rephrasings may be placeholders)
+            (out / REPHRASINGS_FILE).write_text(json.dumps(rephrasings_document(self.inputs), indent=1,
+                                                           ensure_ascii=False) + "\n", encoding="utf-8")
         self.label_ids = label_tokens(self.cfg, self.inputs, units, lm)
 
     def requests(self, sample: Sample, lm) -> list[Request]:
