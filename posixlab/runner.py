@@ -22,7 +22,7 @@ from __future__ import annotations
 import platform
 import sys
 import time
-from contextlib import ExitStack, closing
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -71,6 +71,30 @@ def check_tokenizer(task: Task, lm=None) -> None:
         check_chat_template(tokenizer, cfg.model.name)
 
 
+@contextmanager
+def library_bars(shown: bool):
+    """The libraries' own bars (transformers' "Loading weights", the hub's downloads) as the run's: off when it shows
+    none (``progress=false``, or ``lines`` for the logs of sweeps and cluster jobs, where a bar is a line of carriage
+    returns); restored afterwards."""
+    if shown:
+        yield
+        return
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    were_on = not are_progress_bars_disabled()
+    transformers_logging = sys.modules.get("transformers.utils.logging")  # imported later, it reads the hub's state
+    disable_progress_bars()
+    if transformers_logging is not None:
+        transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if were_on:
+            enable_progress_bars()
+            if (transformers_logging := sys.modules.get("transformers.utils.logging")) is not None:
+                transformers_logging.enable_progress_bar()
+
+
 def run(config_or_task, lm=None, progress: bool = True, given=None) -> dict:
     """Run a task (or the task of a config: ``PosixConfig``, ``ClassificationConfig``) and write its results to its
     ``output_dir``; returns the summary. ``lm`` reuses a loaded model (the caller keeps it; a model loaded here is
@@ -85,6 +109,7 @@ def run(config_or_task, lm=None, progress: bool = True, given=None) -> dict:
     dry = getattr(cfg, "dry_run", False)
     opener = open_for_plan if dry else load  # a dry run: the tokenizer, or a chat API that is asked nothing
     with ExitStack() as owned:
+        owned.enter_context(library_bars(progress))
         if lm is None and backend_of(cfg.model).remote:
             lm = owned.enter_context(closing(opener(cfg.model, cfg.cache_dir)))
         units = task.build_units(progress)

@@ -102,8 +102,9 @@ def test_sweep_runs_every_job(tmp_path):
     assert jobs == ["0_smollm2-135m-instruct_mmlu_spelling_0shot", "1_smollm2-135m-instruct_mmlu_template_0shot"]
     for job in jobs:
         assert len(read_sets(tmp_path / job)[0]["prompts"]) == 3
-    # no bars with progress=lines, but one plain line per finished set in the log
+    # no bars with progress=lines, not the libraries' either ("Loading weights"), but one plain line per finished set
     assert "posixlab: smollm2-135m-instruct · template: 1/1 sets" in proc.stderr
+    assert "\r" not in proc.stderr and "it/s]" not in proc.stderr, proc.stderr[-2000:]
 
 
 @pytest.mark.slow

@@ -153,3 +153,17 @@ def test_a_dry_run_loads_no_weights_starts_no_server_and_writes_no_cache(tmp_pat
         plan = run(cfg, progress=False)["dry_run"]
         assert plan == {"task": "posix", "model": "smollm2-135m-instruct", "units": 3, "requests": 3, "prompts": 15}
     assert not (tmp_path / "scores").exists()
+
+
+def test_the_libraries_bars_are_off_while_a_quiet_run_works_and_back_after():
+    from huggingface_hub.utils import are_progress_bars_disabled
+    from transformers.utils import logging as transformers_logging
+
+    from posixlab.runner import library_bars
+
+    assert not are_progress_bars_disabled() and transformers_logging.is_progress_bar_enabled()
+    with library_bars(shown=False):
+        assert are_progress_bars_disabled() and not transformers_logging.is_progress_bar_enabled()
+    assert not are_progress_bars_disabled() and transformers_logging.is_progress_bar_enabled()
+    with library_bars(shown=True):
+        assert not are_progress_bars_disabled()
