@@ -161,9 +161,9 @@ def test_the_libraries_bars_are_off_while_a_quiet_run_works_and_back_after():
 
     from posixlab.runner import library_bars
 
-    assert not are_progress_bars_disabled() and transformers_logging.is_progress_bar_enabled()
+    before = (are_progress_bars_disabled(), transformers_logging.is_progress_bar_enabled())
     with library_bars(shown=False):
         assert are_progress_bars_disabled() and not transformers_logging.is_progress_bar_enabled()
-    assert not are_progress_bars_disabled() and transformers_logging.is_progress_bar_enabled()
+    assert (are_progress_bars_disabled(), transformers_logging.is_progress_bar_enabled()) == before
     with library_bars(shown=True):
-        assert not are_progress_bars_disabled()
+        assert (are_progress_bars_disabled(), transformers_logging.is_progress_bar_enabled()) == before
