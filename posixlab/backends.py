@@ -71,8 +71,8 @@ class Backend:
     # (spec, cache_dir) -> the model's tokenizer, without its weights: what depends on it (a chat template) is checked
     # before inputs are built, weights load or a server starts; None: the backend tokenises elsewhere (a chat API)
     tokenizer: Callable | None = None
-    # (spec, cache_dir) -> the model a dry run plans with, opened without sending anything or asking for credentials
-    # (a chat API: no key, no model list); None: the tokenizer alone, or without one the backend's ``open``
+    # (spec, cache_dir) -> the model a dry run plans with, opened without loading weights, starting a server, sending
+    # anything or asking for credentials (its tokenizer; a chat API: no key, no model list); None: ``open``
     open_for_plan: Callable | None = None
     # (spec) -> None: what a run that sends requests needs besides its settings (a hosted API's key), checked before
     # any work; a dry run sends nothing and skips it
@@ -152,21 +152,10 @@ def load(spec: ModelSpec, cache_dir=None):
 
 
 def open_for_plan(spec: ModelSpec, cache_dir=None):
-    """The model a dry run plans with: its backend's own ``open_for_plan`` (a chat API's, which asks nothing); else
-    the tokenizer alone, since requests are token ids (no weights load, no server starts, nothing is sent; prompts
-    are not checked against the context length, which the weights' config holds); else the model itself."""
+    """The model a dry run plans with: its backend's ``open_for_plan`` (the tokenizer without weights or a server; a
+    chat API that is asked nothing), else the model itself."""
     backend = check_model(spec)
-    if backend.open_for_plan is not None:
-        return backend.open_for_plan(spec, cache_dir)
-    if backend.tokenizer is not None:
-        from posixlab.models.causal_lm import TokenizedModel, eos_ids_of
-
-        tokenizer = backend.tokenizer(spec, cache_dir)
-        model = TokenizedModel(tokenizer, name=spec.name, identity={"name": spec.name, "backend": backend.name},
-                               eos_ids=eos_ids_of(None, tokenizer), max_context=None)
-        model.backend = backend.name  # what backend_of(model) reads: the plan is the backend's
-        return model
-    return backend.open(spec, cache_dir)
+    return (backend.open_for_plan or backend.open)(spec, cache_dir)
 
 
 def open_cache(lm, folder: str | Path | None, cache_dir: str | Path | None):

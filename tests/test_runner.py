@@ -153,6 +153,15 @@ def test_a_dry_run_loads_no_weights_starts_no_server_and_writes_no_cache(tmp_pat
         plan = run(cfg, progress=False)["dry_run"]
         assert plan == {"task": "posix", "model": "smollm2-135m-instruct", "units": 3, "requests": 3, "prompts": 15}
     assert not (tmp_path / "scores").exists()
+    # the context length comes from the config: a prompt too long is refused, as the real run would refuse it
+    from posixlab.errors import ContextLengthError
+
+    sets = tmp_path / "long.jsonl"
+    sets.write_text(json.dumps({"id": "long", "prompts": ["word " * 9000, "short"]}) + "\n")
+    long = PosixConfig(model=SMOL, dataset=DatasetSpec("prompt_sets", source="path", path=str(sets)), variant="user",
+                       dry_run=True, output_dir=str(tmp_path / "long"))
+    with pytest.raises(ContextLengthError, match="8192-token context"):
+        run(long, progress=False)
 
 
 def test_the_libraries_bars_are_off_while_a_quiet_run_works_and_back_after():

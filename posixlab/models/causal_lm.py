@@ -49,6 +49,12 @@ def eos_ids_of(generation_eos, tokenizer) -> frozenset[int]:
     return frozenset(int(e) for e in eos)
 
 
+def context_length(config) -> int | None:
+    """The longest sequence a model's config allows (a multimodal config keeps it in its text part)."""
+    return getattr(config, "max_position_embeddings", None) or getattr(
+        getattr(config, "text_config", None), "max_position_embeddings", None)
+
+
 class TokenizedModel:
     """What every backend shares: the model's tokenizer on this machine, its name, identity and context length.
 
@@ -103,10 +109,9 @@ class CausalLM(TokenizedModel):
     backend = "transformers"  # its capabilities: posixlab/scoring/backend.py
 
     def __init__(self, model, tokenizer, *, name: str, identity: dict):
-        max_context = getattr(model.config, "max_position_embeddings", None) or getattr(
-            getattr(model.config, "text_config", None), "max_position_embeddings", None)
         super().__init__(tokenizer, name=name, identity=identity,
-                         eos_ids=eos_ids_of(model.generation_config.eos_token_id, tokenizer), max_context=max_context)
+                         eos_ids=eos_ids_of(model.generation_config.eos_token_id, tokenizer),
+                         max_context=context_length(model.config))
         self.model = model.eval()
         self.device = next(model.parameters()).device
         text_config = model.config.get_text_config(decoder=True)

@@ -227,6 +227,21 @@ def open_tokenizer(spec: ModelSpec, cache_dir: str | Path | None = None):
     return _pretrained(AutoTokenizer, spec, folder, kwargs)
 
 
+def open_for_plan(spec: ModelSpec, cache_dir: str | Path | None = None):
+    """The model as a dry run plans with it: the tokenizer (requests are token ids) and the context length from the
+    config, without the weights (a 7B model's take minutes to load) or a server (minutes to start)."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from posixlab.models.causal_lm import TokenizedModel, context_length, eos_ids_of
+
+    folder, identity, kwargs = model_folder(spec, cache_dir)
+    tokenizer = _pretrained(AutoTokenizer, spec, folder, kwargs)
+    model = TokenizedModel(tokenizer, name=spec.name, identity=identity, eos_ids=eos_ids_of(None, tokenizer),
+                           max_context=context_length(_pretrained(AutoConfig, spec, folder, kwargs)))
+    model.backend = spec.backend  # what backend_of(model) reads: the plan is its backend's
+    return model
+
+
 def _pretrained(auto_class, spec: ModelSpec, folder: str, kwargs: dict, **more):
     """``auto_class.from_pretrained`` of the folder (or hub id) ``model_folder`` chose; a failed download is a clear
     ``ModelUnavailableError``."""

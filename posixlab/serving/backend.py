@@ -8,7 +8,7 @@ from __future__ import annotations
 from posixlab.backends import Backend, register
 from posixlab.errors import ConfigError
 from posixlab.models.capabilities import DETERMINISTIC, GENERATE, SCORE, STRUCTURED
-from posixlab.models.loading import open_tokenizer
+from posixlab.models.loading import open_for_plan, open_tokenizer
 from posixlab.scoring.backend import prompt_schemas, score_cache
 
 
@@ -38,4 +38,5 @@ def server_engine(lm, max_new_tokens: int, options, cache, requests: list):
 
 
 register(Backend("vllm", frozenset({GENERATE, SCORE, STRUCTURED, DETERMINISTIC}), open_served, server_engine,
-                 kind="server", remote=True, check=check_vllm, cache=score_cache, tokenizer=open_tokenizer))
+                 kind="server", remote=True, check=check_vllm, cache=score_cache, tokenizer=open_tokenizer,
+                 open_for_plan=open_for_plan))
