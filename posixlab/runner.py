@@ -15,6 +15,10 @@
    bar (or, without one, one plain line per unit).
 7. **Summary**: the task summarises the records with what every run records (model identity, seed, config and its
    fingerprint, shard, compute), and writes ``summary.json``/``summary.md``.
+
+A **dry run** (``dry_run=true``) stops after step 4's requests: the model is opened for a plan only (its tokenizer and
+context length: no weights load, no server starts; a chat API is asked nothing and needs no key), and it returns the
+units, requests and prompts, with what a chat API would send after cache hits; nothing is sent or cached.
 """
 
 from __future__ import annotations
