@@ -120,6 +120,26 @@ def test_the_posix_page(posix_run):
     assert 'id="compare"' not in page and 'id="partial"' not in page and 'id="gate"' not in page
 
 
+def test_a_large_run_s_page_carries_the_details_of_its_highest_units_only(posix_run, cls_run, monkeypatch):
+    """Past ``DETAIL_UNITS`` units (500: a paper-sized cell of 14,042 sets was a 200 MB page) every unit stays in the
+    table, but only the highest-ψ (highest-S) ones open; the page says so."""
+    import posixlab.report.html
+
+    monkeypatch.setattr(posixlab.report.html, "DETAIL_UNITS", 2)
+    for folder, records_file, key, unit in ((posix_run, "sets.jsonl", "psi", "set"),
+                                            (cls_run, "samples.jsonl", "sensitivity", "sample")):
+        units = records(folder, records_file)
+        page = page_of(folder, folder / "capped.html")
+        index = "set_index" if unit == "set" else "sample_index"
+        highest = sorted(units, key=lambda r: (-r[key], r[index]))[:2]
+        opened = [int(i) for i in re.findall(r'<section class="detail" id="unit-(\d+)"', page)]
+        assert sorted(opened) == sorted(r[index] for r in highest)
+        assert page.count('<tr class="unit"') == 2 and page.count(" data-index=") == len(units)
+        assert f"the details of the 2 {unit}s with the highest" in page and records_file in page
+    monkeypatch.undo()
+    assert "the details of the" not in page_of(posix_run)  # under the cap: every set opens, nothing said
+
+
 def test_the_classification_page(cls_run):
     page = page_of(cls_run)
     summary = json.loads((cls_run / "summary.json").read_text())

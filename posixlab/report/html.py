@@ -72,6 +72,33 @@ def section(title: str, body: str, *, id: str | None = None, cls: str | None = N
     return f"<section{attrs(id=id, cls=cls)}><h2>{esc(title)}</h2>{body}</section>"
 
 
+DETAIL_UNITS = 500  # units whose details a page carries: a paper-sized cell (14,042 MMLU sets) would be 200 MB
+
+
+def with_details(values: list, limit: int | None = None) -> set[int]:
+    """The positions of the units whose details a page carries: all when there are at most ``limit``, else the
+    ``limit`` with the highest values (ψ, S: where a reader looks first; ties and units without a value after, in
+    order).
+
+    >>> sorted(with_details([0.1, 0.9, None, 0.5], limit=2)), len(with_details([None] * 3, limit=5))
+    ([1, 3], 3)
+    """
+    limit = DETAIL_UNITS if limit is None else limit
+    if len(values) <= limit:
+        return set(range(len(values)))
+    ranked = sorted(range(len(values)), key=lambda n: (values[n] is None, -(values[n] or 0.0), n))
+    return set(ranked[:limit])
+
+
+def details_note(shown: int, total: int, unit: str, key: str, records_file: str) -> str:
+    """What a capped page says above its table (nothing when every unit's details are on it)."""
+    if shown >= total:
+        return ""
+    return (f'<p class="small">This page carries the details of the {shown} {unit}s with the highest {esc(key)} '
+            f"(their rows open); all {total} are in the table, and every {unit}'s record is in {esc(records_file)}."
+            "</p>")
+
+
 def detail(detail_id: str, title: str, body: str) -> str:
     """A unit's detail, hidden until its row is clicked (``<tr data-detail=...>``)."""
     return (f'<section class="detail" id="{esc(detail_id)}" hidden><h3>{esc(title)} '
