@@ -140,6 +140,32 @@ def test_a_large_run_s_page_carries_the_details_of_its_highest_units_only(posix_
     assert "the details of the" not in page_of(posix_run)  # under the cap: every set opens, nothing said
 
 
+def test_the_edit_highlight_is_a_valid_diff_of_any_two_texts():
+    """Matched between the common prefix and suffix only (for speed), the opcodes still rebuild both texts, their
+    equal stretches are equal, and they tile both texts in order: 5,000 random edits of random texts."""
+    import random
+
+    from posixlab.report.html import _edit_opcodes
+
+    rng = random.Random(0)
+    for _ in range(5000):
+        original = "".join(rng.choice("ab c") for _ in range(rng.randint(0, 25)))
+        variant = list(original)
+        for _ in range(rng.randint(0, 3)):
+            k = rng.randint(0, len(variant))
+            if rng.random() < 0.5 and variant:
+                del variant[min(k, len(variant) - 1)]
+            else:
+                variant.insert(k, rng.choice("ab c"))
+        variant = "".join(variant)
+        ops, at = _edit_opcodes(original, variant), (0, 0)
+        for op, i1, i2, j1, j2 in ops:
+            assert (i1, j1) == at and (op != "equal" or original[i1:i2] == variant[j1:j2])
+            at = (i2, j2)
+        assert at == (len(original), len(variant))
+        assert all(a[0] != "equal" or b[0] != "equal" for a, b in zip(ops, ops[1:]))
+
+
 def test_the_classification_page(cls_run):
     page = page_of(cls_run)
     summary = json.loads((cls_run / "summary.json").read_text())

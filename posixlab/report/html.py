@@ -198,8 +198,7 @@ def highlight_edit(original: str, variant: str, context: int | None = None) -> s
     >>> highlight_edit("same", "same")
     'same'
     """
-    matcher = difflib.SequenceMatcher(None, original, variant, autojunk=False)
-    opcodes = matcher.get_opcodes()
+    opcodes = _edit_opcodes(original, variant)
     out = []
     for n, (op, i1, i2, j1, j2) in enumerate(opcodes):
         if op == "equal":
@@ -210,6 +209,36 @@ def highlight_edit(original: str, variant: str, context: int | None = None) -> s
         if i2 > i1:
             out.append(f"<del>{esc(original[i1:i2])}</del>")
     return "".join(out)
+
+
+def _edit_opcodes(original: str, variant: str) -> list[tuple[str, int, int, int, int]]:
+    """difflib's opcodes turning ``original`` into ``variant``, matched on the stretch between their common prefix and
+    suffix only: a variant's edits are few and close together, and difflib's character matching grows with the
+    square of the length (5 ms a 600-character prompt; a report of 500 sets of 21 prompts spent 20 s there).
+
+    >>> _edit_opcodes("the cat sat", "teh cat sat")
+    [('equal', 0, 1, 0, 1), ('insert', 1, 1, 1, 2), ('equal', 1, 2, 2, 3), ('delete', 2, 3, 3, 3), ('equal', 3, 11, 3, 11)]
+    """
+    prefix = 0
+    while prefix < min(len(original), len(variant)) and original[prefix] == variant[prefix]:
+        prefix += 1
+    suffix = 0
+    while (suffix < min(len(original), len(variant)) - prefix
+           and original[len(original) - 1 - suffix] == variant[len(variant) - 1 - suffix]):
+        suffix += 1
+    a, b = original[prefix:len(original) - suffix], variant[prefix:len(variant) - suffix]
+    middle = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes() if a or b else []
+    ops = [("equal", 0, prefix, 0, prefix)] if prefix else []
+    ops += [(op, i1 + prefix, i2 + prefix, j1 + prefix, j2 + prefix) for op, i1, i2, j1, j2 in middle]
+    if suffix:
+        ops.append(("equal", len(original) - suffix, len(original), len(variant) - suffix, len(variant)))
+    merged = []  # neighbouring equal stretches as one (as difflib gives them)
+    for op in ops:
+        if merged and op[0] == merged[-1][0] == "equal":
+            merged[-1] = ("equal", merged[-1][1], op[2], merged[-1][3], op[4])
+        else:
+            merged.append(op)
+    return merged
 
 
 def _trimmed(text: str, context: int | None, first: bool, last: bool) -> str:
