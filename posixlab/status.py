@@ -257,24 +257,46 @@ def _grid(sweep: Path) -> tuple[list[list[str]] | None, dict]:
         return None, launcher
 
 
+def _records_file(folder: Path) -> str | None:
+    """The name of the cell's records file, if it has one."""
+    from posixlab.tasks import task_of_records
+
+    task = task_of_records(folder)
+    return task.records_file if task is not None else None
+
+
 def _records(folder: Path) -> tuple[str | None, list[dict]]:
     """The cell's records file and its complete lines (a line being written is left out)."""
-    for name in record_files():
-        path = folder / name
-        if path.is_file():
-            out = []
+    name = _records_file(folder)
+    if name is None:
+        return None, []
+    out = []
+    try:
+        text = (folder / name).read_text(encoding="utf-8")
+    except OSError:
+        return name, []
+    for line in text.split("\n"):
+        if line.strip():
             try:
-                text = path.read_text(encoding="utf-8")
-            except OSError:
-                return name, []
-            for line in text.split("\n"):
-                if line.strip():
-                    try:
-                        out.append(json.loads(line))
-                    except ValueError:
-                        pass
-            return name, out
-    return None, []
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+    return name, out
+
+
+def _count_records(folder: Path, name: str | None) -> int:
+    """How many complete records the file holds, without parsing them (a paper-sized cell's file is 500 MB; a
+    sweep's status read every cell's): its lines that end in a newline and hold more than spaces."""
+    if name is None:
+        return 0
+    count = 0
+    try:
+        with open(folder / name, "rb") as file:
+            for line in file:
+                count += line.endswith(b"\n") and bool(line.strip())
+    except OSError:
+        return 0
+    return count
 
 
 def _task_of_records(records_file: str | None):
@@ -511,15 +533,15 @@ def _classify(cell: Cell, kind: str, queue: dict[str, str] | None) -> None:
     if cell.resubmitted and queued:  # launched again; the new job has not started its cell yet
         cell.state = "pending" if queued in ("PENDING", "REQUEUED", "CONFIGURING") else "running"
         cell.detail = f"launched again, SLURM: {queued.lower()}"
-        records_file, records = _records(cell.folder)
+        records_file = _records_file(cell.folder)
         cell.unit_name = record_files().get(records_file or "", "set")
-        cell.units, cell.total = len(records), _expected_units(cell.folder)
+        cell.units, cell.total = _count_records(cell.folder, records_file), _expected_units(cell.folder)
         return
     folder = cell.folder
     started = _mtime(folder / ".hydra" / "hydra.yaml") or 0
-    records_file, records = _records(folder)
+    records_file = _records_file(folder)
     cell.unit_name = record_files().get(records_file or "", "set")
-    cell.units, cell.total = len(records), _expected_units(folder)
+    cell.total = _expected_units(folder)
     state = _read_state(folder / STATE_FILE)
     if state is not None and state.get("started", 0) < started - 5:
         state = None  # an earlier run's
@@ -533,15 +555,17 @@ def _classify(cell: Cell, kind: str, queue: dict[str, str] | None) -> None:
         try:
             summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
             cell.state, cell.metrics = "done", _summary_metrics(summary)
-            if not records:
-                from posixlab.tasks import task_of_summary
+            from posixlab.tasks import task_of_summary
 
-                cell.units = task_of_summary(summary).num_units(summary) or cell.units
+            # a finished cell's records are not read: the summary has their number (a count of lines if not)
+            cell.units = task_of_summary(summary).num_units(summary) or _count_records(folder, records_file)
             if cell.total is None:  # no config.yaml (a run saved from Python): done is all there was
                 cell.total = cell.units
             return
         except (OSError, ValueError, KeyError, TypeError, PosixlabError):
             pass
+    records_file, records = _records(folder)  # a cell still going: its metrics so far
+    cell.units = len(records)
     cell.metrics = _metrics_so_far(records_file, records)
     if state is not None and state.get("state") == "failed":
         cell.state = "failed"

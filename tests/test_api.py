@@ -113,6 +113,28 @@ def test_save_writes_a_run_folder_that_loads_back(evaluated, tmp_path, capsys):
     assert f"saved  done     {n}/{n} sets  POSIX {evaluated.posix:.4f}" in capsys.readouterr().out
 
 
+@pytest.mark.slow
+def test_status_reads_no_record_of_a_finished_cell_and_counts_without_parsing(evaluated, tmp_path, capsys,
+                                                                               monkeypatch):
+    """A paper-sized cell's records are 500 MB: a finished cell is read from its summary (a sweep of 224 cells took
+    about 20 s a cell), and lines are counted, not parsed, where a count is all that is needed."""
+    import posixlab.status
+    from posixlab.status import _count_records, status_command
+
+    folder = evaluated.save(tmp_path / "saved")
+    n = len(evaluated.psi)
+
+    def never(*_):
+        raise AssertionError("a finished cell's records were parsed")
+
+    monkeypatch.setattr(posixlab.status, "_records", never)
+    capsys.readouterr()
+    assert status_command([str(folder)]) == 0 and f"done     {n}/{n} sets" in capsys.readouterr().out
+    with open(folder / "sets.jsonl", "a", encoding="utf-8") as file:
+        file.write('\n  \n{"set_index": 99, "psi": 0.')  # a blank line, a line of spaces, a line being written
+    assert _count_records(folder, "sets.jsonl") == n and _count_records(folder, None) == 0
+
+
 BAD_FILES = {  # file name, content, what the message must say
     "not_json": ("bad.jsonl", '{"prompts": ["a", "b"]}\n{"prompts": ["a", "b"\n', "line 2 is not valid JSON"),
     "one_prompt": ("one.jsonl", '{"id": "x", "prompts": ["only one"]}\n', "line 1 has 1 prompt; a prompt set needs at least 2"),
