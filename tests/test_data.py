@@ -2,6 +2,7 @@
 
 import csv
 import json
+import re
 import time
 from pathlib import Path
 
@@ -49,7 +50,7 @@ def test_local_files_in_the_hub_layout(tmp_path, suffix):
     assert items[0].item_id == "mmlu/elementary_mathematics/0"
 
 
-def test_bad_local_files_and_names(tmp_path):
+def test_bad_local_files_and_names(tmp_path, monkeypatch):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "q", "choices": ["a", "b"]}\n')
     with pytest.raises(DatasetUnavailableError, match="4 options"):
@@ -60,6 +61,11 @@ def test_bad_local_files_and_names(tmp_path):
         load_mmlu("path", str(text))
     with pytest.raises(DatasetUnavailableError, match="no file at"):
         load_mmlu("path", str(tmp_path / "missing.csv"))
+    (tmp_path / "run").mkdir()
+    monkeypatch.chdir(tmp_path / "run")  # a relative path is read from the folder the command ran in: said so
+    said = f"no file at ../missing.csv (from {tmp_path / 'run'}: {tmp_path / 'missing.csv'})"
+    with pytest.raises(DatasetUnavailableError, match=re.escape(said)):
+        load_mmlu("path", "../missing.csv")
     with pytest.raises(ConfigError, match="unknown dataset 'mmlu2'"):
         load_items(DatasetSpec("mmlu2"))
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from posixlab.data.classifier_file import ClassifierDefinition, Sample, read_definition
 from posixlab.data.files import hub_rows
+from posixlab.paths import shown
 from posixlab.errors import ConfigError, DatasetUnavailableError
 
 BUILTIN_DIR = Path(__file__).with_name("classifiers")
@@ -66,7 +67,7 @@ LOCAL_HINT = {
 
 def _lines(path: Path) -> list[str]:
     if not path.is_file():
-        raise DatasetUnavailableError(f"no file at {path}; give the data set's file as dataset.path")
+        raise DatasetUnavailableError(f"no file at {shown(path)}; give the data set's file as dataset.path")
     data = path.read_bytes()
     try:
         text = data.decode("utf-8")
@@ -124,7 +125,7 @@ def read_dbpedia(path: str | Path, classes_path: str | Path | None = None) -> li
     """dbpedia_csv's ``test.csv``/``train.csv`` (no header: class 1-14, title, content) and ``classes.txt``."""
     path = Path(path).expanduser()
     if not path.is_file():
-        raise DatasetUnavailableError(f"no file at {path}; give dbpedia_csv/test.csv as dataset.path")
+        raise DatasetUnavailableError(f"no file at {shown(path)}; give dbpedia_csv/test.csv as dataset.path")
     names_file = Path(classes_path).expanduser() if classes_path else path.with_name("classes.txt")
     names = [_spaced(c) for c in _lines(names_file)] if names_file.is_file() else DBPEDIA_CLASSES
     out = []

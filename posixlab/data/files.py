@@ -12,6 +12,7 @@ from pathlib import Path
 
 from posixlab.errors import DatasetUnavailableError
 from posixlab.hub import describe_hub_error, hub_endpoint, hub_offline_flag, hub_unreachable_reason
+from posixlab.paths import shown
 
 # A JSON file may wrap its records in an object: {"data": [...]} (exports), {"rows": [...]}, or {"examples": [...]}
 # (the original BIG-Bench Hard repository's <task>.json files).
@@ -26,7 +27,8 @@ def read_records(path: Path) -> list[dict]:
     [{'input': '1'}]
     """
     if not path.is_file():
-        raise DatasetUnavailableError(f"no file at {path}; give an existing JSON, JSONL or CSV file as dataset.path")
+        raise DatasetUnavailableError(f"no file at {shown(path)}; give an existing JSON, JSONL or CSV file as "
+                                      f"dataset.path")
     suffix = path.suffix.lower()
     try:
         if suffix == ".jsonl":
