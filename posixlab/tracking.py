@@ -99,7 +99,10 @@ class Tracker:
             # the wandb folder is W&B's own bookkeeping (and would contain this artifact); .hydra is logged as
             # config already, but it is small and shows the overrides, so it goes in
             if path.is_file() and "wandb" not in path.relative_to(self.output_dir).parts:
-                artifact.add_file(str(path), name=str(path.relative_to(self.output_dir)))
+                # immutable: W&B reads the file where it is when it uploads (the results folder is never changed
+                # after this), instead of copying it into ~/.local/share/wandb first, where an offline run's copies
+                # stayed: a paper-sized grid's records are gigabytes
+                artifact.add_file(str(path), name=str(path.relative_to(self.output_dir)), policy="immutable")
         self.run.log_artifact(artifact)
 
 

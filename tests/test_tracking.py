@@ -81,6 +81,9 @@ def test_offline_run_holds_config_summary_table_figures_and_artifact(tmp_path):
     files = {entry.path for entry in artifacts["posix-results"].manifest.contents}
     assert {"sets.jsonl", "summary.json", "summary.md", "config.yaml", "figures/factors.png"} <= files
     assert not any(f.startswith("wandb") for f in files)
+    # the results are read where they are at upload, not copied into W&B's staging folder first (they stayed there)
+    entries = {e.path: e for e in artifacts["posix-results"].manifest.contents}
+    assert entries["sets.jsonl"].local_path == str(out / "sets.jsonl")
     assert kinds["exit"][0].exit.exit_code == 0
 
 
