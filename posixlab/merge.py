@@ -52,6 +52,23 @@ def _check_one_cell(shards: list[tuple[Path, dict]]) -> None:
                           f"or give their folders")
 
 
+def _check_out(out: Path, folders: list[Path]) -> None:
+    """Refuse an OUT that would overwrite a run: one of the shards (``posixlab merge s1 s1 s2``), or a folder holding
+    a run of its own. A previous merge's folder is rewritten (merging again gives the same files)."""
+    if any(out.resolve() == folder.resolve() for folder in folders):
+        raise ConfigError(f"the output folder {out} is one of the shards; write posixlab merge OUT SHARD... with a new "
+                          f"folder first")
+    summary = out / SUMMARY_FILE
+    if summary.is_file():
+        try:
+            merged = "merged_from" in json.loads(summary.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            merged = False
+        if not merged:
+            raise ConfigError(f"the output folder {out} holds a run of its own ({SUMMARY_FILE}); give a new folder "
+                              f"(a previous merge's folder is rewritten)")
+
+
 def merge_shards(folders: list[str | Path], out: str | Path) -> dict:
     """Join shard folders into ``out`` (the records file, ``summary.json``/``.md``, ``config.yaml`` and the task's
     other files); returns the merged summary."""
@@ -69,6 +86,7 @@ def merge_shards(folders: list[str | Path], out: str | Path) -> dict:
             raise ConfigError(f"{folder} is not a shard (it was run without shard=K/N)")
         shards.append((folder, summary))
     _check_one_cell(shards)
+    _check_out(Path(out), [folder for folder, _ in shards])
     shards.sort(key=lambda fs: fs[1]["shard"]["index"])
     task_type = _task_type(shards[0][1])
     key = task_type.index_key

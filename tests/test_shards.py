@@ -69,6 +69,16 @@ def test_shards_that_do_not_belong_together_are_refused(runs, lm, tmp_path):
         merge_shards([root / "shard1", root / "shard2", tmp_path / "other"], tmp_path / "c")
     with pytest.raises(ConfigError, match="is not a shard"):
         merge_shards([root / "whole"], tmp_path / "d")
+    # an OUT that would overwrite a run: a shard given as OUT too, or another run's folder (a merge's is rewritten)
+    shards = [root / f"shard{k}" for k in (1, 2, 3)]
+    before = (root / "shard1" / "summary.json").read_text()
+    with pytest.raises(ConfigError, match="is one of the shards"):
+        merge_shards(shards, root / "shard1")
+    with pytest.raises(ConfigError, match="holds a run of its own"):
+        merge_shards(shards, root / "whole")
+    assert (root / "shard1" / "summary.json").read_text() == before
+    merge_shards(shards, tmp_path / "again")
+    assert merge_shards(shards, tmp_path / "again")["psi"]["num_sets"] == 7
     with pytest.raises(ConfigError, match="shard=3/16"):
         run(config(tmp_path / "bad", "4/3"), lm=lm, progress=False)
     # the command line says the same, with exit status 2
