@@ -176,3 +176,21 @@ def test_the_libraries_bars_are_off_while_a_quiet_run_works_and_back_after():
     assert (are_progress_bars_disabled(), transformers_logging.is_progress_bar_enabled()) == before
     with library_bars(shown=True):
         assert (are_progress_bars_disabled(), transformers_logging.is_progress_bar_enabled()) == before
+
+
+def test_status_reads_a_running_cell_s_psi_without_parsing_its_records(tmp_path):
+    """``posixlab status`` finds each POSIX record's ψ in its line: the same values as parsing it, even where a prompt's
+    text holds the key itself; a line without a plain value is parsed whole, a line being written is left out."""
+    from posixlab.status import _records
+    from posixlab.tasks.posix import PosixTask
+
+    tricky = {"set_index": 0, "prompts": [{"text": 'Report {"psi": 9, "x": 1} as JSON', "kind": "original"}],
+              "psi_per_prompt": [7.0], "logprob_matrix": [[-1.5]], "psi": 0.25, "psi_reference_compat": 8.0}
+    lines = [tricky, {"set_index": 1, "psi": 1e-05, "factors": {}}, {"set_index": 2, "psi": None},
+             {"set_index": 3, "prompts": []}]
+    text = "".join(json.dumps(r) + "\n" for r in lines) + '{"set_index": 4, "psi": 0.'
+    (tmp_path / "sets.jsonl").write_text(text, encoding="utf-8")
+    name, fast = _records(tmp_path, PosixTask.live_keys)
+    assert name == "sets.jsonl" and fast[:3] == [{"psi": 0.25}, {"psi": 1e-05}, {"psi": None}]
+    assert fast[3] == lines[3]  # no ψ in the line: parsed whole
+    assert _records(tmp_path)[1] == lines and PosixTask.live_metrics(fast) == PosixTask.live_metrics(lines)

@@ -121,6 +121,9 @@ class Task:
     records_file: str = ""  # one JSON line per unit, in the run folder
     index_key: str = "index"  # each record's position among all the cell's units (shards keep it)
     unit_name: str = "unit"  # progress bars count these
+    # the top-level scalar keys of a record ``live_metrics`` reads, when those are all it reads: ``posixlab status``
+    # then finds them in each line without parsing it (a POSIX record holds N prompts and an N×N matrix)
+    live_keys: tuple[str, ...] = ()
     in_order: bool = False  # the engine takes the requests in the given order (neighbours share long prefixes)
     summary_keys: tuple[str, ...] = ()  # the summary's computed keys (the rest is the run's metadata)
     input_files: tuple[str, ...] = ()  # files about the inputs a run folder holds besides records and summary

@@ -255,6 +255,7 @@ class PosixTask(Task):
     records_file = SETS_FILE
     index_key = "set_index"
     unit_name = "set"
+    live_keys = ("psi",)
     summary_keys = ("schema_version", "psi", "factors", "psi_reference_compat", "compute", "accuracy",
                     "prompt_choice", "most_sensitive", "num_prompts_per_set")
 
