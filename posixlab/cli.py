@@ -372,8 +372,8 @@ def gguf_path_command(args: list[str]) -> int:
 
     if len(args) == 1 and not args[0].startswith("-") and args[0] not in PACKAGED_MODELS:
         print(f"posixlab error: {args[0]!r} is not a packaged model, so it has no GGUF file here; the packaged ones: "
-              f"{', '.join(sorted(PACKAGED_MODELS))} (a hub model is served by vLLM: model.backend=vllm model.server.launch=true)",
-              file=sys.stderr)
+              f"{', '.join(sorted(PACKAGED_MODELS))} (a hub model is served by vLLM: model.backend=vllm "
+              f"model.server.launch=true)", file=sys.stderr)
         return 2
     if len(args) != 1 or args[0] in ("-h", "--help"):
         return usage(f"usage: posixlab gguf-path MODEL\n\nPrints the GGUF file of a packaged model (assembled from "

@@ -133,7 +133,8 @@ class OpenAIClient:
         self.api_key_env = api_key_env
         self.max_attempts = max_attempts
         # offline: a client that sends nothing (a dry run plans with it), so it needs no key
-        key = (os.environ.get(api_key_env) or LOCAL_PLACEHOLDER_KEY) if offline else api_key(api_key_env, base_url, role)
+        key = ((os.environ.get(api_key_env) or LOCAL_PLACEHOLDER_KEY) if offline
+               else api_key(api_key_env, base_url, role))
         self._openai = openai.OpenAI(base_url=base_url or hosted_url, api_key=key,
                                      max_retries=max_attempts - 1, timeout=timeout)
         self.base_url = str(self._openai.base_url).rstrip("/")

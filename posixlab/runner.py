@@ -32,8 +32,8 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from posixlab.backends import (backend_of, capabilities_of, check_capabilities, check_model, engine_for, load, open_cache,
-                               open_for_plan)
+from posixlab.backends import (backend_of, capabilities_of, check_capabilities, check_model, engine_for, load,
+                               open_cache, open_for_plan)
 from posixlab.errors import check_flag
 from posixlab.models.capabilities import check_chat_template
 from posixlab.models.loading import check_hub_model

@@ -45,11 +45,13 @@ except ImportError:  # pragma: no cover
 STATE_FILE = ".posixlab_job.json"
 
 
-def record_files() -> dict[str, str]:
-    """Each registered task's records file -> its unit's name (one line a finished unit)."""
-    from posixlab.tasks import TASK_TYPES
+def _task_of(folder: Path):
+    """The task whose records file the folder holds (one line a finished unit), or None."""
+    from posixlab.tasks import task_of_records
 
-    return {t.records_file: t.unit_name for t in TASK_TYPES.values()}
+    return task_of_records(folder)
+
+
 # SLURM's line in a job's stderr when it ends it: "slurmstepd: error: *** JOB 12 ON node CANCELLED AT ... ***"
 SLURM_END = re.compile(r"\*\*\* (?:JOB|STEP) \S+ ON \S+ (CANCELLED|DUE TO TIME LIMIT|DUE TO PREEMPTION|"
                        r"DUE TO NODE FAILURE)(.*?)\*\*\*")
@@ -258,21 +260,14 @@ def _grid(sweep: Path) -> tuple[list[list[str]] | None, dict]:
         return None, launcher
 
 
-def _records_file(folder: Path) -> str | None:
-    """The name of the cell's records file, if it has one."""
-    from posixlab.tasks import task_of_records
-
-    task = task_of_records(folder)
-    return task.records_file if task is not None else None
-
-
 def _records(folder: Path, keys: tuple[str, ...] = ()) -> tuple[str | None, list[dict]]:
     """The cell's records file and its complete records (a line being written is left out): each whole, or, given
     ``keys``, as those top-level scalars alone, found in its line without parsing it (a paper-sized POSIX cell's
     500 MB took about 14 s to parse; a line where a key is not a plain value is parsed)."""
-    name = _records_file(folder)
-    if name is None:
+    task = _task_of(folder)
+    if task is None:
         return None, []
+    name = task.records_file
     out = []
     try:
         text = (folder / name).read_text(encoding="utf-8")
@@ -310,12 +305,6 @@ def _count_records(folder: Path, name: str | None) -> int:
     return count
 
 
-def _task_of_records(records_file: str | None):
-    from posixlab.tasks import TASK_TYPES
-
-    return next((t for t in TASK_TYPES.values() if t.records_file == records_file), None)
-
-
 def _expected_units(folder: Path) -> int | None:
     """How many units the cell runs, from its resolved ``config.yaml`` (None: the whole data set)."""
     try:
@@ -330,11 +319,6 @@ def _expected_units(folder: Path) -> int | None:
         return None if n is None else len(shard_indices(int(n), config.get("shard")))
     except Exception:  # noqa: BLE001
         return None
-
-
-def _metrics_so_far(records_file: str | None, records: list[dict]) -> dict:
-    task_type = _task_of_records(records_file)
-    return task_type.live_metrics(records) if records and task_type is not None else {}
 
 
 def _summary_metrics(summary: dict) -> dict:
@@ -526,10 +510,8 @@ def run_status(folder: str | Path) -> tuple[list[Cell], str]:
 
 def _is_run_folder(folder: Path) -> bool:
     """A run's folder: started by Hydra, or holding results (a merged run, one saved from Python)."""
-    from posixlab.tasks import task_of_records
-
     return any((folder / name).is_file() for name in (".hydra/hydra.yaml", STATE_FILE, "summary.json")) or \
-        task_of_records(folder) is not None
+        _task_of(folder) is not None
 
 
 def _classify(cell: Cell, kind: str, queue: dict[str, str] | None) -> None:
@@ -544,14 +526,15 @@ def _classify(cell: Cell, kind: str, queue: dict[str, str] | None) -> None:
     if cell.resubmitted and queued:  # launched again; the new job has not started its cell yet
         cell.state = "pending" if queued in ("PENDING", "REQUEUED", "CONFIGURING") else "running"
         cell.detail = f"launched again, SLURM: {queued.lower()}"
-        records_file = _records_file(cell.folder)
-        cell.unit_name = record_files().get(records_file or "", "set")
-        cell.units, cell.total = _count_records(cell.folder, records_file), _expected_units(cell.folder)
+        task = _task_of(cell.folder)
+        cell.unit_name = task.unit_name if task is not None else "set"
+        cell.units = _count_records(cell.folder, task.records_file if task is not None else None)
+        cell.total = _expected_units(cell.folder)
         return
     folder = cell.folder
     started = _mtime(folder / ".hydra" / "hydra.yaml") or 0
-    records_file = _records_file(folder)
-    cell.unit_name = record_files().get(records_file or "", "set")
+    task = _task_of(folder)
+    cell.unit_name = task.unit_name if task is not None else "set"
     cell.total = _expected_units(folder)
     state = _read_state(folder / STATE_FILE)
     if state is not None and state.get("started", 0) < started - 5:
@@ -569,16 +552,16 @@ def _classify(cell: Cell, kind: str, queue: dict[str, str] | None) -> None:
             from posixlab.tasks import task_of_summary
 
             # a finished cell's records are not read: the summary has their number (a count of lines if not)
-            cell.units = task_of_summary(summary).num_units(summary) or _count_records(folder, records_file)
+            cell.units = task_of_summary(summary).num_units(summary) or _count_records(
+                folder, task.records_file if task is not None else None)
             if cell.total is None:  # no config.yaml (a run saved from Python): done is all there was
                 cell.total = cell.units
             return
         except (OSError, ValueError, KeyError, TypeError, PosixlabError):
             pass
-    task_type = _task_of_records(records_file)  # a cell still going: its metrics so far
-    records_file, records = _records(folder, task_type.live_keys if task_type is not None else ())
+    _, records = _records(folder, task.live_keys if task is not None else ())  # a cell still going: so far
     cell.units = len(records)
-    cell.metrics = _metrics_so_far(records_file, records)
+    cell.metrics = task.live_metrics(records) if records and task is not None else {}
     if state is not None and state.get("state") == "failed":
         cell.state = "failed"
         cell.detail = _last_error_line(cell.log) or state.get("error", "")
