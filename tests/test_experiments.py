@@ -162,6 +162,21 @@ def test_the_benchmark_refuses_a_folder_for_its_report_before_measuring(tmp_path
     assert f"--out {tmp_path / 'benchmark.json'}" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # the packaged SmolLM2's tokenizer
+def test_the_inputs_benchmark_times_both_methods_on_the_same_ids(capsys, tmp_path):
+    from experiments import benchmark_inputs
+
+    assert benchmark_inputs.main(["--sets", "2", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("2 sets, 42 prompts,") and "(3-shot), median of 1:" in out
+    assert "| one at a time |" in out and "| one call a set |" in out and "(the same ids: checked)" in out
+    result = benchmark_inputs.measure(2, 0, 1)
+    assert result["prompts"] == 42 and result["speedup"] > 0
+    assert result["bytes_per_token"]["one call a set"] < result["bytes_per_token"]["one at a time"]
+    assert benchmark_inputs.main(["--data", str(tmp_path / "missing.jsonl")]) == 2
+    assert "missing.jsonl" in capsys.readouterr().err
+
+
 def test_write_paraphrases_answers_help_and_refuses_what_it_cannot_write(capsys):
     """Its usage for --help; a typo, a classification run and a variant without paraphrases: one line each, status 2,
     before anything is built (was a Hydra traceback, or "paraphrases in None")."""

@@ -164,6 +164,37 @@ def test_a_dry_run_loads_no_weights_starts_no_server_and_writes_no_cache(tmp_pat
         run(long, progress=False)
 
 
+@pytest.mark.slow  # the packaged SmolLM2's tokenizer
+def test_prompts_encoded_in_one_batch_get_the_ids_they_get_one_at_a_time():
+    """A set's prompts are tokenised in one call (the fast tokenizer's batch, on every core): the very same ids as
+    one call per prompt, with and without the special tokens, for the prompts a 3-shot set holds and for edge cases."""
+    from posixlab.models.loading import open_for_plan
+    from posixlab.tasks.posix import build_prompt_sets
+
+    lm = open_for_plan(SMOL)
+    sets, _ = build_prompt_sets(PosixConfig(model=SMOL, dataset=DatasetSpec("mmlu"), num_sets=3, num_variants=6,
+                                            shots=3, embedding=None), progress=False)
+    texts = [p.text for s in sets for p in s.prompts]
+    texts += ["", " ", "  leading spaces\tand a tab", "Ünïcödé — «quotes», 数学 🙂", "A: (B)", "x" * 5000,
+              "<|im_start|>user\nhi<|im_end|>\n"]
+    for special in (True, False):
+        batch = lm.encode_batch(texts, add_special_tokens=special)
+        assert batch == [lm.encode(t, add_special_tokens=special) for t in texts]
+        assert all(type(ids) is list for ids in batch)
+    assert lm.encode_batch([]) == []
+    # equal ids share one int object (a paper-sized cell holds ~150 million of them until its last set is scored)
+    first, second = lm.encode_batch([texts[0], texts[0]])
+    assert max(first) > 256 and all(a is b for a, b in zip(first, second))
+    # what a task's requests hold: the batch's ids, checked to fit, for ψ and for answers alone
+    task = PosixTask(PosixConfig(model=SMOL, dataset=DatasetSpec("mmlu"), shots=3, embedding=None))
+    (request,) = task.requests(sets[0], lm)
+    assert request.ids == [lm.encode(p.text) for p in sets[0].prompts]
+    options = task._continuations(sets[0])
+    assert len(options) == 4 and request.candidates == [lm.encode(c, add_special_tokens=False) for c in options]
+    task = PosixTask(PosixConfig(model=SMOL, dataset=DatasetSpec("mmlu"), shots=3, embedding=None, psi=False))
+    assert [r.ids for r in task.requests(sets[0], lm)] == [[lm.encode(p.text)] for p in sets[0].prompts]
+
+
 def test_the_libraries_bars_are_off_while_a_quiet_run_works_and_back_after():
     from huggingface_hub.utils import are_progress_bars_disabled
     from transformers.utils import logging as transformers_logging

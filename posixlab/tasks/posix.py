@@ -293,21 +293,21 @@ class PosixTask(Task):
         if not cfg.psi:  # answers only: one request per prompt (a set of one needs no scoring)
             return self._answer_requests(prompt_set, lm, length)
         texts = [lm.apply_chat_template(p.messages()) if cfg.chat_template else p.text for p in prompt_set.prompts]
-        ids = [lm.encode(t, add_special_tokens=not cfg.chat_template) for t in texts]
+        ids = lm.encode_batch(texts, add_special_tokens=not cfg.chat_template)
         for k, prompt in enumerate(ids):
             lm.check_fits(prompt, length, what=f"prompt {k} of set {prompt_set.set_id}")
         # answer options scored as continuations (multiple choice with a gold answer): after the paper's "A:" a
         # space comes before the option's mark; in a chat template the assistant's turn starts with it
         options = self._continuations(prompt_set)
-        return [Request(texts, ids, length, [lm.encode(c, add_special_tokens=False) for c in options])]
+        return [Request(texts, ids, length, lm.encode_batch(options, add_special_tokens=False))]
 
     def _answer_requests(self, prompt_set: PromptSet, lm, length: int) -> list[Request]:
         if text_only(lm):  # a chat API: each prompt as the text of one user message (exemplars inline)
             return [Request([p.text], [], length) for p in prompt_set.prompts]
+        chat = self.cfg.chat_template
+        texts = [lm.apply_chat_template(p.messages()) if chat else p.text for p in prompt_set.prompts]
         out = []
-        for k, p in enumerate(prompt_set.prompts):
-            text = lm.apply_chat_template(p.messages()) if self.cfg.chat_template else p.text
-            ids = lm.encode(text, add_special_tokens=not self.cfg.chat_template)
+        for k, (text, ids) in enumerate(zip(texts, lm.encode_batch(texts, add_special_tokens=not chat))):
             lm.check_fits(ids, length, what=f"prompt {k} of set {prompt_set.set_id}")
             out.append(Request([text], [ids], length))
         return out

@@ -20,6 +20,7 @@ Choices the paper leaves open, made here:
 
 from __future__ import annotations
 
+import functools
 import re
 import string
 
@@ -51,7 +52,8 @@ _WORD = re.compile(r"\S+")
 _CORE = re.compile(r"^([^\w]*)([A-Za-z]+)([^\w]*)$")
 
 
-def eligible_words(question: str) -> list[tuple[int, int]]:
+@functools.lru_cache(maxsize=256)  # a set's 20 variants edit one question: found once, not 20 times
+def eligible_words(question: str) -> tuple[tuple[int, int], ...]:
     """(start, end) character spans of the letters of each eligible word.
 
     >>> q = "What is 2+2, in base-10? Explain."
@@ -64,7 +66,7 @@ def eligible_words(question: str) -> list[tuple[int, int]]:
         if core and len(core.group(2)) >= 2 and core.group(2).isascii():
             start = m.start() + len(core.group(1))
             spans.append((start, start + len(core.group(2))))
-    return spans
+    return tuple(spans)
 
 
 def _match_case(letter: str, like: str) -> str:

@@ -203,17 +203,20 @@ def build_requests(cfg: ClassificationConfig, inputs: Inputs, label_ids: list[li
     """One sample's requests: each prompt is a request of its own, sent R times (task.repeats): its greedy answer,
     and the class labels' log-probabilities when ``label_ids`` are given. A chat API gets the prompt text as one user
     message (its own template)."""
+    schemas = [inputs.schemas[q].schema if inputs.schemas else None for q in range(len(inputs.rephrasings))]
+    if text_only(lm):
+        texts = [inputs.frame.prompt(sentence, sample.text, cfg.strategy) for sentence in inputs.rephrasings]
+        encoded = [[] for _ in texts]
+    else:
+        texts = [prompt_text(cfg, inputs.frame, sample, sentence, lm, schema)
+                 for sentence, schema in zip(inputs.rephrasings, schemas)]
+        encoded = lm.encode_batch(texts, add_special_tokens=not cfg.chat_template)  # one tokenizer call a sample
     out = []
-    for q, sentence in enumerate(inputs.rephrasings):
-        schema = inputs.schemas[q].schema if inputs.schemas else None
+    for q, (text, ids, schema) in enumerate(zip(texts, encoded, schemas)):
         # a structured answer may run longer than max_new_tokens (the JSON around the label): the prompt must leave
         # room for that length, not for max_new_tokens
         length = cfg.max_new_tokens if schema is None else structured_tokens(cfg.max_new_tokens, schema)
-        if text_only(lm):
-            text, ids = inputs.frame.prompt(sentence, sample.text, cfg.strategy), []
-        else:
-            text = prompt_text(cfg, inputs.frame, sample, sentence, lm, schema)
-            ids = lm.encode(text, add_special_tokens=not cfg.chat_template)
+        if not text_only(lm):
             lm.check_fits(ids, length, what=f"the prompt of sample {sample.sample_id}, rephrasing {q}")
         out += [Request([text], [ids] if ids else [], length, list(label_ids or []), r, schema)
                 for r in range(cfg.repeats)]
