@@ -4,7 +4,8 @@
   tokenizer.json, tokenizer_config.json, model.safetensors, README.md, LICENSE.txt): a TINY random LlamaForCausalLM
   (hidden 16, 2 layers) with a byte-level BPE tokenizer trained here on the bundled MMLU sample (no download);
 - ``cais/mmlu``: the bundled MMLU sample as the hub's ``all`` config (``all/{test,validation,dev}-*.parquet``;
-  question, subject with underscores, choices, answer 0-3), its README declaring the configs, as the hub's does;
+  question, subject with underscores, choices, answer 0-3; the dev split: ``mmlu_dev_rows``), its README declaring
+  the configs, as the hub's does;
 - ``tatsu-lab/alpaca`` (``data/train-*.parquet``: instruction, input, output, text) and ``lukaemon/bbh`` (one config
   per task, ``<task>/test-*.parquet``: input, target), from tests/fixtures.
 
@@ -111,11 +112,17 @@ def _readme(folder: Path, configs: dict[str, list[str]]) -> None:
     (folder / "README.md").write_text("\n".join(lines + ["---", "# test stand-in", ""]))
 
 
+def mmlu_dev_rows(rows: list[dict]) -> list[dict]:
+    """The stand-in's dev split: five questions of the first subject (abstract algebra), as the real one has five a
+    subject, worded apart from every test question (a dev question is never one evaluated)."""
+    return [{**r, "question": f"{r['question']} (dev {k})"} for k, r in enumerate(rows[:5])]
+
+
 def build_mmlu_repo(folder: Path, sample: list[dict]) -> None:
     letters = "ABCD"
     rows = [{"question": r["question"], "subject": r["subject"].replace(" ", "_"), "choices": list(r["choices"]),
              "answer": letters.index(r["answer"])} for r in sample]
-    for split, part in (("test", rows), ("validation", rows[:5]), ("dev", rows[5:10])):
+    for split, part in (("test", rows), ("validation", rows[:5]), ("dev", mmlu_dev_rows(rows))):
         _parquet(part, folder / "all" / f"{split}-00000-of-00001.parquet")
     _readme(folder, {"all": ["test", "validation", "dev"]})
 

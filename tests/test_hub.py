@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hub_fixtures import BBH_TASKS, MODEL_ID, ROOT, closed_port, hub_env
+from hub_fixtures import BBH_TASKS, MODEL_ID, ROOT, closed_port, hub_env, mmlu_dev_rows
 
 DESIGN_CARD = ["model=llama2-7b", "variant=template", "num_sets=3", "logger=none", "embedding=none"]
 
@@ -248,3 +248,46 @@ def test_hub_data_sets_give_the_prompt_sets_of_the_bundled_copies_and_are_cached
     # the server stopped: with HF_HUB_OFFLINE set, as posixlab's data loaders expect, datasets' cache answers
     offline = prompt_sets("hub", env_for(tmp_path, f"http://127.0.0.1:{closed_port()}", HF_HUB_OFFLINE="1"))
     assert offline == hub
+
+
+FEW_SHOT_SETS = """
+import json, sys
+from posixlab.data import DatasetSpec
+from posixlab.tasks.posix import PosixConfig, build_prompt_sets
+
+spec = DatasetSpec("mmlu", **json.loads(sys.argv[1]))
+built, about = build_prompt_sets(PosixConfig(model=None, dataset=spec, variant="template", num_sets=None,
+                                             num_variants=2, shots=3, embedding=None), progress=False)
+print(json.dumps({"pool": about["exemplar_pool"],
+                  "sets": {s.item.item_id: [[e.item_id for e in s.shots], [p.text for p in s.prompts]] for s in built}}))
+"""
+
+
+@pytest.mark.slow
+def test_few_shot_exemplars_are_the_first_of_the_dev_split_from_the_hub_or_from_its_file(healthy_hub, tmp_path):
+    """The hub's dev split gives every question of a subject its first k dev questions (the MMLU harnesses' rule),
+    the first question too, whose id the loaders number like the first dev question's; the same split saved as a
+    file (``dataset.exemplar_path``, for a replication without the hub) gives the very same prompts."""
+    from posixlab.data.files import read_records
+
+    def few_shot(env: dict, **spec) -> dict:
+        proc = subprocess.run([sys.executable, "-c", FEW_SHOT_SETS, json.dumps(spec)], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.splitlines()[-1])
+
+    env = env_for(tmp_path, healthy_hub.url)
+    hub = few_shot(env, source="hub", subjects=["abstract_algebra"])
+    assert hub["pool"] == "the MMLU dev split (cais/mmlu)" and len(hub["sets"]) == 5
+    for item_id, (shots, prompts) in hub["sets"].items():
+        assert shots == [f"dev:mmlu/abstract_algebra/{k}" for k in range(3)], item_id
+        assert all(p.count("(dev ") == 3 and "(dev 3)" not in p for p in prompts)
+    # offline: the test questions and the dev split as files
+    rows = [{"question": r["question"], "subject": r["subject"].replace(" ", "_"), "choices": r["choices"],
+             "answer": r["answer"]} for r in read_records(ROOT / "posixlab" / "data" / "mmlu_sample.jsonl")]
+    (tmp_path / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:5]))
+    (tmp_path / "dev.jsonl").write_text("".join(json.dumps(r) + "\n" for r in mmlu_dev_rows(rows)))
+    files = few_shot(env, source="path", path=str(tmp_path / "test.jsonl"), exemplar_path=str(tmp_path / "dev.jsonl"))
+    assert files["pool"].startswith(f"{tmp_path / 'dev.jsonl'} (sha256 ")
+    assert {i: prompts for i, (_, prompts) in files["sets"].items()} == {i: p for i, (_, p) in hub["sets"].items()}
+    assert all(shots == [f"dev.jsonl:mmlu/abstract_algebra/{k}" for k in range(3)] for shots, _ in files["sets"].values())

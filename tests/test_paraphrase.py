@@ -286,6 +286,37 @@ def test_perturb_shots_without_shots_runs_with_a_note(capsys):
         assert note == (1 if shots == 0 else 0) and len(prompt_set.shots) == shots
 
 
+def test_exemplars_from_a_file_are_the_first_of_the_subject_and_bad_uses_are_refused(tmp_path, capsys):
+    """``dataset.exemplar_path``: the exemplars a file holds (MMLU's dev split saved as JSONL), the first k of the
+    question's subject in file order, with the file's name in their ids; a missing file, and exemplars for the user's
+    own prompt sets, are errors before any work; with shots=0 a note says it changes nothing."""
+    from posixlab.tasks.posix import PosixConfig, build_prompt_sets
+
+    dev = [{"question": f"Dev question {k} about {s}?", "subject": s, "choices": ["w", "x", "y", "z"], "answer": "B"}
+           for s in ("anatomy", "virology") for k in range(4)]
+    path = tmp_path / "mmlu_dev.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in dev))
+    spec = DatasetSpec("mmlu", subjects=["anatomy", "virology"], exemplar_path=str(path))
+    sets, about = build_prompt_sets(PosixConfig(model=None, dataset=spec, num_sets=4, num_variants=1, shots=2,
+                                                embedding=None), progress=False)
+    for s in sets:
+        subject = s.item.subject
+        assert [e.item_id for e in s.shots] == [f"mmlu_dev.jsonl:mmlu/{subject}/{k}" for k in (0, 1)]
+        assert f"Dev question 0 about {subject}?" in s.prompts[0].text and "Dev question 2" not in s.prompts[0].text
+    assert about["exemplar_pool"].startswith(f"{path} (sha256 ")
+    missing = DatasetSpec("mmlu", exemplar_path=str(tmp_path / "missing.jsonl"))
+    with pytest.raises(ConfigError, match="exemplar_path=.*missing.jsonl: no such file"):
+        build_prompt_sets(PosixConfig(model=None, dataset=missing, num_sets=1, shots=1, embedding=None), progress=False)
+    mine = tmp_path / "sets.jsonl"
+    mine.write_text(json.dumps({"id": "a", "prompts": ["One?", "Two?"]}) + "\n")
+    with pytest.raises(ConfigError, match="cannot add exemplars"):
+        build_prompt_sets(PosixConfig(model=None, variant="user", embedding=None, dataset=DatasetSpec(
+            "prompt_sets", source="path", path=str(mine), exemplar_path=str(path))), progress=False)
+    capsys.readouterr()
+    build_prompt_sets(PosixConfig(model=None, dataset=spec, num_sets=1, num_variants=1, embedding=None), progress=False)
+    assert f"dataset.exemplar_path={path} changes nothing with task.shots=0" in capsys.readouterr().err
+
+
 def test_ordered_pool_takes_the_first_k_like_a_dev_split():
     dev = [PromptItem(f"dev{i}", f"Q{i}?", ("a", "b", "c", "d"), subject="s", answer="A") for i in range(5)]
     assert [s.item_id for s in ExemplarPool(dev, "dev", ordered=True).select(ITEM.__class__("t", "T?", subject="s"), 3, 9)] \

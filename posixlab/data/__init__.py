@@ -32,6 +32,10 @@ class DatasetSpec:
     # item ids never drawn as prompt sets (still usable as exemplars); skipped after the seeded shuffle, so leaving
     # an item out replaces it with the next in the draw and leaves every other set as it was
     exclude_items: list[str] | None = field(default=None, hash=False)
+    # few-shot exemplars from this file (the data set's own format: MMLU's dev split saved as JSONL, for a replication
+    # without the hub), the first k of the question's subject in file order, as from the hub's dev split; None: the
+    # hub's dev split for MMLU from the hub, else a seeded draw from the data's other items (data/exemplars.py)
+    exemplar_path: str | None = None
 
 
 def load_items(spec: DatasetSpec) -> list[PromptItem]:

@@ -1,16 +1,24 @@
 """Few-shot exemplars: which items precede a question, with their gold answers (paper Table 2).
 
 The paper does not say where its exemplars come from. We take MMLU's ``dev`` split when MMLU comes from the hub:
-five questions per subject, the first ``k`` of the question's subject, as the MMLU harnesses do. The bundled sample
-and local files have no dev split, so exemplars are drawn there from the other questions of the same subject (or,
-for data without subjects, the other items): a seeded draw per question, never the question itself. That is a
-deviation from the hub setting (exemplars may be questions that are also evaluated in other sets); results record
-each set's exemplar ids and the pool they came from.
+five questions per subject, the first ``k`` of the question's subject, as the MMLU harnesses do. Offline, the same
+split saved as a file does the same (``dataset.exemplar_path``: the first ``k`` of the subject, in file order). The
+bundled sample and local files without one have no dev split, so exemplars are drawn there from the other questions
+of the same subject (or, for data without subjects, the other items): a seeded draw per question, never the question
+itself. That is a deviation from the hub setting (exemplars may be questions that are also evaluated in other sets);
+results record each set's exemplar ids and the pool they came from.
+
+Exemplars from a split or file of their own carry its name in their ids (``dev:mmlu/anatomy/0``): the loaders number
+every split's questions alike, so without it the dev split's first anatomy question would share its id with the test
+split's, be taken for the question itself and skipped, and a record's exemplar ids would name test questions.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
 
 from posixlab.errors import ConfigError
 from posixlab.prompts import PromptItem
@@ -49,13 +57,32 @@ class ExemplarPool:
         return tuple(rng_for(seed, item.item_id, "exemplars", 0).sample(candidates, k))
 
 
-def exemplar_pool(dataset, items: list[PromptItem]) -> ExemplarPool:
-    """The pool for ``dataset`` (a ``DatasetSpec``): MMLU's dev split from the hub, otherwise the data's own items."""
-    if dataset.name == "mmlu" and dataset.source == "hub":
-        from posixlab.data.mmlu import load_mmlu
+def split_items(items: list[PromptItem], split: str) -> list[PromptItem]:
+    """Items of a split of their own, with its name in their ids, so that none shares an evaluated question's id.
 
-        dev = load_mmlu(source="hub", split="dev", subjects=dataset.subjects)
-        return ExemplarPool(dev, "the MMLU dev split (cais/mmlu)", ordered=True)
+    >>> [i.item_id for i in split_items([PromptItem("mmlu/anatomy/0", "Q?")], "dev")]
+    ['dev:mmlu/anatomy/0']
+    """
+    return [replace(item, item_id=f"{split}:{item.item_id}") for item in items]
+
+
+def exemplar_pool(dataset, items: list[PromptItem]) -> ExemplarPool:
+    """The pool for ``dataset`` (a ``DatasetSpec``): its ``exemplar_path`` file, MMLU's dev split from the hub,
+    otherwise the data's own items."""
+    from posixlab.data import load_items
+
+    if dataset.exemplar_path:
+        path = Path(dataset.exemplar_path).expanduser()
+        if not path.exists():
+            raise ConfigError(f"dataset.exemplar_path={dataset.exemplar_path}: no such file (the exemplars, in the "
+                              f"data set's own format: for MMLU, the dev split saved as JSONL)")
+        shots = load_items(replace(dataset, source="path", path=str(path), max_question_chars=None, split=None))
+        digest = f" (sha256 {hashlib.sha256(path.read_bytes()).hexdigest()})" if path.is_file() else ""
+        return ExemplarPool(split_items(shots, path.name), f"{dataset.exemplar_path}{digest}: the first task.shots "
+                            f"questions of the question's subject, in file order", ordered=True)
+    if dataset.name == "mmlu" and dataset.source == "hub":
+        dev = load_items(replace(dataset, split="dev", max_question_chars=None))
+        return ExemplarPool(split_items(dev, "dev"), "the MMLU dev split (cais/mmlu)", ordered=True)
     what = "subject" if any(item.subject for item in items) else "data set"
     return ExemplarPool(items, f"the other items of the same {what} in {dataset.name} ({dataset.source})",
                         ordered=False)

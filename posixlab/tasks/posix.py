@@ -118,9 +118,10 @@ def _user_prompt_sets(cfg: PosixConfig, given: list[UserPromptSet] | None) -> tu
     if cfg.variant != USER_VARIANT:
         raise ConfigError(f"your prompt sets are used as given, so no variant type applies (variant={cfg.variant} "
                           f"was asked); leave variant unset or set variant={USER_VARIANT}")
-    if cfg.shots:
-        raise ConfigError(f"your prompt sets are used as given, so shots={cfg.shots} cannot add exemplars; write "
-                          f"the exemplars into your prompts and run with shots=0")
+    if cfg.shots or cfg.dataset.exemplar_path:
+        asked = f"shots={cfg.shots}" if cfg.shots else f"dataset.exemplar_path={cfg.dataset.exemplar_path}"
+        raise ConfigError(f"your prompt sets are used as given, so {asked} cannot add exemplars; write the "
+                          f"exemplars into your prompts and run with shots=0 (and no exemplar_path)")
     if given is None:
         if not cfg.dataset.path:
             raise ConfigError("dataset=prompt_sets needs the file: dataset.path=my_sets.jsonl (one JSON object per "
@@ -142,9 +143,13 @@ def build_prompt_sets(cfg: PosixConfig, progress: bool = True,
     if cfg.variant == USER_VARIANT:
         raise ConfigError(f"variant={USER_VARIANT} means your own prompt sets: use it with dataset=prompt_sets "
                           f"dataset.path=FILE")
-    if cfg.perturb_shots and not cfg.shots:  # a note, not an error: a sweep over shots=0,1,3 keeps its 0-shot cell
+    # notes, not errors: a sweep over shots=0,1,3 keeps its 0-shot cell
+    if cfg.perturb_shots and not cfg.shots:
         print("posixlab: task.perturb_shots=true changes nothing with task.shots=0 (there are no exemplars to edit)",
               file=sys.stderr)
+    if cfg.dataset.exemplar_path and not cfg.shots:
+        print(f"posixlab: dataset.exemplar_path={cfg.dataset.exemplar_path} changes nothing with task.shots=0 (no "
+              f"exemplar precedes a question)", file=sys.stderr)
     generator = make_generator(cfg)
     all_items = load_items(cfg.dataset)
     items = select_items(all_items, cfg.num_sets, cfg.seed, cfg.dataset.exclude_items)
