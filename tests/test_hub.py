@@ -259,7 +259,8 @@ spec = DatasetSpec("mmlu", **json.loads(sys.argv[1]))
 built, about = build_prompt_sets(PosixConfig(model=None, dataset=spec, variant="template", num_sets=None,
                                              num_variants=2, shots=3, embedding=None), progress=False)
 print(json.dumps({"pool": about["exemplar_pool"],
-                  "sets": {s.item.item_id: [[e.item_id for e in s.shots], [p.text for p in s.prompts]] for s in built}}))
+                  "sets": {s.item.item_id: [[e.item_id for e in s.shots], [p.text for p in s.prompts]]
+                           for s in built}}))
 """
 
 
@@ -290,4 +291,5 @@ def test_few_shot_exemplars_are_the_first_of_the_dev_split_from_the_hub_or_from_
     files = few_shot(env, source="path", path=str(tmp_path / "test.jsonl"), exemplar_path=str(tmp_path / "dev.jsonl"))
     assert files["pool"].startswith(f"{tmp_path / 'dev.jsonl'} (sha256 ")
     assert {i: prompts for i, (_, prompts) in files["sets"].items()} == {i: p for i, (_, p) in hub["sets"].items()}
-    assert all(shots == [f"dev.jsonl:mmlu/abstract_algebra/{k}" for k in range(3)] for shots, _ in files["sets"].values())
+    expected = [f"dev.jsonl:mmlu/abstract_algebra/{k}" for k in range(3)]
+    assert all(shots == expected for shots, _ in files["sets"].values())

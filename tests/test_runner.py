@@ -195,6 +195,30 @@ def test_prompts_encoded_in_one_batch_get_the_ids_they_get_one_at_a_time():
     assert [r.ids for r in task.requests(sets[0], lm)] == [[lm.encode(p.text)] for p in sets[0].prompts]
 
 
+def test_a_cache_whose_other_jobs_files_are_large_says_so_when_it_opens(tmp_path, monkeypatch, capsys):
+    """Every open reads the other jobs' files into memory: past PEERS_WARNING_BYTES of them a warning says how to keep
+    a sweep's cache folders small; the rows are read either way."""
+    import posixlab.cachefiles
+    from posixlab.scoring import ScoreCache
+
+    identity = {"name": "m", "model": "x"}
+    live = ScoreCache(tmp_path, identity)  # a job still running: its file is the next one's peer
+    live.store({(1, 2, 3): ((4,), [-0.5])}, {((1, 2, 3), (5,)): -1.25}, 5)
+    size = live.path.stat().st_size
+    monkeypatch.setattr(posixlab.cachefiles, "PEERS_WARNING_BYTES", size)
+    quiet = ScoreCache(tmp_path, identity)
+    assert capsys.readouterr().err == "" and quiet.score((1, 2, 3), (5,)) == -1.25
+    quiet.close()
+    monkeypatch.setattr(posixlab.cachefiles, "PEERS_WARNING_BYTES", size - 1)
+    warned = ScoreCache(tmp_path, identity)
+    err = capsys.readouterr().err
+    assert err.count("posixlab: warning:") == 1 and f"the other jobs' files of the cache {tmp_path}/m-" in err
+    assert "(1 file) hold 0.0 GB" in err and "score_cache_dir='/shared/scores/${model.name}/" in err
+    assert warned.score((1, 2, 3), (5,)) == -1.25 and warned.generation((1, 2, 3), 5) == ([4], [-0.5])
+    warned.close()
+    live.close()
+
+
 def test_the_libraries_bars_are_off_while_a_quiet_run_works_and_back_after():
     from huggingface_hub.utils import are_progress_bars_disabled
     from transformers.utils import logging as transformers_logging
