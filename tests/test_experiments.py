@@ -162,6 +162,16 @@ def test_the_benchmark_refuses_a_folder_for_its_report_before_measuring(tmp_path
     assert f"--out {tmp_path / 'benchmark.json'}" in capsys.readouterr().err
 
 
+def test_the_cache_benchmark_opens_beside_another_jobs_file_and_finds_its_rows(capsys):
+    from experiments import benchmark_cache
+
+    assert benchmark_cache.main(["--rows", "2500"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("another job's file of 2,500 scores (") and " hits and " in out
+    result = benchmark_cache.measure(1200, lookups=300)
+    assert result["rows"] == 1200 and result["open_s"] > 0 and result["hits_per_s"] > 0
+
+
 @pytest.mark.slow  # the packaged SmolLM2's tokenizer
 def test_the_inputs_benchmark_times_both_methods_on_the_same_ids(capsys, tmp_path):
     from experiments import benchmark_inputs
