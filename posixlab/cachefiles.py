@@ -205,14 +205,14 @@ class Segments:
             files = f"{len(peers)} file{'s' if len(peers) != 1 else ''}"
             print(f"posixlab: warning: the other jobs' files of the cache {self.folder / self.stem} ({files}) hold "
                   f"{size / 2**30:.1f} GB, and every run copies them when it opens (about 20 s a GB here, and as much "
-                  f"temporary disk). Give each cell of a large sweep its own folder, e.g. score_cache_dir='/shared/scores/"
-                  f"${{model.name}}/${{dataset.name}}-${{variant.name}}-${{task.shots}}shot' (docs/cluster.md)",
+                  f"temporary disk). Give each cell of a large sweep its own folder, e.g. "
+                  f"score_cache_dir='/shared/scores/${{model.name}}/${{dataset.name}}-${{variant.name}}-"
+                  f"${{task.shots}}shot' (docs/cluster.md)",
                   file=sys.stderr)
 
     def _read_peer(self, path: Path, legacy: bool) -> bool:
         """Copy one peer's rows into ``peers``; False if the file is gone. Raises DatabaseError for a copy that is
         not consistent (taken during a commit), ``error`` for a file that is not one of this cache's."""
-        db = self.db
         if legacy:  # the earlier single-file layout, maybe in WAL mode: a consistent copy through SQLite
             if not path.exists():
                 return False
@@ -248,7 +248,8 @@ class Segments:
         return True
 
     def _copy_rows(self, path: Path, data: bytearray | None, copy: Path | None) -> None:
-        """The snapshot's rows into ``peers``: ``data``, an image in memory (the legacy layout), or the file ``copy``."""
+        """The snapshot's rows into ``peers``: ``data``, an image in memory (the legacy layout), or the file
+        ``copy``."""
         db = self.db
         db.execute("ATTACH DATABASE ? AS snap", (":memory:" if copy is None else str(copy),))
         try:
