@@ -213,48 +213,24 @@ class Segments:
     def _read_peer(self, path: Path, legacy: bool) -> bool:
         """Copy one peer's rows into ``peers``; False if the file is gone. Raises DatabaseError for a copy that is
         not consistent (taken during a commit), ``error`` for a file that is not one of this cache's."""
-        if legacy:  # the earlier single-file layout, maybe in WAL mode: a consistent copy through SQLite
-            if not path.exists():
-                return False
-            source = sqlite3.connect(path, timeout=60)
-            try:
-                image = sqlite3.connect(":memory:")
-                source.backup(image)
-                data = bytearray(image.serialize())
-                image.close()
-            finally:
-                source.close()
-            if len(data) >= 20:
-                data[18:20] = b"\x01\x01"  # a copy in memory has no WAL: read it as a rollback-journal file
-        else:
-            data = None
         with tempfile.TemporaryDirectory(prefix="posixlab-cache-") as scratch:
-            if data is None:  # a copy on this machine's disk, read as one: memory stays flat however large the file
-                copy = Path(scratch) / "snapshot.sqlite"
-                try:
-                    shutil.copyfile(path, copy)
-                except FileNotFoundError:
-                    return False
-                with open(copy, "rb") as f:
-                    head = f.read(len(SQLITE_HEADER))
-                empty = copy.stat().st_size == 0
-            else:
-                head, empty = bytes(data[:len(SQLITE_HEADER)]), not data
-            if empty:
+            copy = Path(scratch) / "snapshot.sqlite"
+            if not _snapshot(path, copy, legacy):
+                return False
+            with open(copy, "rb") as f:
+                head = f.read(len(SQLITE_HEADER))
+            if not head:
                 return True  # a file just created and not yet written
             if head != SQLITE_HEADER:  # never torn: every SQLite file starts so from its creation
                 raise self._error("cannot be read as a cache (not an SQLite file)", path)
-            self._copy_rows(path, data, copy if data is None else None)
+            self._copy_rows(path, copy)
         return True
 
-    def _copy_rows(self, path: Path, data: bytearray | None, copy: Path | None) -> None:
-        """The snapshot's rows into ``peers``: ``data``, an image in memory (the legacy layout), or the file
-        ``copy``."""
+    def _copy_rows(self, path: Path, copy: Path) -> None:
+        """The rows of ``copy``, a snapshot of the peer ``path``, into ``peers``."""
         db = self.db
-        db.execute("ATTACH DATABASE ? AS snap", (":memory:" if copy is None else str(copy),))
+        db.execute("ATTACH DATABASE ? AS snap", (str(copy),))
         try:
-            if copy is None:
-                db.deserialize(data, name="snap")
             status = db.execute("PRAGMA snap.quick_check").fetchone()[0]
             if status != "ok":
                 raise sqlite3.DatabaseError(f"SQLite check: {status}")
@@ -280,3 +256,28 @@ class Segments:
             self.db.close()
         finally:
             self._release()
+
+
+def _snapshot(path: Path, copy: Path, legacy: bool) -> bool:
+    """A copy of the peer ``path`` at ``copy``, on this machine's disk (memory stays flat however large the file);
+    False if it is gone. A file of the single-file layout, maybe in WAL mode, is copied through SQLite (its WAL's rows
+    included) and marked a rollback-journal file; any other is copied as bytes, checked by the caller."""
+    if not legacy:
+        try:
+            shutil.copyfile(path, copy)
+        except FileNotFoundError:
+            return False
+        return True
+    if not path.exists():
+        return False
+    source, target = sqlite3.connect(path, timeout=60), sqlite3.connect(copy)
+    try:
+        source.backup(target)
+    finally:
+        target.close()
+        source.close()
+    with open(copy, "r+b") as f:
+        if len(f.read(20)) == 20:
+            f.seek(18)
+            f.write(b"\x01\x01")  # the copy has no WAL: read it as a rollback-journal file
+    return True

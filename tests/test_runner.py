@@ -219,6 +219,38 @@ def test_a_cache_whose_other_jobs_files_are_large_says_so_when_it_opens(tmp_path
     live.close()
 
 
+def test_a_cache_file_of_the_single_file_layout_in_wal_mode_is_read_with_its_wal(tmp_path):
+    """A ``<stem>.sqlite`` of the earlier layout, in WAL mode with rows still in its WAL (its writer open), is read as
+    a peer through SQLite: every row, those in the WAL too; it is never written."""
+    import shutil
+    import sqlite3
+
+    from posixlab.scoring import ScoreCache
+    from posixlab.scoring.cache import _checksum, score_key
+
+    identity = {"name": "m", "model": "legacy"}
+    old = ScoreCache(tmp_path / "old", identity)
+    old.store({(1, 2, 3): ((4,), [-0.5])}, {((1, 2, 3), (5,)): -1.25}, 5)
+    old.close()
+    legacy = tmp_path / "shared" / f"{old.stem}.sqlite"
+    legacy.parent.mkdir()
+    shutil.copyfile(old.path, legacy)
+    writer = sqlite3.connect(legacy, isolation_level=None)
+    assert writer.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
+    key, payload = score_key((1, 2, 3), (6,)), json.dumps({"logprob": -2.5})
+    writer.execute("INSERT INTO scores VALUES (?, ?, ?)", (key, payload, _checksum(key, payload)))
+    assert (legacy.parent / f"{legacy.name}-wal").stat().st_size > 0  # the row is in the WAL, not yet in the file
+    before = legacy.read_bytes()
+    try:
+        cache = ScoreCache(tmp_path / "shared", identity)
+        assert cache.path != legacy and cache.generation((1, 2, 3), 5) == ([4], [-0.5])
+        assert cache.score((1, 2, 3), (5,)) == -1.25 and cache.score((1, 2, 3), (6,)) == -2.5
+        cache.close()
+        assert legacy.read_bytes() == before  # read, never written
+    finally:
+        writer.close()
+
+
 def test_the_libraries_bars_are_off_while_a_quiet_run_works_and_back_after():
     from huggingface_hub.utils import are_progress_bars_disabled
     from transformers.utils import logging as transformers_logging

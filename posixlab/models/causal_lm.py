@@ -85,8 +85,9 @@ class TokenizedModel:
 
     def encode_batch(self, texts: list[str], add_special_tokens: bool = True) -> list[list[int]]:
         """``encode`` of each text, the same ids, from one call to the tokenizer: a fast tokenizer encodes a batch on
-        every core (a 3-shot MMLU set of 21 prompts: 2.3x faster than one at a time on 2 cores; the paper's 14,042-set
-        cells tokenise about 300,000 prompts before the first forward pass)."""
+        every core (3-shot MMLU sets of 21 prompts: 1.8x faster than one at a time on 2 cores, measured by
+        experiments/benchmark_inputs.py; the paper's 14,042-set cells tokenise about 300,000 prompts before the first
+        forward pass)."""
         if not texts:
             return []
         encoded = self.tokenizer(list(texts), add_special_tokens=add_special_tokens).input_ids
