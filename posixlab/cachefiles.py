@@ -205,9 +205,8 @@ class Segments:
             files = f"{len(peers)} file{'s' if len(peers) != 1 else ''}"
             print(f"posixlab: warning: the other jobs' files of the cache {self.folder / self.stem} ({files}) hold "
                   f"{size / 2**30:.1f} GB, and every run copies them when it opens (about 20 s a GB here, and as much "
-                  f"temporary disk). Give each cell of a large sweep its own folder, e.g. "
-                  f"score_cache_dir='/shared/scores/${{model.name}}/${{dataset.name}}-${{variant.name}}-"
-                  f"${{task.shots}}shot' (docs/cluster.md)",
+                  f"temporary disk). Give each cell of a large sweep its own folder, as the paper's grids do "
+                  f"(score_cache_dir='/shared/scores/${{task.run_name}}'; docs/cluster.md)",
                   file=sys.stderr)
 
     def _read_peer(self, path: Path, legacy: bool) -> bool:

@@ -35,6 +35,7 @@ from posixlab.gate import (GateConfig, check_gate, check_gate_applies, gate_pass
                            parse_gate_overrides, read_summaries, thresholds_of)
 from posixlab.models.allocator import prefer_expandable_segments
 from posixlab.models.loading import ModelSpec
+from posixlab.paths import default_cache_dir
 from posixlab.runner import run
 from posixlab.scoring.options import EngineOptions
 from posixlab.status import note_error, status_command
@@ -114,6 +115,22 @@ def register_defaults() -> None:
 
 
 register_defaults()  # at import, so that compose() in tests and notebooks finds them too
+
+
+def cache_folder(cache_dir) -> str:
+    """``${posixlab.cache_dir:${cache_dir}}`` in a config: the cache folder a run uses, ``cache_dir`` or its default
+    (``$POSIXLAB_CACHE``, else ``~/.cache/posixlab``), so a config can name folders below it (the paper's grids give
+    each cell its own score cache folder: conf/experiment/_paper.yaml).
+
+    >>> cache_folder("/shared/posixlab")
+    '/shared/posixlab'
+    >>> cache_folder(None) == str(default_cache_dir())
+    True
+    """
+    return str(Path(cache_dir).expanduser()) if cache_dir else str(default_cache_dir())
+
+
+OmegaConf.register_new_resolver("posixlab.cache_dir", cache_folder, replace=True)
 
 def check_task_groups(task: str, overrides: list[str]) -> None:
     """A ``ConfigError`` naming the first override that chooses a config group only another task reads (a task's

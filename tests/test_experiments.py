@@ -50,7 +50,7 @@ def test_one_experiment_per_paper_table_and_figure_and_an_offline_twin_for_each(
 
 @pytest.mark.parametrize("name", slow_paper_grids(EXPERIMENTS))
 def test_every_experiment_composes_with_every_swept_value(name):
-    from posixlab.cli import to_config
+    from posixlab.cli import cache_folder, to_config
 
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[f"+experiment={name}"], return_hydra_config=True)
@@ -58,6 +58,7 @@ def test_every_experiment_composes_with_every_swept_value(name):
         assert {"model", "variant", "dataset"} <= set(params) and cfg.experiment_name == name
         assert cfg.logger.tags == [name.split("_")[0]]
         values = {key: str(value).split(",") for key, value in params.items()}
+        score_caches = set()
         for combination in itertools.product(*values.values()):
             overrides = [f"+experiment={name}", *(f"{k}={v}" for k, v in zip(values, combination))]
             job = compose(config_name="config", overrides=overrides)
@@ -71,10 +72,17 @@ def test_every_experiment_composes_with_every_swept_value(name):
                 assert run_config.model.source == "hub" and job.rephraser.model == "gpt-3.5-turbo"
                 assert job.embedding.model == "thenlper/gte-large"
                 assert run_config.num_sets == {"mmlu": None, "alpaca": 5000, "bbh": 2700}[job.dataset.name]
+                # a score cache folder per cell (a grid's jobs read every other file of their folder when they open)
+                cell = f"{job.model.name}_{job.dataset.name}_{job.variant.name}_{job.task.shots}shot"
+                assert run_config.score_cache_dir == str(Path(cache_folder(job.cache_dir)) / "scores" / cell)
+                score_caches.add(run_config.score_cache_dir)
             else:  # packaged models only
                 assert run_config.model.source == "packaged" and run_config.embedding.source == "package"
                 assert run_config.num_sets == OFFLINE_ONLY.get(name, run_config.num_sets)
                 assert run_config.num_sets in (20, 100) or name in OFFLINE_ONLY
+                assert run_config.score_cache_dir is None  # one folder for all: offline cells reuse each other's rows
+        if name.startswith("paper_"):
+            assert len(score_caches) == len(list(itertools.product(*values.values())))
 
 
 @pytest.mark.parametrize("name", slow_paper_grids(ERRICA))

@@ -213,7 +213,7 @@ def test_a_cache_whose_other_jobs_files_are_large_says_so_when_it_opens(tmp_path
     warned = ScoreCache(tmp_path, identity)
     err = capsys.readouterr().err
     assert err.count("posixlab: warning:") == 1 and f"the other jobs' files of the cache {tmp_path}/m-" in err
-    assert "(1 file) hold 0.0 GB" in err and "score_cache_dir='/shared/scores/${model.name}/" in err
+    assert "(1 file) hold 0.0 GB" in err and "score_cache_dir='/shared/scores/${task.run_name}'" in err
     assert warned.score((1, 2, 3), (5,)) == -1.25 and warned.generation((1, 2, 3), 5) == ([4], [-0.5])
     warned.close()
     live.close()
