@@ -67,12 +67,19 @@ class RunResult:
     records: list[dict] = field(repr=False)
 
 
+def iter_records(folder: str | Path, name: str):
+    """The records of a run folder's ``name`` file one at a time, in file order: a reader that keeps a little of
+    each (a paper-sized cell's file is 0.5-0.9 GB, several times that as Python objects) holds only that."""
+    with open(Path(folder) / name, encoding="utf-8", newline="\n") as handle:  # lines end at "\n" alone
+        for line in handle:
+            if line.strip():
+                yield json.loads(line)
+
+
 def read_records(folder: str | Path, name: str, index_key: str) -> list[dict]:
     """The records of a run folder's ``name`` file, in the order of their units in the cell (``index_key``)."""
-    path = Path(folder) / name
-    records = [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
     # the engine finishes sets in order of prompt length; the file keeps that order, readers get the data set's
-    return sorted(records, key=lambda r: r.get(index_key, 0))
+    return sorted(iter_records(folder, name), key=lambda r: r.get(index_key, 0))
 
 
 def read_sets(folder: str | Path) -> list[dict]:

@@ -306,3 +306,22 @@ def test_a_small_run_s_factor_figure_prints_no_lapack_error(capfd):
     entropy_panel = fig.axes[1]
     bands = [c for c in entropy_panel.collections if "Poly" in type(c).__name__]  # fill_between's (20 sets: one)
     assert entropy_panel.get_lines() and not bands  # the bins' points and the line, no band
+
+
+@pytest.mark.slow
+def test_a_large_sweep_is_read_a_process_a_core_into_the_same_rows(small_results, monkeypatch):
+    from posixlab.analysis import collect
+    from posixlab.analysis.figures import _highest_psi
+    from posixlab.results import most_sensitive
+
+    serial = load_rows(small_results)
+    pools = []
+    real_pool = collect.ProcessPoolExecutor
+    monkeypatch.setattr(collect, "PARALLEL_READ_BYTES", 0)  # the fixture's few kilobytes count as a large sweep
+    monkeypatch.setattr(collect, "_cores", lambda: 2)
+    monkeypatch.setattr(collect, "ProcessPoolExecutor",
+                        lambda *args, **kw: pools.append(args) or real_pool(*args, **kw))
+    assert load_rows(small_results) == serial and pools == [(2,)]
+    # a run's figures find its highest-ψ set from the records streamed, as most_sensitive does from all of them
+    for folder in sorted(p.parent for p in small_results.rglob("sets.jsonl")):
+        assert most_sensitive(_highest_psi(folder), 1) == most_sensitive(read_sets(folder), 1)

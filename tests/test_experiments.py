@@ -180,6 +180,14 @@ def test_the_cache_benchmark_opens_beside_another_jobs_file_and_finds_its_rows(c
     assert result["rows"] == 1200 and result["open_s"] > 0 and result["hits_per_s"] > 0
 
 
+def test_the_records_benchmark_reads_a_sweep_both_ways_into_the_same_rows(capsys):
+    from experiments import benchmark_records
+
+    assert benchmark_records.main(["--cells", "2", "--sets", "20", "--repeats", "1", "--parallel-above", "0"]) == 0
+    out = capsys.readouterr().out  # above 0 MB: the readers in parallel, on a machine of two cores or more
+    assert out.startswith("2 cells of 20 sets of N = 21: ") and out.rstrip().endswith("; the same rows")
+
+
 @pytest.mark.slow  # the packaged SmolLM2's tokenizer
 def test_the_inputs_benchmark_times_both_methods_on_the_same_ids(capsys, tmp_path):
     from experiments import benchmark_inputs

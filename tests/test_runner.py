@@ -281,3 +281,15 @@ def test_status_reads_a_running_cell_s_psi_without_parsing_its_records(tmp_path)
     assert name == "sets.jsonl" and fast[:3] == [{"psi": 0.25}, {"psi": 1e-05}, {"psi": None}]
     assert fast[3] == lines[3]  # no ψ in the line: parsed whole
     assert _records(tmp_path)[1] == lines and PosixTask.live_metrics(fast) == PosixTask.live_metrics(lines)
+
+
+def test_records_are_streamed_a_line_at_a_time_and_only_a_newline_ends_one(tmp_path):
+    from posixlab.results import SetWriter, iter_records, read_records
+
+    texts = ["a\u2028b", "c\u0085d", "e\rf", "g\u2029h\n"]  # line separators a text may hold, written as they are
+    with SetWriter(tmp_path) as writer:
+        for n, text in enumerate(texts):
+            writer.write({"set_index": len(texts) - 1 - n, "text": text})
+    assert (tmp_path / "sets.jsonl").read_text(encoding="utf-8").count("\n") == len(texts)
+    assert [r["text"] for r in iter_records(tmp_path, "sets.jsonl")] == texts
+    assert [r["text"] for r in read_records(tmp_path, "sets.jsonl", "set_index")] == texts[::-1]

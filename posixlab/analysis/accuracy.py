@@ -50,9 +50,10 @@ def accuracy_rows(rows: list[dict], seed: int = 0) -> list[dict]:
     return out
 
 
-def accuracy_table(rows: list[dict], seed: int = 0) -> tuple[str, list[dict]]:
-    """The Markdown table and its records (``figures/accuracy.md``, ``accuracy.csv``)."""
-    records = accuracy_rows(rows, seed)
+def accuracy_table(rows: list[dict], seed: int = 0, records: list[dict] | None = None) -> tuple[str, list[dict]]:
+    """The Markdown table and its records (``figures/accuracy.md``, ``accuracy.csv``); ``records``:
+    ``accuracy_rows(rows, seed)`` where the caller has it."""
+    records = accuracy_rows(rows, seed) if records is None else records
     f = lambda v: "" if v is None else f"{v:.3f}"  # noqa: E731
     lines = ["## Accuracy across prompts, beside ψ", "",
              "Per cell: POSIX (mean ψ); accuracy as the mean over prompts of each prompt's accuracy (AvgP) with its "

@@ -18,14 +18,17 @@ from __future__ import annotations
 import csv
 import json
 import math
+import multiprocessing
+import os
 import warnings
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from posixlab.data import UNGRADED
 from posixlab.errors import ConfigError
 from posixlab.metrics.factors import FACTOR_NAMES, set_factors
-from posixlab.results import SETS_FILE, SUMMARY_FILE, read_sets
+from posixlab.results import SETS_FILE, SUMMARY_FILE, iter_records
 
 CELL = ("model", "dataset", "variant", "shots")
 # per prompt of the set, one character each ("-": not scored): correctness "1"/"0", predicted option letters
@@ -34,6 +37,8 @@ ROW_FIELDS = (*CELL, "item_id", "subject", "psi", "psi_reference_compat", *FACTO
               "psi_per_prompt", "data", "source")
 STRING_FIELDS = ("model", "dataset", "variant", "item_id", "subject", "data", "source", *PER_PROMPT, "psi_per_prompt")
 PER_SET_CSV = "per_set.csv"
+PARALLEL_READ_BYTES = 256 * 2**20  # records of a sweep above which its run folders are read in parallel
+MAX_READERS = 8
 
 
 class GridWarning(UserWarning):
@@ -65,12 +70,10 @@ def load_rows(*sources: str | Path) -> list[dict]:
             groups = _rows_from_csv(source)
         else:
             groups = {}
-            for summary in sorted(source.rglob(SUMMARY_FILE)):
-                if (summary.parent / SETS_FILE).is_file():
-                    rows = _rows_from_run(summary.parent)
-                    if rows:
-                        groups.setdefault(cell_of(rows[0]), []).append((str(summary.parent), rows))
-            groups = {cell: runs for cell, runs in groups.items()}
+            folders = [s.parent for s in sorted(source.rglob(SUMMARY_FILE)) if (s.parent / SETS_FILE).is_file()]
+            for folder, rows in zip(folders, _rows_from_runs(folders)):
+                if rows:
+                    groups.setdefault(cell_of(rows[0]), []).append((str(folder), rows))
         for cell, runs in groups.items():
             for origin, rows in runs:
                 if rows[0].get("answers_only"):  # psi=false: the cell's greedy answers, refreshed in place
@@ -111,7 +114,31 @@ def cells(rows: list[dict]) -> dict[Cell, list[dict]]:
     return grouped
 
 
-def _rows_from_run(folder: Path) -> list[dict]:
+def _rows_from_runs(folders: list[Path]) -> list[list[dict]]:
+    """Each run folder's rows, in order. Reading a cell's records is JSON parsing, about 50 MB a second a core (a
+    paper-sized cell holds 0.5-0.9 GB): a sweep holding more than ``PARALLEL_READ_BYTES`` of them is read by a
+    process a core (never more than ``MAX_READERS``), each streaming its cell's records and returning its rows."""
+    size = sum((folder / SETS_FILE).stat().st_size for folder in folders)
+    workers = min(len(folders), _cores(), MAX_READERS)
+    if workers < 2 or size < PARALLEL_READ_BYTES:
+        return [_rows_from_run(folder) for folder in folders]
+    # fork where there is one: a spawned reader would first run the caller's script again (one without an
+    # `if __name__ == "__main__":` guard, all of it); a reader only parses JSON, so threads the caller holds are safe
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
+        return list(pool.map(_rows_from_run, folders))
+
+
+def _cores() -> int:
+    """The cores this process may use (a SLURM job's allocation, not the node's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _rows_from_run(folder: Path, records=None) -> list[dict]:
+    """A run folder's per-set rows, in set order, from its records (by default streamed from its ``sets.jsonl``)."""
     summary = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
     dataset = summary.get("config", {}).get("dataset", {})
     data = summary.get("dataset_source") or dataset.get("source")
@@ -119,19 +146,21 @@ def _rows_from_run(folder: Path) -> list[dict]:
         data = f"{data}:{Path(dataset['path']).name}"
     base = {"model": summary["model"]["name"], "dataset": summary["dataset"], "variant": summary["variant"],
             "shots": int(summary.get("shots", 0)), "data": data, "source": str(folder)}
-    if not summary.get("psi_computed", True):  # psi=false: the greedy answers only (refresh_greedy)
-        return [{**base, "item_id": r["item_id"], "subject": r.get("subject"), "answers_only": True,
-                 **{k: v for k, v in per_prompt_columns(r).items() if k.endswith("_greedy")}}
-                for r in read_sets(folder)]
-    rows = []
-    for record in read_sets(folder):
-        factors = record.get("factors")
-        if factors is None:  # results written before factors were stored: the three that need no embedding
-            factors = set_factors([tuple(r["token_ids"]) for r in record["responses"]], record["logprob_matrix"])
-        rows.append({**base, "item_id": record["item_id"], "subject": record.get("subject"), "psi": record["psi"],
-                     "psi_reference_compat": record.get("psi_reference_compat"), **factors,
-                     **per_prompt_columns(record)})
-    return rows
+    answers_only = not summary.get("psi_computed", True)  # psi=false: the greedy answers only (refresh_greedy)
+    rows = []  # (set index, row): records streamed, so a large cell's memory is its rows, not its records
+    for record in iter_records(folder, SETS_FILE) if records is None else records:
+        if answers_only:
+            row = {**base, "item_id": record["item_id"], "subject": record.get("subject"), "answers_only": True,
+                   **{k: v for k, v in per_prompt_columns(record).items() if k.endswith("_greedy")}}
+        else:
+            factors = record.get("factors")
+            if factors is None:  # results written before factors were stored: the three that need no embedding
+                factors = set_factors([tuple(r["token_ids"]) for r in record["responses"]], record["logprob_matrix"])
+            row = {**base, "item_id": record["item_id"], "subject": record.get("subject"), "psi": record["psi"],
+                   "psi_reference_compat": record.get("psi_reference_compat"), **factors,
+                   **per_prompt_columns(record)}
+        rows.append((record.get("set_index", 0), row))
+    return [row for _, row in sorted(rows, key=lambda pair: pair[0])]  # the data set's order, as read_sets gives
 
 
 def refresh_greedy(rows: list[dict] | None, answers: list[dict], label: str, origin: str) -> list[dict]:

@@ -30,7 +30,7 @@ from posixlab.analysis.tables import VARIANT_ORDER
 from posixlab.metrics import accuracy as acc
 from posixlab.metrics.stats import spearman
 from posixlab.metrics.where import most_moved_pair, psi_terms
-from posixlab.results import SETS_FILE, most_sensitive, read_sets
+from posixlab.results import SETS_FILE, iter_records, most_sensitive
 
 # variant types where prompt j is the same format for every item, so "the accuracy of prompt j" means something
 FIXED_FORMAT_VARIANTS = ("template", "format")
@@ -235,10 +235,11 @@ def paper_figures(rows: list[dict], folder: Path) -> list[Path]:
     return written
 
 
-def accuracy_figures(rows: list[dict], folder: Path) -> list[Path]:
+def accuracy_figures(rows: list[dict], folder: Path, accuracy: list[dict] | None = None) -> list[Path]:
     """The figures of accuracy beside ψ, where the results hold correctness per prompt (0-shot cells only, as
     Table 1): ``figure_accuracy_prompts`` (``accuracy_by_prompt_figure``) and ``figure_psi_accuracy_spread``
-    (``psi_spread_figure``). Returns the files written; none without gold answers."""
+    (``psi_spread_figure``). ``accuracy``: ``accuracy_rows(rows)`` where the caller has it (its bootstrap intervals
+    take seconds a cell). Returns the files written; none without gold answers."""
     zero = [r for r in rows if int(r["shots"]) == 0 and (r.get("correct_options") or r.get("correct_greedy"))]
     if not zero:
         return []
@@ -248,7 +249,10 @@ def accuracy_figures(rows: list[dict], folder: Path) -> list[Path]:
     if fixed:
         written += save(accuracy_by_prompt_figure(fixed, f"Accuracy of each prompt format, per model{suffix}"),
                         folder, "figure_accuracy_prompts")
-    records = [r for r in accuracy_rows(zero) if r["reading"] == _reading(r, zero)]
+    # a cell's accuracy is drawn from the options' log-likelihoods where any of its sets has them, else from greedy
+    with_options = {(r["model"], r["dataset"], r["variant"]) for r in zero if r.get("correct_options")}
+    records = [r for r in (accuracy_rows(zero) if accuracy is None else accuracy) if int(r["shots"]) == 0 and
+               r["reading"] == ("options" if (r["model"], r["dataset"], r["variant"]) in with_options else "greedy")]
     written += save(psi_spread_figure(records, f"ψ against the spread of accuracy over prompts{suffix}"), folder,
                     "figure_psi_accuracy_spread")
     return written
@@ -324,13 +328,6 @@ def psi_spread_figure(records: list[dict], title: str):
     return fig
 
 
-def _reading(record: dict, rows: list[dict]) -> str:
-    """The reading a cell's accuracy is drawn from: the options' log-likelihoods where any set has them."""
-    members = [r for r in rows if (r["model"], r["dataset"], r["variant"]) ==
-               (record["model"], record["dataset"], record["variant"])]
-    return "options" if any(r.get("correct_options") for r in members) else "greedy"
-
-
 def _groups(rows: list[dict], keys: tuple[str, ...]) -> dict[tuple, list[dict]]:
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
@@ -341,6 +338,17 @@ def _groups(rows: list[dict], keys: tuple[str, ...]) -> dict[tuple, list[dict]]:
 def _variant_rank(variant: str) -> tuple[int, str]:
     order = VARIANT_ORDER + ["format"]
     return (order.index(variant) if variant in order else len(order), variant)
+
+
+def _highest_psi(folder: Path) -> list[dict]:
+    """The record of the set with the highest ψ (ties to the lower set index), read as a stream: all that
+    ``most_sensitive(records, 1)`` looks at, without holding a large run's records."""
+    best, best_key = [], None
+    for n, record in enumerate(iter_records(folder, SETS_FILE)):
+        key = (-record["psi"], record.get("set_index", n))
+        if best_key is None or key < best_key:
+            best, best_key = [{**record, "set_index": key[1]}], key
+    return best
 
 
 def run_figures(rows: list[dict], folder: Path, records: list[dict] | None = None) -> dict[str, Path]:
@@ -368,7 +376,7 @@ def run_figures(rows: list[dict], folder: Path, records: list[dict] | None = Non
     if records is None:
         sources = {r.get("source") for r in rows}
         source = Path(sources.pop()) if len(sources) == 1 and None not in sources else None
-        records = read_sets(source) if source is not None and (source / SETS_FILE).is_file() else []
+        records = _highest_psi(source) if source is not None and (source / SETS_FILE).is_file() else []
     top = most_sensitive(records, 1)
     if top and top[0]["i"] is not None:
         record = next(r for n, r in enumerate(records) if r.get("set_index", n) == top[0]["set_index"])

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from posixlab.analysis.accuracy import accuracy_table
+from posixlab.analysis.accuracy import accuracy_rows, accuracy_table
 from posixlab.analysis.classification import find_classification_runs, regenerate_classification
-from posixlab.analysis.collect import PER_SET_CSV, data_caption, load_rows, write_rows
+from posixlab.analysis.collect import PER_SET_CSV, Cell, data_caption, load_rows, write_rows
+from posixlab.analysis.collect import cells as grouped_cells
 from posixlab.analysis.figures import accuracy_figures, paper_figures
 from posixlab.analysis.tables import summary_rows, table1, table2, write_table
 from posixlab.metrics.factors import FACTOR_NAMES
@@ -65,9 +66,9 @@ def regenerate_posix(sources: list[str | Path], out: Path) -> list[Path]:
                     f"| model | data set | variant | shots | {' | '.join(FACTOR_NAMES)} |",
                     f"|---|---|---|---|{'---|' * len(FACTOR_NAMES)}"]
     factor_records = []
+    by_cell = grouped_cells(rows)
     for c in cells:
-        members = [r for r in rows if (r["model"], r["dataset"], r["variant"], int(r["shots"])) ==
-                   (c["model"], c["dataset"], c["variant"], c["shots"])]
+        members = by_cell[Cell(c["model"], c["dataset"], c["variant"], c["shots"])]
         means = {}
         for name in FACTOR_NAMES:
             values = [r[name] for r in members if r.get(name) is not None]
@@ -76,8 +77,10 @@ def regenerate_posix(sources: list[str | Path], out: Path) -> list[Path]:
         factor_lines.append(f"| {c['model_label']} | {c['dataset']} | {c['variant']} | {c['shots']} | " +
                             " | ".join("" if v is None else f"{v:.3f}" for v in means.values()) + " |")
     written += write_table("\n".join(factor_lines), factor_records, out, "factors", caption)
+    accuracy = None  # computed once: the table and a figure show it, and its bootstrap takes seconds a cell
     if any(r.get("correct_options") or r.get("correct_greedy") for r in rows):
-        written += write_table(*accuracy_table(rows), out, "accuracy", caption)
+        accuracy = accuracy_rows(rows)
+        written += write_table(*accuracy_table(rows, records=accuracy), out, "accuracy", caption)
     written += paper_figures(rows, out)
-    written += accuracy_figures(rows, out)
+    written += accuracy_figures(rows, out, accuracy)
     return written

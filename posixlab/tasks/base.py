@@ -321,11 +321,12 @@ class Task:
         if not path.is_file():
             return []
         records = []
-        for line in filter(str.strip, path.read_text(encoding="utf-8").split("\n")):
-            try:
-                records.append(json.loads(line))
-            except ValueError:
-                continue
+        with open(path, encoding="utf-8", newline="\n") as handle:  # a line at a time: no copy of the whole text
+            for line in filter(str.strip, handle):
+                try:
+                    records.append(json.loads(line))
+                except ValueError:
+                    continue
         return sorted(records, key=lambda r: r.get(cls.index_key, 0))
 
     @classmethod

@@ -29,7 +29,8 @@ from posixlab.prompts import PromptItem
 from posixlab.rephrase import RephraserConfig, make_paraphrase_source
 from posixlab.metrics.accuracy import accuracy_metrics
 from posixlab.rephrase.quality import describe_summary
-from posixlab.results import SETS_FILE, accuracy_lines, api_lines, build_summary, choice_lines, read_records, write_summary
+from posixlab.results import (SETS_FILE, accuracy_lines, api_lines, build_summary, choice_lines, iter_records,
+                              write_summary)
 from posixlab.scoring import EngineOptions
 from posixlab.shards import parse_shard
 from posixlab.tasks.base import (ACCURACY_GATES, ACCURACY_MISSING, GENERATE, SCORE, Request, Task, Tracked, answer_texts,
@@ -407,14 +408,16 @@ class PosixTask(Task):
         if p is None:  # psi=false: the answers alone
             return Tracked({"num_sets": summary["num_sets"], **accuracy_metrics(summary.get("accuracy"))},
                            artifact_type="posix-answers", artifact_metadata={"num_sets": summary["num_sets"]})
-        rows = []
-        for r in read_records(folder, cls.records_file, cls.index_key):
+        rows = []  # (set index, table row): records streamed, so a large run holds its table, not its records
+        for r in iter_records(folder, cls.records_file):
             f = r.get("factors", {})
-            rows.append([r.get("set_index"), r["item_id"], r.get("subject"), r["variant_type"], r["psi"],
-                         r["psi_reference_compat"], f.get("unique_responses"), f.get("response_entropy"),
-                         f.get("semantic_coherence"), f.get("logprob_variance"), f.get("logprob_sd"),
-                         json.dumps(sorted({p["kind"] for p in r["prompts"]})),
-                         json.dumps([x["text"] for x in r["responses"]], ensure_ascii=False)])
+            rows.append((r.get(cls.index_key, 0), [
+                r.get("set_index"), r["item_id"], r.get("subject"), r["variant_type"], r["psi"],
+                r["psi_reference_compat"], f.get("unique_responses"), f.get("response_entropy"),
+                f.get("semantic_coherence"), f.get("logprob_variance"), f.get("logprob_sd"),
+                json.dumps(sorted({p["kind"] for p in r["prompts"]})),
+                json.dumps([x["text"] for x in r["responses"]], ensure_ascii=False)]))
+        rows = [row for _, row in sorted(rows, key=lambda pair: pair[0])]  # the data set's order
         return Tracked({
             "posix": p["posix"], "psi_mean": p["mean"], "psi_sd": p["sd"], "psi_median": p["median"],
             "psi_ci95_low": p["ci95"][0], "psi_ci95_high": p["ci95"][1], "num_sets": p["num_sets"],
