@@ -218,6 +218,26 @@ def test_an_older_summary_says_what_it_cannot_show(posix_run, tmp_path):
     assert page.count('<tr class="unit"') == 3 and "POSIX = " in h1(page)
 
 
+def test_the_runs_of_one_page_share_its_room_for_tables_and_details(posix_run, cls_run, tmp_path, monkeypatch):
+    """A page of several runs splits ``TABLE_UNITS`` rows and ``DETAIL_UNITS`` details among them (a grid's page of
+    64 paper-sized cells would otherwise be 700 MB): each run's table holds its highest units, and says so."""
+    import posixlab.report.html
+
+    for name, value in (("TABLE_UNITS", 4), ("DETAIL_UNITS", 2), ("MIN_TABLE_UNITS", 1), ("MIN_DETAIL_UNITS", 1)):
+        monkeypatch.setattr(posixlab.report.html, name, value)
+    sets, samples = records(posix_run, "sets.jsonl"), records(cls_run, "samples.jsonl")
+    assert (len(sets), len(samples)) == (3, 6)
+    page = build_report([posix_run, cls_run], tmp_path / "both.html").read_text(encoding="utf-8")
+    for prefix, units, key, index in (("", sets, "psi", "set_index"), ("r2-", samples, "sensitivity", "sample_index")):
+        table = re.search(rf'<table id="{prefix}units".*?</table>', page, re.S).group(0)
+        highest = sorted(units, key=lambda r: (-r[key], r[index]))
+        assert sorted(map(int, re.findall(r' data-index="(\d+)"', table))) == sorted(r[index] for r in highest[:2])
+        assert re.findall(rf'<section class="detail" id="{prefix}unit-(\d+)"', page) == [str(highest[0][index])]
+        assert f"the table holds the 2 highest of its {len(units)} (a page of 2 runs" in page
+    alone = page_of(posix_run, tmp_path / "alone.html")  # its own page: every set, two of them detailed
+    assert alone.count(" data-index=") == 3 and alone.count('<tr class="unit"') == 2 and "the table holds" not in alone
+
+
 def test_two_runs_are_compared_and_the_gate_is_shown(posix_run, cls_run, tmp_path):
     page = build_report([posix_run, cls_run], tmp_path / "both.html").read_text(encoding="utf-8")
     assert '<section id="compare">' in page and "POSIX = " in h1(page) and "sensitivity S = " in h1(page)

@@ -173,7 +173,9 @@ def build_report(folders, out, gate_rows=None, *, gate=None) -> Path:
     gates = _gates(runs, gate_rows, gate)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(runs, gates), encoding="utf-8")
+    with h.page_of_runs(len(runs)):  # the runs share the page's room for their units (report/html.py)
+        page = render(runs, gates)
+    out.write_text(page, encoding="utf-8")
     return out
 
 

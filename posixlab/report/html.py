@@ -19,6 +19,8 @@ is plain JavaScript. What the script does, by markup (the DOM contract ``tests/t
 from __future__ import annotations
 
 import base64
+import contextlib
+import contextvars
 import difflib
 import html
 import json
@@ -72,31 +74,76 @@ def section(title: str, body: str, *, id: str | None = None, cls: str | None = N
     return f"<section{attrs(id=id, cls=cls)}><h2>{esc(title)}</h2>{body}</section>"
 
 
-DETAIL_UNITS = 500  # units whose details a page carries: a paper-sized cell (14,042 MMLU sets) would be 200 MB
+# What one page carries of its runs' units, shared by the runs it shows (a run's own page: all of it): a paper-sized
+# cell (14,042 MMLU sets) with every set's details would be a 200 MB page, and a grid's page of 64 such cells, each
+# with its whole table of sets and 500 details, 700 MB. A run with fewer units than its share shows them all.
+DETAIL_UNITS = 500  # units whose details (prompts, responses, matrix) a page carries
+TABLE_UNITS = 20_000  # rows of the units' tables (about 300 bytes each)
+MIN_DETAIL_UNITS, MIN_TABLE_UNITS = 10, 200  # a run's share, however many runs a page shows
+_runs_on_page = contextvars.ContextVar("runs_on_page", default=1)
 
 
-def with_details(values: list, limit: int | None = None) -> set[int]:
-    """The positions of the units whose details a page carries: all when there are at most ``limit``, else the
-    ``limit`` with the highest values (ψ, S: where a reader looks first; ties and units without a value after, in
-    order).
+@contextlib.contextmanager
+def page_of_runs(count: int):
+    """While a page of ``count`` runs is drawn, each run's table and details get their share of the page's."""
+    token = _runs_on_page.set(max(1, count))
+    try:
+        yield
+    finally:
+        _runs_on_page.reset(token)
 
-    >>> sorted(with_details([0.1, 0.9, None, 0.5], limit=2)), len(with_details([None] * 3, limit=5))
+
+def _share(total: int, least: int) -> int:
+    """A run's share of a page's ``total``: an even split, but never below ``least`` (nor above ``total``)."""
+    return max(min(least, total), total // _runs_on_page.get())
+
+
+def _highest(values: list, limit: int) -> set[int]:
+    """The positions of the ``limit`` highest values (ties and units without a value after, in order); all when
+    there are at most ``limit``.
+
+    >>> sorted(_highest([0.1, 0.9, None, 0.5], 2)), len(_highest([None] * 3, 5))
     ([1, 3], 3)
     """
-    limit = DETAIL_UNITS if limit is None else limit
     if len(values) <= limit:
         return set(range(len(values)))
     ranked = sorted(range(len(values)), key=lambda n: (values[n] is None, -(values[n] or 0.0), n))
     return set(ranked[:limit])
 
 
-def details_note(shown: int, total: int, unit: str, key: str, records_file: str) -> str:
-    """What a capped page says above its table (nothing when every unit's details are on it)."""
-    if shown >= total:
+def unit_rows(records: list[dict], values: list, index_key: str, prefix: str, row_of, detail_of):
+    """A run's units as the page shows them: the rows of its table and the details that open from them, for the
+    units with the highest values (ψ, S: where a reader looks first) when the run's share of the page
+    (``DETAIL_UNITS``, ``TABLE_UNITS``) holds fewer than all; in the records' order. ``row_of(record, index)``: the
+    row's cells; ``detail_of(record, index)``: the detail's title and body. Returns the rows, their attributes, the
+    details and ``note``'s text for the page."""
+    shown = _highest(values, _share(TABLE_UNITS, MIN_TABLE_UNITS))
+    detailed = _highest(values, _share(DETAIL_UNITS, MIN_DETAIL_UNITS))  # the same order: the first of ``shown``
+    rows, row_attrs, details = [], [], []
+    for n, record in enumerate(records):
+        if n not in shown:
+            continue
+        index = record.get(index_key, n)
+        rows.append(row_of(record, index))
+        if n in detailed:
+            row_attrs.append({"cls": "unit", "data_index": index, "data_detail": f"{prefix}unit-{index}"})
+            details.append(detail(f"{prefix}unit-{index}", *detail_of(record, index)))
+        else:
+            row_attrs.append({"data_index": index})
+    return rows, row_attrs, details, (len(shown), len(detailed), len(records))
+
+
+def details_note(counts: tuple[int, int, int], unit: str, key: str, records_file: str) -> str:
+    """What a capped page says above a run's table (nothing when every unit and its details are on it).
+    ``counts``: units in the table, with details, in the run (``unit_rows``)."""
+    shown, detailed, total = counts
+    if detailed >= total:
         return ""
-    return (f'<p class="small">This page carries the details of the {shown} {unit}s with the highest {esc(key)} '
-            f"(their rows open); all {total} are in the table, and every {unit}'s record is in {esc(records_file)}."
-            "</p>")
+    table = (f"all {total} are in the table" if shown >= total else
+             f"the table holds the {shown} highest of its {total} (a page of {_runs_on_page.get()} runs shares its "
+             f"room among them: <code>posixlab report</code> on this run's folder alone shows every {esc(unit)})")
+    return (f'<p class="small">This page carries the details of the {detailed} {esc(unit)}s with the highest '
+            f"{esc(key)} (their rows open); {table}, and every {esc(unit)}'s record is in {esc(records_file)}.</p>")
 
 
 def detail(detail_id: str, title: str, body: str) -> str:
@@ -264,12 +311,20 @@ def figure(path: str | Path, caption: str = "") -> str:
             f"<figcaption>{esc(caption)}</figcaption></figure>")
 
 
+DOTS_PER_ROW = 400  # above this many units a run's row draws a dot per pixel its units fall on
+
+
 def distributions(named: list[tuple[str, list[float]]], *, label: str = "value") -> str:
     """Several runs' per-unit values on one axis, as inline SVG: a row per run, a dot per unit (its value on hover),
-    the median as a bar and the mean as a diamond.
+    the median as a bar and the mean as a diamond. A row of more than ``DOTS_PER_ROW`` units draws a dot per pixel
+    of the axis that units fall on (how many, and their range, on hover): a paper-sized cell's 14,042 dots, most of
+    them on top of each other, were 1 MB of page and slow to draw.
 
     >>> svg = distributions([("run a", [0.1, 0.3]), ("run b", [0.2])], label="ψ")
     >>> svg.startswith("<svg") and svg.count("<circle") == 3
+    True
+    >>> many = distributions([("run", [n / 9999 for n in range(10000)])])
+    >>> many.count("<circle") == 521 and "<title>20 units: 0.4990 to 0.5010</title>" in many
     True
     """
     finite = [v for _, values in named for v in values if math.isfinite(v)]
@@ -292,8 +347,16 @@ def distributions(named: list[tuple[str, list[float]]], *, label: str = "value")
                      f'{esc(shown[n])}</text>'
                      f'<line x1="{left}" x2="{left + width}" y1="{y}" y2="{y}" class="axis"/>')
         kept = sorted(v for v in values if math.isfinite(v))
-        for v in kept:
-            parts.append(f'<circle cx="{x(v):.1f}" cy="{y}" r="3.5"><title>{esc(fmt(v))}</title></circle>')
+        if len(kept) <= DOTS_PER_ROW:
+            for v in kept:
+                parts.append(f'<circle cx="{x(v):.1f}" cy="{y}" r="3.5"><title>{esc(fmt(v))}</title></circle>')
+        else:
+            pixels: dict[int, list[float]] = {}
+            for v in kept:
+                pixels.setdefault(round(x(v)), []).append(v)
+            for px, on in pixels.items():
+                about = fmt(on[0]) if len(on) == 1 else f"{len(on)} units: {fmt(on[0])} to {fmt(on[-1])}"
+                parts.append(f'<circle cx="{px}" cy="{y}" r="3.5"><title>{esc(about)}</title></circle>')
         if kept:
             median, mean = kept[len(kept) // 2] if len(kept) % 2 else (kept[len(kept) // 2 - 1]
                                                                        + kept[len(kept) // 2]) / 2, sum(kept) / len(kept)

@@ -260,15 +260,19 @@ class Task:
         metrics = [(name, h.fmt(value)) for name, value in cls.final_metrics(summary).items()]
         scalars = [k for k, v in (records[0] if records else {}).items()
                    if isinstance(v, (str, int, float, bool)) or v is None][:8]
-        rows = [[h.cell(r.get(k)) if not isinstance(r.get(k), str) else h.cell(None, h.esc(r[k][:80]))
-                 for k in scalars] for r in records]
-        details = [h.detail(f"{prefix}unit-{n}", f"{cls.unit_name} {n}",
-                            f"<pre>{h.esc(json.dumps(r, indent=1, ensure_ascii=False)[:4000])}</pre>")
-                   for n, r in zip(cls._unit_indices(records), records)]
-        units = h.table([(k, k) for k in scalars], rows, id=f"{prefix}units", row_attrs=[
-            {"cls": "unit", "data_index": n, "data_detail": f"{prefix}unit-{n}"} for n in cls._unit_indices(records)])
+        key = cls.headline_key.split(".")[0]  # a unit's own value of the headline, where it has one, ranks it
+        values = [v if isinstance(v := r.get(key), (int, float)) and not isinstance(v, bool) else None
+                  for r in records]
+        rows, row_attrs, details, counts = h.unit_rows(
+            records, values, cls.index_key, prefix,
+            lambda r, n: [h.cell(r.get(k)) if not isinstance(r.get(k), str) else h.cell(None, h.esc(r[k][:80]))
+                          for k in scalars],
+            lambda r, n: (f"{cls.unit_name} {n}",
+                          f"<pre>{h.esc(json.dumps(r, indent=1, ensure_ascii=False)[:4000])}</pre>"))
+        units = h.table([(k, k) for k in scalars], rows, id=f"{prefix}units", row_attrs=row_attrs)
+        note = h.details_note(counts, cls.unit_name, key, cls.records_file)
         return (h.section(f"{cls.name}: headline", h.cards(metrics or [(cls.headline_name, "n/a")]))
-                + h.section(f"{len(records)} {cls.unit_name}s (click a row)", units + "".join(details)))
+                + h.section(f"{len(records)} {cls.unit_name}s (click a row)", note + units + "".join(details)))
 
     report_value_name: str = ""  # what report_values are ("ψ", "S"); empty: the headline key's first part
 

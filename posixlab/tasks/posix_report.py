@@ -155,26 +155,23 @@ def set_accuracy(record: dict) -> tuple[float | None, float | None]:
 def _sets(records: list[dict], prefix: str) -> str:
     if not records:
         return h.section("Sets", "<p>No set record in this folder.</p>")
-    rows, row_attrs, details = [], [], []
-    detailed = h.with_details([r.get("psi") for r in records])
-    for n, r in enumerate(records):
-        index = r.get("set_index", n)
+
+    def row_of(r: dict, index: int) -> list:
         accuracy, consistency = set_accuracy(r)
         unique = (r.get("factors") or {}).get("unique_responses")
-        rows.append([index, h.cell(None, h.esc(r.get("set_id"))), h.cell(None, h.esc(r.get("subject") or "")),
-                     r.get("psi"), accuracy, consistency, unique, len(r.get("prompts") or [])])
-        if n not in detailed:
-            row_attrs.append({"data_index": index})
-            continue
-        row_attrs.append({"cls": "unit", "data_index": index, "data_detail": f"{prefix}unit-{index}"})
-        details.append(h.detail(f"{prefix}unit-{index}", f"set {index}: {r.get('set_id')}", _set_detail(r)))
+        return [index, h.cell(None, h.esc(r.get("set_id"))), h.cell(None, h.esc(r.get("subject") or "")),
+                r.get("psi"), accuracy, consistency, unique, len(r.get("prompts") or [])]
+
+    rows, row_attrs, details, counts = h.unit_rows(
+        records, [r.get("psi") for r in records], "set_index", prefix, row_of,
+        lambda r, index: (f"set {index}: {r.get('set_id')}", _set_detail(r)))
     table = h.table([("set", "set"), ("set_id", "set id"), ("subject", "subject"), ("psi", "ψ"),
                      ("accuracy", "accuracy"), ("consistency", "consistency"), ("unique", "unique responses"),
                      ("n", "N")], rows, id=f"{prefix}units", row_attrs=row_attrs)
     note = ('<p class="small">Click a column to sort, a row to open its set. Accuracy: the share of the set\'s '
             "prompts answered right; consistency: the share whose answer is the set's most common one (options "
             "reading when the run scored the options, else the greedy answer).</p>")
-    note += h.details_note(len(detailed), len(records), "set", "ψ", "sets.jsonl")
+    note += h.details_note(counts, "set", "ψ", "sets.jsonl")
     return h.section(f"Sets ({len(records)})", note + table + "".join(details))
 
 

@@ -174,29 +174,26 @@ def _samples(records: list[dict], prompts: list[dict], prefix: str) -> str:
     if not records:
         return h.section("Samples", "<p>No sample record in this folder.</p>")
     texts = {f"{prefix}q{p['q']}": p["text"] for p in prompts}
-    rows, row_attrs, details = [], [], []
-    detailed = h.with_details([r.get("sensitivity") for r in records])
-    for n, r in enumerate(records):
-        index = r.get("sample_index", n)
+
+    def row_of(r: dict, index: int) -> list:
         labels = [p.get("label") for p in r.get("predictions") or []]
-        top = majority(labels)
-        gold = r.get("gold")
-        rows.append([index, h.cell(None, h.esc(r.get("sample_id"))), h.cell(None, h.esc(gold)), r.get("sensitivity"),
-                     h.cell(None, h.esc(top)), labels.count(top) / max(1, len(labels)),
-                     None if gold is None else sum(x == gold for x in labels) / max(1, len(labels)),
-                     labels.count(NA)])
-        if n not in detailed:
-            row_attrs.append({"data_index": index})
-            continue
-        row_attrs.append({"cls": "unit", "data_index": index, "data_detail": f"{prefix}unit-{index}"})
-        details.append(h.detail(f"{prefix}unit-{index}", f"sample {index}: {r.get('sample_id')}",
-                                _sample_detail(r, top, prefix)))
+        top, gold = majority(labels), r.get("gold")
+        return [index, h.cell(None, h.esc(r.get("sample_id"))), h.cell(None, h.esc(gold)), r.get("sensitivity"),
+                h.cell(None, h.esc(top)), labels.count(top) / max(1, len(labels)),
+                None if gold is None else sum(x == gold for x in labels) / max(1, len(labels)), labels.count(NA)]
+
+    def detail_of(r: dict, index: int) -> tuple[str, str]:
+        top = majority([p.get("label") for p in r.get("predictions") or []])
+        return f"sample {index}: {r.get('sample_id')}", _sample_detail(r, top, prefix)
+
+    rows, row_attrs, details, counts = h.unit_rows(
+        records, [r.get("sensitivity") for r in records], "sample_index", prefix, row_of, detail_of)
     table = h.table([("sample", "sample"), ("sample_id", "sample id"), ("gold", "gold"), ("s", "S"),
                      ("majority", "majority answer"), ("agree", "share of the majority"), ("correct", "accuracy"),
                      ("na", "N/A")], rows, id=f"{prefix}units", row_attrs=row_attrs)
     note = ('<p class="small">Click a column to sort, a row to open the sample: its answer under every prompt, '
             "those that differ from its majority answer highlighted.</p>")
-    note += h.details_note(len(detailed), len(records), "sample", "S", "samples.jsonl")
+    note += h.details_note(counts, "sample", "S", "samples.jsonl")
     return h.section(f"Samples ({len(records)})", note + table + "".join(details) + h.refs_script(texts))
 
 
