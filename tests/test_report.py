@@ -238,6 +238,28 @@ def test_the_runs_of_one_page_share_its_room_for_tables_and_details(posix_run, c
     assert alone.count(" data-index=") == 3 and alone.count('<tr class="unit"') == 2 and "the table holds" not in alone
 
 
+def test_a_page_reads_each_run_s_records_once(posix_run, cls_run, tmp_path, monkeypatch):
+    """A run's sections and its values (the comparison's dots) share one read of its records (a paper-sized cell's
+    take seconds to parse); nothing is kept once the page is written."""
+    import builtins
+    from pathlib import Path
+
+    import posixlab.tasks.base as base
+    from posixlab.tasks.posix import PosixTask
+
+    opened = []
+
+    def counted_open(path, *args, **kwargs):
+        opened.append(Path(path).name)
+        return builtins.open(path, *args, **kwargs)
+
+    monkeypatch.setattr(base, "open", counted_open, raising=False)  # the module's reads of records files
+    build_report([posix_run, cls_run], tmp_path / "both.html")
+    assert sorted(opened) == ["samples.jsonl", "sets.jsonl"]
+    PosixTask.read_unit_records(posix_run)
+    assert opened.count("sets.jsonl") == 2  # outside a page: read again
+
+
 def test_two_runs_are_compared_and_the_gate_is_shown(posix_run, cls_run, tmp_path):
     page = build_report([posix_run, cls_run], tmp_path / "both.html").read_text(encoding="utf-8")
     assert '<section id="compare">' in page and "POSIX = " in h1(page) and "sensitivity S = " in h1(page)

@@ -20,7 +20,7 @@ from posixlab.errors import ConfigError
 from posixlab.report import html as h
 from posixlab.results import SCHEMA_VERSION, SUMMARY_FILE
 from posixlab.tasks import TASK_TYPES, task_named, task_of_records, task_of_summary
-from posixlab.tasks.base import Task
+from posixlab.tasks.base import Task, records_read_once
 
 REPORT_FILE = "report.html"
 
@@ -204,11 +204,15 @@ def render(runs: list[Run], gates: list[list]) -> str:
     title = ("PARTIAL · " if any(r.partial for r in runs) else "") + " · ".join(headline(r) for r in runs)
     first_partial = next((r for r in runs if r.partial), None)  # its banner is the page's #partial
     body = [_banners(run, several, run is first_partial) for run in runs]
+    sections, values = [], []
+    with records_read_once():  # each run's records read once for its sections, its values and its gate
+        for n, (run, rows) in enumerate(zip(runs, gates)):
+            prefix = "" if n == 0 else f"r{n + 1}-"
+            sections.append(_gate(run, rows, prefix) + _sections(run, prefix))
+            values.append(_values(run) if several else [])
     if several:
-        body.append(_compare(runs))
-    for n, (run, rows) in enumerate(zip(runs, gates)):
-        prefix = "" if n == 0 else f"r{n + 1}-"
-        inner = _gate(run, rows, prefix) + _sections(run, prefix)
+        body.append(_compare(runs, values))
+    for n, (run, inner) in enumerate(zip(runs, sections)):
         body.append(h.section(f"Run {n + 1}: {run.folder}", inner, cls="run") if several else inner)
     subtitle = str(runs[0].folder) if not several else f"{len(runs)} runs compared"
     return h.page(f"posixlab report: {title}", title, "".join(body), subtitle=f"{subtitle} · {_about(runs[0])}")
@@ -252,7 +256,8 @@ def _values(run: Run) -> list[float]:
         return []
 
 
-def _compare(runs: list[Run]) -> str:
+def _compare(runs: list[Run], values: list[list[float]]) -> str:
+    """The runs side by side; ``values``: each run's per-unit values (``_values``)."""
     rows = []
     for n, run in enumerate(runs, 1):
         s = run.summary
@@ -266,7 +271,7 @@ def _compare(runs: list[Run]) -> str:
                      ("state", "state")], rows, id="compare-table")
     plots = []
     for task in dict.fromkeys(r.task for r in runs):  # one axis per task: ψ per set, S per sample, ...
-        named = [(f"run {n}: {r.folder.name}", _values(r)) for n, r in enumerate(runs, 1) if r.task is task]
+        named = [(f"run {n}: {r.folder.name}", v) for n, (r, v) in enumerate(zip(runs, values), 1) if r.task is task]
         label = f"{task.report_value_name or task.headline_key.split('.')[0]} per {task.unit_name}"
         plots.append(f"<h3>{h.esc(label)}</h3>" + h.distributions(named, label=label))
     return h.section("Runs compared", table + "".join(plots)

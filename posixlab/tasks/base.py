@@ -15,6 +15,8 @@ A task also owns what the command line, the CI gate and the run tracker say abou
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import json
 from dataclasses import dataclass, field
@@ -110,6 +112,21 @@ def shared_settings(c: dict, output_dir: str) -> dict:
             "score_cache_dir": c["score_cache_dir"], "engine": read_setting(c["engine"], EngineOptions, "engine"),
             "rephraser": read_setting(c["rephraser"], RephraserConfig, "rephraser"),
             "shard": None if c.get("shard") is None else str(c["shard"]), "dry_run": bool(c.get("dry_run"))}
+
+
+_records_memo: contextvars.ContextVar[dict | None] = contextvars.ContextVar("records_memo", default=None)
+
+
+@contextlib.contextmanager
+def records_read_once():
+    """While a report page is drawn: the task's methods that each read a run's records (its sections, its values,
+    what is behind a failed gate) share one read of them, the last run's kept (a paper-sized cell's records are
+    gigabytes as Python objects: one run's at a time). They must not change the records they are given."""
+    token = _records_memo.set({})
+    try:
+        yield
+    finally:
+        _records_memo.reset(token)
 
 
 class Task:
@@ -324,6 +341,12 @@ class Task:
         path = Path(folder) / cls.records_file
         if not path.is_file():
             return []
+        memo, key = _records_memo.get(), None
+        if memo is not None:  # a report page being drawn: the last run's records, if this file has not changed
+            stat = path.stat()
+            key = (cls.index_key, str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+            if key in memo:
+                return memo[key]
         records = []
         with open(path, encoding="utf-8", newline="\n") as handle:  # a line at a time: no copy of the whole text
             for line in filter(str.strip, handle):
@@ -331,7 +354,11 @@ class Task:
                     records.append(json.loads(line))
                 except ValueError:
                     continue
-        return sorted(records, key=lambda r: r.get(cls.index_key, 0))
+        records.sort(key=lambda r: r.get(cls.index_key, 0))
+        if memo is not None:
+            memo.clear()
+            memo[key] = records
+        return records
 
     @classmethod
     def _unit_indices(cls, records: list[dict]) -> list[int]:
