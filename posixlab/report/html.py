@@ -116,7 +116,7 @@ def unit_rows(records: list[dict], values: list, index_key: str, prefix: str, ro
     units with the highest values (ψ, S: where a reader looks first) when the run's share of the page
     (``DETAIL_UNITS``, ``TABLE_UNITS``) holds fewer than all; in the records' order. ``row_of(record, index)``: the
     row's cells; ``detail_of(record, index)``: the detail's title and body. Returns the rows, their attributes, the
-    details and ``note``'s text for the page."""
+    details, and the counts ``details_note`` takes (units in the table, with details, in the run)."""
     shown = _highest(values, _share(TABLE_UNITS, MIN_TABLE_UNITS))
     detailed = _highest(values, _share(DETAIL_UNITS, MIN_DETAIL_UNITS))  # the same order: the first of ``shown``
     rows, row_attrs, details = [], [], []
