@@ -122,20 +122,24 @@ def test_the_posix_page(posix_run):
 
 def test_a_large_run_s_page_carries_the_details_of_its_highest_units_only(posix_run, cls_run, monkeypatch):
     """Past ``DETAIL_UNITS`` units (500: a paper-sized cell of 14,042 sets was a 200 MB page) every unit stays in the
-    table, but only the highest-ψ (highest-S) ones open; the page says so."""
+    table, but only the highest-ψ (highest-S) ones open, and those the page links to; the page says so."""
     import posixlab.report.html
 
     monkeypatch.setattr(posixlab.report.html, "DETAIL_UNITS", 2)
-    for folder, records_file, key, unit in ((posix_run, "sets.jsonl", "psi", "set"),
-                                            (cls_run, "samples.jsonl", "sensitivity", "sample")):
+    most_sensitive = json.loads((posix_run / "summary.json").read_text())["most_sensitive"]
+    for folder, records_file, key, unit, linked in (
+            (posix_run, "sets.jsonl", "psi", "set", {t["set_index"] for t in most_sensitive}),  # "where ψ comes from"
+            (cls_run, "samples.jsonl", "sensitivity", "sample", set())):
         units = records(folder, records_file)
         page = page_of(folder, folder / "capped.html")
         index = "set_index" if unit == "set" else "sample_index"
-        highest = sorted(units, key=lambda r: (-r[key], r[index]))[:2]
+        expected = {r[index] for r in sorted(units, key=lambda r: (-r[key], r[index]))[:2]} | linked
         opened = [int(i) for i in re.findall(r'<section class="detail" id="unit-(\d+)"', page)]
-        assert sorted(opened) == sorted(r[index] for r in highest)
-        assert page.count('<tr class="unit"') == 2 and page.count(" data-index=") == len(units)
-        assert f"the details of the 2 {unit}s with the highest" in page and records_file in page
+        assert sorted(opened) == sorted(expected)
+        assert page.count('<tr class="unit"') == len(expected) and page.count(" data-index=") == len(units)
+        if len(expected) < len(units):
+            assert f"the details of the 2 {unit}s with the highest" in page and records_file in page
+            assert f"all {len(units)} are in the table" in page
     monkeypatch.undo()
     assert "the details of the" not in page_of(posix_run)  # under the cap: every set opens, nothing said
 
@@ -218,24 +222,48 @@ def test_an_older_summary_says_what_it_cannot_show(posix_run, tmp_path):
     assert page.count('<tr class="unit"') == 3 and "POSIX = " in h1(page)
 
 
-def test_the_runs_of_one_page_share_its_room_for_tables_and_details(posix_run, cls_run, tmp_path, monkeypatch):
+def test_the_runs_of_one_page_share_its_room_for_tables_and_details(cls_run, tmp_path, monkeypatch):
     """A page of several runs splits ``TABLE_UNITS`` rows and ``DETAIL_UNITS`` details among them (a grid's page of
-    64 paper-sized cells would otherwise be 700 MB): each run's table holds its highest units, and says so."""
+    64 paper-sized cells would otherwise be 700 MB): each run's table holds its highest units, and says so; a run's
+    own page has the whole room."""
     import posixlab.report.html
 
     for name, value in (("TABLE_UNITS", 4), ("DETAIL_UNITS", 2), ("MIN_TABLE_UNITS", 1), ("MIN_DETAIL_UNITS", 1)):
         monkeypatch.setattr(posixlab.report.html, name, value)
-    sets, samples = records(posix_run, "sets.jsonl"), records(cls_run, "samples.jsonl")
-    assert (len(sets), len(samples)) == (3, 6)
-    page = build_report([posix_run, cls_run], tmp_path / "both.html").read_text(encoding="utf-8")
-    for prefix, units, key, index in (("", sets, "psi", "set_index"), ("r2-", samples, "sensitivity", "sample_index")):
+    samples = records(cls_run, "samples.jsonl")
+    highest = [r["sample_index"] for r in sorted(samples, key=lambda r: (-r["sensitivity"], r["sample_index"]))]
+    assert len(samples) == 6
+    page = build_report([cls_run, cls_run], tmp_path / "both.html").read_text(encoding="utf-8")
+    for prefix in ("", "r2-"):
         table = re.search(rf'<table id="{prefix}units".*?</table>', page, re.S).group(0)
-        highest = sorted(units, key=lambda r: (-r[key], r[index]))
-        assert sorted(map(int, re.findall(r' data-index="(\d+)"', table))) == sorted(r[index] for r in highest[:2])
-        assert re.findall(rf'<section class="detail" id="{prefix}unit-(\d+)"', page) == [str(highest[0][index])]
-        assert f"the table holds the 2 highest of its {len(units)} (a page of 2 runs" in page
-    alone = page_of(posix_run, tmp_path / "alone.html")  # its own page: every set, two of them detailed
-    assert alone.count(" data-index=") == 3 and alone.count('<tr class="unit"') == 2 and "the table holds" not in alone
+        assert sorted(map(int, re.findall(r' data-index="(\d+)"', table))) == sorted(highest[:2])
+        assert re.findall(rf'<section class="detail" id="{prefix}unit-(\d+)"', page) == [str(highest[0])]
+    assert page.count("the table holds the 2 highest of its 6 (a page of 2 runs") == 2
+    alone = page_of(cls_run, tmp_path / "alone.html")
+    table = re.search(r'<table id="units".*?</table>', alone, re.S).group(0)
+    assert sorted(map(int, re.findall(r' data-index="(\d+)"', table))) == sorted(highest[:4])
+    assert alone.count('<tr class="unit"') == 2 and "the table holds the 4 highest of its 6 (a page holds at most 4" \
+        in alone
+
+
+def test_a_unit_a_failed_gate_links_to_keeps_its_row_and_detail_on_a_capped_page(cls_run, tmp_path, monkeypatch):
+    """The samples answered wrong most often (behind a failed consistency threshold) need not be the highest-S ones
+    a capped page details: each link must still open its sample."""
+    import posixlab.report.html
+    from posixlab.gate import GateConfig
+
+    for name, value in (("TABLE_UNITS", 1), ("DETAIL_UNITS", 1), ("MIN_TABLE_UNITS", 1), ("MIN_DETAIL_UNITS", 1)):
+        monkeypatch.setattr(posixlab.report.html, name, value)
+    page = build_report([cls_run], tmp_path / "gated.html", gate=GateConfig(min_consistency=1.01)).read_text(
+        encoding="utf-8")
+    gate = re.search(r'<section id="gate">(.*?)</section>', page, re.S).group(1)
+    linked = re.findall(r'class="unit-link" data-detail="unit-(\d+)"', gate)
+    assert len(linked) == 5 and "answered wrong most often" in gate
+    table = re.search(r'<table id="units".*?</table>', page, re.S).group(0)
+    for n in linked:
+        assert f'<section class="detail" id="unit-{n}" hidden>' in page and f' data-index="{n}"' in table
+    highest = max(records(cls_run, "samples.jsonl"), key=lambda r: (r["sensitivity"], -r["sample_index"]))
+    assert f'<section class="detail" id="unit-{highest["sample_index"]}" hidden>' in page  # and its own share
 
 
 def test_a_page_reads_each_run_s_records_once(posix_run, cls_run, tmp_path, monkeypatch):

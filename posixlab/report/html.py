@@ -81,16 +81,29 @@ DETAIL_UNITS = 500  # units whose details (prompts, responses, matrix) a page ca
 TABLE_UNITS = 20_000  # rows of the units' tables (about 300 bytes each)
 MIN_DETAIL_UNITS, MIN_TABLE_UNITS = 10, 200  # a run's share, however many runs a page shows
 _runs_on_page = contextvars.ContextVar("runs_on_page", default=1)
+_linked = contextvars.ContextVar("linked_units", default=None)  # (prefix, unit index) a link on the page opens
 
 
 @contextlib.contextmanager
 def page_of_runs(count: int):
-    """While a page of ``count`` runs is drawn, each run's table and details get their share of the page's."""
-    token = _runs_on_page.set(max(1, count))
+    """While a page of ``count`` runs is drawn, each run's table and details get their share of the page's, and
+    the units its links open (``unit_link``) keep their rows and details."""
+    tokens = _runs_on_page.set(max(1, count)), _linked.set(set())
     try:
         yield
     finally:
-        _runs_on_page.reset(token)
+        _runs_on_page.reset(tokens[0])
+        _linked.reset(tokens[1])
+
+
+def unit_link(prefix: str, index, label: str) -> str:
+    """A link that opens a unit's detail (``<a class="unit-link">``), e.g. from a failed gate; on a page being drawn
+    the unit keeps its row and its detail whatever its rank, when its run's units are drawn after the link."""
+    linked = _linked.get()
+    if linked is not None:
+        linked.add((prefix, index))
+    return (f'<a href="#{esc(prefix)}unit-{esc(index)}" class="unit-link" data-detail="{esc(prefix)}unit-{esc(index)}">'
+            f"{esc(label)}</a>")
 
 
 def _share(total: int, least: int) -> int:
@@ -114,11 +127,14 @@ def _highest(values: list, limit: int) -> set[int]:
 def unit_rows(records: list[dict], values: list, index_key: str, prefix: str, row_of, detail_of):
     """A run's units as the page shows them: the rows of its table and the details that open from them, for the
     units with the highest values (ψ, S: where a reader looks first) when the run's share of the page
-    (``DETAIL_UNITS``, ``TABLE_UNITS``) holds fewer than all; in the records' order. ``row_of(record, index)``: the
+    (``DETAIL_UNITS``, ``TABLE_UNITS``) holds fewer than all, and those a link opens (``unit_link``); in the
+    records' order. ``row_of(record, index)``: the
     row's cells; ``detail_of(record, index)``: the detail's title and body. Returns the rows, their attributes, the
     details, and the counts ``details_note`` takes (units in the table, with details, in the run)."""
-    shown = _highest(values, _share(TABLE_UNITS, MIN_TABLE_UNITS))
-    detailed = _highest(values, _share(DETAIL_UNITS, MIN_DETAIL_UNITS))  # the same order: the first of ``shown``
+    linked = _linked.get() or set()
+    kept = {n for n, record in enumerate(records) if (prefix, record.get(index_key, n)) in linked}
+    shown = _highest(values, _share(TABLE_UNITS, MIN_TABLE_UNITS)) | kept
+    detailed = _highest(values, _share(DETAIL_UNITS, MIN_DETAIL_UNITS)) | kept  # the first of ``shown``, and kept
     rows, row_attrs, details = [], [], []
     for n, record in enumerate(records):
         if n not in shown:
@@ -139,9 +155,14 @@ def details_note(counts: tuple[int, int, int], unit: str, key: str, records_file
     shown, detailed, total = counts
     if detailed >= total:
         return ""
-    table = (f"all {total} are in the table" if shown >= total else
-             f"the table holds the {shown} highest of its {total} (a page of {_runs_on_page.get()} runs shares its "
-             f"room among them: <code>posixlab report</code> on this run's folder alone shows every {esc(unit)})")
+    runs = _runs_on_page.get()
+    if shown >= total:
+        table = f"all {total} are in the table"
+    elif runs > 1:
+        table = (f"the table holds the {shown} highest of its {total} (a page of {runs} runs shares its room among "
+                 f"them: <code>posixlab report</code> on this run's folder alone shows more)")
+    else:
+        table = f"the table holds the {shown} highest of its {total} (a page holds at most {TABLE_UNITS:,} rows)"
     return (f'<p class="small">This page carries the details of the {detailed} {esc(unit)}s with the highest '
             f"{esc(key)} (their rows open); {table}, and every {esc(unit)}'s record is in {esc(records_file)}.</p>")
 

@@ -319,8 +319,7 @@ class Task:
         pairs = list(zip(cls._unit_indices(records), cls.report_values(folder, summary)))
         pairs.sort(key=lambda p: -p[1] if row.metric.startswith("max_") else p[1])
         return ("highest" if row.metric.startswith("max_") else "lowest") + ": " + ", ".join(
-            f'<a href="#{prefix}unit-{n}" class="unit-link" data-detail="{prefix}unit-{n}">{cls.unit_name} {n}</a> '
-            f"({h.fmt(v, 3)})" for n, v in pairs[:5])
+            f"{h.unit_link(prefix, n, f'{cls.unit_name} {n}')} ({h.fmt(v, 3)})" for n, v in pairs[:5])
 
     @classmethod
     def partial_meta(cls, config: dict, folder: Path) -> dict:

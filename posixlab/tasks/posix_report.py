@@ -107,8 +107,7 @@ def _where(summary: dict, prefix: str) -> str:
         return ""
     rows = []
     for t in top:
-        link = (f'<a href="#{prefix}unit-{t["set_index"]}" class="unit-link" data-detail="{prefix}unit-'
-                f'{t["set_index"]}">{h.esc(t.get("set_id"))}</a>')
+        link = h.unit_link(prefix, t["set_index"], t.get("set_id"))
         rows.append([t["set_index"], h.cell(None, link), t["psi"], t.get("i"), t.get("j"), t.get("logp_i"),
                      t.get("logp_j"), t.get("length"), t.get("term"),
                      h.cell(None, h.esc(t.get("response_j")), cls="response")])

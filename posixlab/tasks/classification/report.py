@@ -39,8 +39,7 @@ def gate_detail(records: list[dict], summary: dict, row, unit_name: str, prefix:
     wrong = [(r.get("sample_index", n), _wrong_share(r)) for n, r in enumerate(records) if r.get("gold") is not None]
     wrong.sort(key=lambda p: -p[1])
     return "answered wrong most often: " + ", ".join(
-        f'<a href="#{prefix}unit-{n}" class="unit-link" data-detail="{prefix}unit-{n}">{unit_name} {n}</a> '
-        f"({h.fmt(share, 2)})" for n, share in wrong[:5])
+        f"{h.unit_link(prefix, n, f'{unit_name} {n}')} ({h.fmt(share, 2)})" for n, share in wrong[:5])
 
 
 def _wrong_share(record: dict) -> float:
