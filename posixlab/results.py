@@ -67,13 +67,21 @@ class RunResult:
     records: list[dict] = field(repr=False)
 
 
-def iter_records(folder: str | Path, name: str):
+def iter_records(folder: str | Path, name: str, *, skip_unreadable: bool = False):
     """The records of a run folder's ``name`` file one at a time, in file order: a reader that keeps a little of
-    each (a paper-sized cell's file is 0.5-0.9 GB, several times that as Python objects) holds only that."""
+    each (a paper-sized cell's file is 0.5-0.9 GB, several times that as Python objects) holds only that.
+    ``skip_unreadable``: leave out a line that is not JSON (a last line cut short by a run killed while writing)."""
     with open(Path(folder) / name, encoding="utf-8", newline="\n") as handle:  # lines end at "\n" alone
         for line in handle:
-            if line.strip():
-                yield json.loads(line)
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                if skip_unreadable:
+                    continue
+                raise
+            yield record
 
 
 def read_records(folder: str | Path, name: str, index_key: str) -> list[dict]:

@@ -272,7 +272,7 @@ def test_a_page_reads_each_run_s_records_once(posix_run, cls_run, tmp_path, monk
     import builtins
     from pathlib import Path
 
-    import posixlab.tasks.base as base
+    import posixlab.results as results
     from posixlab.tasks.posix import PosixTask
 
     opened = []
@@ -281,7 +281,7 @@ def test_a_page_reads_each_run_s_records_once(posix_run, cls_run, tmp_path, monk
         opened.append(Path(path).name)
         return builtins.open(path, *args, **kwargs)
 
-    monkeypatch.setattr(base, "open", counted_open, raising=False)  # the module's reads of records files
+    monkeypatch.setattr(results, "open", counted_open, raising=False)  # where records files are read
     build_report([posix_run, cls_run], tmp_path / "both.html")
     assert sorted(opened) == ["samples.jsonl", "sets.jsonl"]
     PosixTask.read_unit_records(posix_run)

@@ -346,14 +346,10 @@ class Task:
             key = (cls.index_key, str(path.resolve()), stat.st_mtime_ns, stat.st_size)
             if key in memo:
                 return memo[key]
-        records = []
-        with open(path, encoding="utf-8", newline="\n") as handle:  # a line at a time: no copy of the whole text
-            for line in filter(str.strip, handle):
-                try:
-                    records.append(json.loads(line))
-                except ValueError:
-                    continue
-        records.sort(key=lambda r: r.get(cls.index_key, 0))
+        from posixlab.results import iter_records
+
+        records = sorted(iter_records(folder, cls.records_file, skip_unreadable=True),
+                         key=lambda r: r.get(cls.index_key, 0))
         if memo is not None:
             memo.clear()
             memo[key] = records
