@@ -269,25 +269,32 @@ def _records(folder: Path, keys: tuple[str, ...] = ()) -> tuple[str | None, list
         return None, []
     name = task.records_file
     out = []
-    try:
-        text = (folder / name).read_text(encoding="utf-8")
+    try:  # a line at a time: a login node may allow a user a few GB, and the whole text split took 3.4x the file
+        handle = open(folder / name, encoding="utf-8", newline="\n")
     except OSError:
         return name, []
-    for line in text.split("\n")[:-1]:  # the last piece has no newline yet: a line being written, or nothing
-        if not line.strip():
-            continue
-        found = {}
-        for key in keys:  # str.find, then the value: a regular expression's search over a 40 KB line is slower
-            at = line.find(f'"{key}": ')
-            value = SCALAR.match(line, at + len(key) + 4) if at >= 0 else None
-            if value is not None and line[value.end():value.end() + 1] in (",", "}"):
-                found[key] = value.group(0)
-        try:
-            out.append({k: json.loads(v) for k, v in found.items()} if keys and len(found) == len(keys)
-                       else json.loads(line))
-        except ValueError:
-            pass
+    with handle:
+        for line in handle:
+            if line.endswith("\n") and line.strip():  # no newline yet: a line being written
+                record = _live_record(line, keys)
+                if record is not None:
+                    out.append(record)
     return name, out
+
+
+def _live_record(line: str, keys: tuple[str, ...]) -> dict | None:
+    """A record's ``keys`` read from its line (or the whole record, parsed); None for a line that is not JSON."""
+    found = {}
+    for key in keys:  # str.find, then the value: a regular expression's search over a 40 KB line is slower
+        at = line.find(f'"{key}": ')
+        value = SCALAR.match(line, at + len(key) + 4) if at >= 0 else None
+        if value is not None and line[value.end():value.end() + 1] in (",", "}"):
+            found[key] = value.group(0)
+    try:
+        return ({k: json.loads(v) for k, v in found.items()} if keys and len(found) == len(keys)
+                else json.loads(line))
+    except ValueError:
+        return None
 
 
 def _count_records(folder: Path, name: str | None) -> int:

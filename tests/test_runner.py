@@ -267,15 +267,16 @@ def test_the_libraries_bars_are_off_while_a_quiet_run_works_and_back_after():
 
 def test_status_reads_a_running_cell_s_psi_without_parsing_its_records(tmp_path):
     """``posixlab status`` finds each POSIX record's ψ in its line: the same values as parsing it, even where a prompt's
-    text holds the key itself; a line without a plain value is parsed whole, a line being written is left out."""
+    text holds the key itself; a line without a plain value is parsed whole, a line being written is left out. The file
+    is read a line at a time, and only a newline ends one."""
     from posixlab.status import _records
     from posixlab.tasks.posix import PosixTask
 
     tricky = {"set_index": 0, "prompts": [{"text": 'Report {"psi": 9, "x": 1} as JSON', "kind": "original"}],
               "psi_per_prompt": [7.0], "logprob_matrix": [[-1.5]], "psi": 0.25, "psi_reference_compat": 8.0}
     lines = [tricky, {"set_index": 1, "psi": 1e-05, "factors": {}}, {"set_index": 2, "psi": None},
-             {"set_index": 3, "prompts": []}]
-    text = "".join(json.dumps(r) + "\n" for r in lines) + '{"set_index": 4, "psi": 0.'
+             {"set_index": 3, "prompts": [{"text": "a\u2028b\u0085c"}]}]  # separators only "\n" ends a line at
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines) + '{"set_index": 4, "psi": 0.'
     (tmp_path / "sets.jsonl").write_text(text, encoding="utf-8")
     name, fast = _records(tmp_path, PosixTask.live_keys)
     assert name == "sets.jsonl" and fast[:3] == [{"psi": 0.25}, {"psi": 1e-05}, {"psi": None}]
