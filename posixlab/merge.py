@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import shutil
+from contextlib import ExitStack
 from pathlib import Path
 
 from posixlab.errors import ConfigError
-from posixlab.results import SUMMARY_FILE, SetWriter, read_records
+from posixlab.results import SUMMARY_FILE
 from posixlab.tasks import task_of_summary
 
 
@@ -69,6 +70,31 @@ def _check_out(out: Path, folders: list[Path]) -> None:
                               f"(a previous merge's folder is rewritten)")
 
 
+def _lines_in_cell_order(paths: list[Path], key: str) -> list[tuple[int, int, int, int]]:
+    """Where each unit's record is: (its index in the cell, which file, byte offset, length), in the cell's order.
+    Records are parsed one at a time and not kept: a paper-sized cell's are GBs as Python objects."""
+    lines = []
+    for n, path in enumerate(paths):
+        offset = 0
+        with open(path, "rb") as file:
+            for line in file:
+                if line.strip():
+                    lines.append((json.loads(line)[key], n, offset, len(line)))
+                offset += len(line)
+    return sorted(lines)
+
+
+def _copy_lines(lines: list[tuple[int, int, int, int]], paths: list[Path], out: Path) -> None:
+    """Write the records' lines as they are (each shard wrote them as one run would), in the given order."""
+    with ExitStack() as files:
+        sources = [files.enter_context(open(path, "rb")) for path in paths]
+        target = files.enter_context(open(out, "wb"))
+        for _, n, offset, length in lines:
+            sources[n].seek(offset)
+            line = sources[n].read(length)
+            target.write(line if line.endswith(b"\n") else line + b"\n")
+
+
 def merge_shards(folders: list[str | Path], out: str | Path) -> dict:
     """Join shard folders into ``out`` (the records file, ``summary.json``/``.md``, ``config.yaml`` and the task's
     other files); returns the merged summary."""
@@ -89,18 +115,15 @@ def merge_shards(folders: list[str | Path], out: str | Path) -> dict:
     _check_out(Path(out), [folder for folder, _ in shards])
     shards.sort(key=lambda fs: fs[1]["shard"]["index"])
     task_type = _task_type(shards[0][1])
-    key = task_type.index_key
-    records = sorted((r for folder, _ in shards for r in read_records(folder, task_type.records_file, key)),
-                     key=lambda r: r[key])
+    paths = [folder / task_type.records_file for folder, _ in shards]
+    lines = _lines_in_cell_order(paths, task_type.index_key)
     total = shards[0][1]["shard"]["num_units_total"]
-    if [r[key] for r in records] != list(range(total)):
-        raise ConfigError(f"the shards hold {len(records)} {task_type.unit_name}s, not the cell's {total} (a shard "
+    if [index for index, _, _, _ in lines] != list(range(total)):
+        raise ConfigError(f"the shards hold {len(lines)} {task_type.unit_name}s, not the cell's {total} (a shard "
                           f"run stopped early?)")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    with SetWriter(out, task_type.records_file) as writer:
-        for record in records:
-            writer.write(record)
+    _copy_lines(lines, paths, out / task_type.records_file)
     first_folder, first = shards[0]
     meta = {k: v for k, v in first.items() if k not in (*task_type.summary_keys, "shard", "engine")}
     meta["config"] = {**first.get("config", {}), "shard": None}
@@ -108,7 +131,7 @@ def merge_shards(folders: list[str | Path], out: str | Path) -> dict:
     meta["engine"] = {"kind": engines[0].get("kind"),
                       **{k: sum(e.get(k) or 0 for e in engines) for k in ("forward_tokens", "processed_tokens")}}
     meta["merged_from"] = [str(folder) for folder, _ in shards]
-    summary = task_type.summarize(records, meta)
+    summary = task_type.summarize(task_type.summary_records(out), meta)
     task_type.write_summary(out, summary)
     for name in task_type.input_files:  # files about the inputs, the same in every shard
         if (first_folder / name).is_file():

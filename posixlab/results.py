@@ -33,6 +33,7 @@ SAMPLES_FILE = "samples.jsonl"
 REPHRASINGS_FILE = "rephrasings.json"
 SUMMARY_MD = "summary.md"
 SCHEMA_VERSION = 1
+TOP_SETS = 5  # the summary's "most_sensitive" sets
 
 
 class SetWriter:
@@ -92,6 +93,36 @@ def read_records(folder: str | Path, name: str, index_key: str) -> list[dict]:
 
 def read_sets(folder: str | Path) -> list[dict]:
     return read_records(folder, SETS_FILE, "set_index")
+
+
+def summary_records(folder: str | Path, name: str = SETS_FILE, index_key: str = "set_index",
+                    k: int = TOP_SETS) -> list[dict]:
+    """The records ``build_summary`` reads, in the cell's order, without the texts it reads of its ``k`` most
+    sensitive sets alone: every other set's prompts keep their kind and index, its responses whether they ended
+    with EOS, its answers their readings without the options' log-likelihoods, and its exemplars go (texts, chat
+    turns, token ids). Those ``k`` sets are read again, whole. The same
+    summary as from ``read_records``, from a fraction of the memory: a paper-sized 0-shot MMLU cell's records held
+    1.8 GB whole (a 3-shot cell's prompts are 4-5 times longer), and the summary is built at the end of every job
+    and by ``posixlab merge`` on a login node."""
+    records = sorted((_without_texts(r) for r in iter_records(folder, name)), key=lambda r: r.get(index_key, 0))
+    top = {records[n].get(index_key) for n in _most_sensitive_order(records)[:k]}
+    if top:
+        whole = {r.get(index_key): r for r in iter_records(folder, name) if r.get(index_key) in top}
+        records = [whole.get(r.get(index_key), r) for r in records]
+    return records
+
+
+def _without_texts(record: dict) -> dict:
+    light = {key: value for key, value in record.items() if key not in ("prompts", "responses", "exemplars")}
+    if "prompts" in record:
+        light["prompts"] = [{"kind": p.get("kind"), "index": p.get("index")} for p in record["prompts"]]
+    if "responses" in record:
+        light["responses"] = [{"ends_with_eos": r.get("ends_with_eos")} for r in record["responses"]]
+    if record.get("answers"):  # the readings' answers, not the options' log-likelihoods
+        light["answers"] = [{reading: reading_answer if not isinstance(reading_answer, dict) else
+                             {k: v for k, v in reading_answer.items() if k != "logprobs"}
+                             for reading, reading_answer in answer.items()} for answer in record["answers"]]
+    return light
 
 
 def build_summary(records: list[dict], meta: dict) -> dict:
@@ -176,9 +207,6 @@ def prompt_choice(records: list[dict], seed: int = 0) -> dict | None:
     return out
 
 
-TOP_SETS = 5  # the summary's "most_sensitive" sets
-
-
 def most_sensitive(records: list[dict], k: int = TOP_SETS) -> list[dict]:
     """Where ψ comes from: the ``k`` sets with the highest ψ (ties to the lower set index), each with the prompt
     pair and response whose term of ψ is largest (``metrics.where.most_moved_pair``): prompt ``i`` scoring the
@@ -187,9 +215,8 @@ def most_sensitive(records: list[dict], k: int = TOP_SETS) -> list[dict]:
     ψ averages). Texts in full, from the set records (``prompts[i].text``, ``responses[j].text``); read from
     records alone, so merged shards and rebuilt folders give the same list. A set with no pair (every response
     empty) keeps its ψ with ``i`` and ``j`` None."""
-    order = sorted(range(len(records)), key=lambda n: (-records[n]["psi"], records[n].get("set_index", n)))
     out = []
-    for n in order[:k]:
+    for n in _most_sensitive_order(records)[:k]:
         r = records[n]
         pair = most_moved_pair(r["logprob_matrix"], r["lengths"])
         entry = {"set_index": r.get("set_index", n), "set_id": r.get("set_id"), "psi": r["psi"]}
@@ -208,6 +235,13 @@ def most_sensitive(records: list[dict], k: int = TOP_SETS) -> list[dict]:
     return out
 
 
+def _most_sensitive_order(records: list[dict]) -> list[int]:
+    """Positions of the records by ψ, highest first, ties to the lower set index (records without ψ: none)."""
+    if not records or records[0].get("psi") is None:
+        return []
+    return sorted(range(len(records)), key=lambda n: (-records[n]["psi"], records[n].get("set_index", n)))
+
+
 def rebuild_summary(folder: str | Path) -> dict:
     """Recompute ``summary.json``/``summary.md`` of a POSIX run folder from its ``sets.jsonl`` (keeping the run's
     metadata), e.g. after posixlab gained a metric; no model is loaded. Returns the new summary."""
@@ -217,7 +251,7 @@ def rebuild_summary(folder: str | Path) -> dict:
                 "most_sensitive")
     meta = {k: v for k, v in old.items() if k not in computed}
     meta.setdefault("engine", {})["processed_tokens"] = old.get("compute", {}).get("processed_tokens")
-    summary = build_summary(read_sets(folder), meta)
+    summary = build_summary(summary_records(folder), meta)
     summary["compute"] = old.get("compute", summary["compute"])  # what the run did, not what a rebuild would
     write_summary(folder, summary)
     return summary

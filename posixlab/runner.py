@@ -37,7 +37,7 @@ from posixlab.backends import (backend_of, capabilities_of, check_capabilities, 
 from posixlab.errors import check_flag
 from posixlab.models.capabilities import check_chat_template
 from posixlab.models.loading import check_hub_model
-from posixlab.results import SetWriter, read_records
+from posixlab.results import SetWriter
 from posixlab.seeding import check_seed
 from posixlab.shards import config_fingerprint, parse_shard, shard_indices
 from posixlab.tasks import make_task
@@ -158,7 +158,7 @@ def run(config_or_task, lm=None, progress: bool = True, given=None) -> dict:
         }
         if backend_of(lm).report is not None:  # a chat API: what was sent, its usage and cost, where it stopped
             meta.update(backend_of(lm).report(engines, lm.spec))
-    summary = task.summarize(read_records(out, task.records_file, task.index_key), meta)
+    summary = task.summarize(task.summary_records(out), meta)
     task.write_summary(out, summary)
     return summary
 

@@ -15,7 +15,7 @@ from posixlab.analysis.figures import run_figures, set_matrix_figure
 from posixlab.metrics import psi
 from posixlab.metrics.where import most_moved_pair, normalised_log_ratios, psi_terms
 from posixlab.results import (SETS_FILE, SUMMARY_FILE, SUMMARY_MD, build_summary, most_sensitive, read_sets,
-                              rebuild_summary, write_summary)
+                              rebuild_summary, summary_records, write_summary)
 
 
 def record(index: int, matrix, lengths, psi_value=None, texts=None, responses=None) -> dict:
@@ -145,3 +145,26 @@ def test_small_results_runs_list_and_draw_where(small_results, tmp_path):
     drop = ("engine",)  # the rebuild notes the engine's processed tokens in its metadata
     assert {k: v for k, v in rebuilt.items() if k not in drop} == {k: v for k, v in summary.items() if k not in drop}
     assert "set_matrix" in run_figures(load_rows(copy), tmp_path / "figures")
+
+
+def test_the_summary_reads_texts_of_its_most_sensitive_sets_alone(small_results):
+    """``summary_records`` (what a run, a merge and a rebuild summarise) keeps the prompts' and responses' texts of
+    the ``k`` highest-ψ sets only; every other value of the summary is the one from the whole records, in every
+    real run of the sweep (template and format cells choose prompts, every cell has answers)."""
+    folders = sorted(p.parent for p in small_results.rglob(SUMMARY_FILE) if (p.parent / SETS_FILE).is_file())
+    assert len(folders) >= 5
+    for folder in folders:
+        meta = {k: v for k, v in json.loads((folder / SUMMARY_FILE).read_text()).items()
+                if k not in ("psi", "factors", "accuracy", "prompt_choice", "most_sensitive", "psi_reference_compat")}
+        whole, light = read_sets(folder), summary_records(folder, k=1)
+        top = most_sensitive(whole, k=1)[0]["set_index"]
+        assert [r["set_index"] for r in light] == [r["set_index"] for r in whole]
+        for kept, record in zip(light, whole):
+            assert (kept == record) == (record["set_index"] == top)
+            if kept != record:
+                assert "exemplars" not in kept and all(set(p) == {"kind", "index"} for p in kept["prompts"])
+        assert most_sensitive(light, k=1) == most_sensitive(whole, k=1)
+        from_light, from_whole = build_summary(light, meta), build_summary(whole, meta)
+        from_light["most_sensitive"], from_whole["most_sensitive"] = (from_light["most_sensitive"][:1],
+                                                                      from_whole["most_sensitive"][:1])
+        assert from_light == from_whole

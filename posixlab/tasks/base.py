@@ -204,6 +204,14 @@ class Task:
         raise NotImplementedError
 
     @classmethod
+    def summary_records(cls, folder: Path) -> list[dict]:
+        """The records ``summarize`` reads from a run folder, in the cell's order: by default each whole; a task may
+        leave out what its summary does not read (a paper-sized cell's records take GBs whole)."""
+        from posixlab.results import read_records
+
+        return read_records(folder, cls.records_file, cls.index_key)
+
+    @classmethod
     def write_summary(cls, folder: Path, summary: dict) -> None:
         raise NotImplementedError
 

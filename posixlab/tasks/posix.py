@@ -30,7 +30,7 @@ from posixlab.rephrase import RephraserConfig, make_paraphrase_source
 from posixlab.metrics.accuracy import accuracy_metrics
 from posixlab.rephrase.quality import describe_summary
 from posixlab.results import (SETS_FILE, accuracy_lines, api_lines, build_summary, choice_lines, iter_records,
-                              write_summary)
+                              summary_records, write_summary)
 from posixlab.scoring import EngineOptions
 from posixlab.shards import parse_shard
 from posixlab.tasks.base import (ACCURACY_GATES, ACCURACY_MISSING, GENERATE, SCORE, Request, Task, Tracked, answer_texts,
@@ -353,6 +353,10 @@ class PosixTask(Task):
         # N, or None when the sets differ in size (user prompt sets, mixtures of other sizes)
         meta = {**meta, "num_prompts_per_set": sizes.pop() if len(sizes) == 1 else None}
         return build_summary(records, meta)
+
+    @classmethod
+    def summary_records(cls, folder: Path) -> list[dict]:
+        return summary_records(folder, cls.records_file, cls.index_key)  # texts only for the most sensitive sets
 
     @classmethod
     def write_summary(cls, folder: Path, summary: dict) -> None:
