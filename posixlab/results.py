@@ -15,6 +15,7 @@ own ``summary.json`` and ``summary.md`` (``"task": "classification"``; written b
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,24 +96,45 @@ def read_sets(folder: str | Path) -> list[dict]:
     return read_records(folder, SETS_FILE, "set_index")
 
 
-def summary_records(folder: str | Path, name: str = SETS_FILE, index_key: str = "set_index",
-                    k: int = TOP_SETS) -> list[dict]:
+def summary_records(folder: str | Path, name: str = SETS_FILE, index_key: str = "set_index", k: int = TOP_SETS,
+                    skip_unreadable: bool = False) -> list[dict]:
     """The records ``build_summary`` reads, in the cell's order, without the texts it reads of its ``k`` most
-    sensitive sets alone: every other set's prompts keep their kind and index, its responses whether they ended
-    with EOS, its answers their readings without the options' log-likelihoods, and its exemplars go (texts, chat
-    turns, token ids). Those ``k`` sets are read again, whole. The same
-    summary as from ``read_records``, from a fraction of the memory: a paper-sized 0-shot MMLU cell's records held
-    1.8 GB whole (a 3-shot cell's prompts are 4-5 times longer), and the summary is built at the end of every job
-    and by ``posixlab merge`` on a login node."""
-    records = sorted((_without_texts(r) for r in iter_records(folder, name)), key=lambda r: r.get(index_key, 0))
+    sensitive sets alone (``without_texts``); those ``k`` sets are read again, whole. The same summary as from
+    ``read_records``, from a fraction of the memory: a paper-sized 0-shot MMLU cell's records held 1.8 GB whole (a
+    3-shot cell's prompts are 4-5 times longer), and the summary is built at the end of every job and by
+    ``posixlab merge`` on a login node. ``skip_unreadable``: as ``iter_records`` (a killed run's last line)."""
+    records = sorted((without_texts(r) for r in iter_records(folder, name, skip_unreadable=skip_unreadable)),
+                     key=lambda r: r.get(index_key, 0))
     top = {records[n].get(index_key) for n in _most_sensitive_order(records)[:k]}
     if top:
-        whole = {r.get(index_key): r for r in iter_records(folder, name) if r.get(index_key) in top}
+        whole = whole_records(folder, name, index_key, top)
         records = [whole.get(r.get(index_key), r) for r in records]
     return records
 
 
-def _without_texts(record: dict) -> dict:
+def whole_records(folder: str | Path, name: str, index_key: str, indices) -> dict:
+    """The records of the units ``indices`` (their ``index_key``), whole, read again from the file: a line is parsed
+    only when it starts with a wanted index (the runner writes the index first) or does not start with one."""
+    wanted, found = set(indices), {}
+    start = re.compile(rb'\{"' + re.escape(index_key.encode()) + rb'": (\d+)[,}]')
+    with open(Path(folder) / name, "rb") as handle:
+        for line in handle:
+            head = start.match(line)
+            if (head is not None and int(head.group(1)) not in wanted) or not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:  # a killed run's last line, cut short
+                continue
+            if record.get(index_key) in wanted:
+                found[record[index_key]] = record
+    return found
+
+
+def without_texts(record: dict) -> dict:
+    """A set's record without what only its page's detail and the summary's most sensitive sets read: its prompts
+    keep their kind and index, its responses whether they ended with EOS, its answers their readings without the
+    options' log-likelihoods, and its exemplars go (texts, chat turns, token ids)."""
     light = {key: value for key, value in record.items() if key not in ("prompts", "responses", "exemplars")}
     if "prompts" in record:
         light["prompts"] = [{"kind": p.get("kind"), "index": p.get("index")} for p in record["prompts"]]

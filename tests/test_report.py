@@ -268,24 +268,29 @@ def test_a_unit_a_failed_gate_links_to_keeps_its_row_and_detail_on_a_capped_page
 
 def test_a_page_reads_each_run_s_records_once(posix_run, cls_run, tmp_path, monkeypatch):
     """A run's sections and its values (the comparison's dots) share one read of its records (a paper-sized cell's
-    take seconds to parse); nothing is kept once the page is written."""
+    take seconds to parse); nothing is kept once the page is written. The page keeps a POSIX run's records without
+    their texts, and one scan of the file (binary, parsing only the lines of the sets it opens) reads the details'
+    records whole."""
     import builtins
     from pathlib import Path
 
     import posixlab.results as results
+    from posixlab.report.html import esc
     from posixlab.tasks.posix import PosixTask
 
     opened = []
 
-    def counted_open(path, *args, **kwargs):
-        opened.append(Path(path).name)
-        return builtins.open(path, *args, **kwargs)
+    def counted_open(path, mode="r", *args, **kwargs):
+        opened.append((Path(path).name, mode))
+        return builtins.open(path, mode, *args, **kwargs)
 
     monkeypatch.setattr(results, "open", counted_open, raising=False)  # where records files are read
-    build_report([posix_run, cls_run], tmp_path / "both.html")
-    assert sorted(opened) == ["samples.jsonl", "sets.jsonl"]
+    page = build_report([posix_run, cls_run], tmp_path / "both.html").read_text(encoding="utf-8")
+    assert sorted(opened) == [("samples.jsonl", "r"), ("sets.jsonl", "r"), ("sets.jsonl", "rb")]
+    first = results.read_sets(posix_run)[0]
+    assert f"set 0: {first['set_id']}" in page and f'<td class="response">{esc(first["responses"][0]["text"])}' in page
     PosixTask.read_unit_records(posix_run)
-    assert opened.count("sets.jsonl") == 2  # outside a page: read again
+    assert opened.count(("sets.jsonl", "r")) == 3  # outside a page: read again (and once by read_sets above)
 
 
 def test_two_runs_are_compared_and_the_gate_is_shown(posix_run, cls_run, tmp_path):

@@ -112,8 +112,8 @@ def _partial(folder: Path) -> Run:
         raise ConfigError(f"{folder} has no {SUMMARY_FILE} and no {task.unit_name} in {task.records_file} yet: "
                           f"nothing to report (a run that stopped before its first {task.unit_name})")
     meta = task.partial_meta(config, folder)
-    try:
-        summary = task.summarize(records, meta)
+    try:  # the records as the summary reads them (the page's may leave texts out)
+        summary = task.summarize(task.summary_records(folder, skip_unreadable=True), meta)
     except Exception as exc:  # noqa: BLE001: too few records for a statistic; the records are still shown
         summary = {**meta, "task": task.name}
         note = f"the {len(records)} {task.unit_name}s written so far cannot be summarised ({type(exc).__name__}: {exc})"

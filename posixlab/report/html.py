@@ -124,18 +124,21 @@ def _highest(values: list, limit: int) -> set[int]:
     return set(ranked[:limit])
 
 
-def unit_rows(records: list[dict], values: list, index_key: str, prefix: str, row_of, detail_of):
+def unit_rows(records: list[dict], values: list, index_key: str, prefix: str, row_of, detail_of, whole=None):
     """A run's units as the page shows them: the rows of its table and the details that open from them, for the
     units with the highest values (ψ, S: where a reader looks first) when the run's share of the page
     (``DETAIL_UNITS``, ``TABLE_UNITS``) holds fewer than all, and those a link opens (``unit_link``); in the
     records' order. ``row_of(record, index)``: the
-    row's cells; ``detail_of(record, index)``: the detail's title and body. Returns the rows, their attributes, the
-    details, and the counts ``details_note`` takes (units in the table, with details, in the run)."""
+    row's cells; ``detail_of(record, index)``: the detail's title and body, given the record whole: ``whole(indices)``
+    reads those of the detailed units (by index) where ``records`` leave out what only a detail reads. Returns the
+    rows, their attributes, the details, and the counts ``details_note`` takes (units in the table, with details, in
+    the run)."""
     linked = _linked.get() or set()
     kept = {n for n, record in enumerate(records) if (prefix, record.get(index_key, n)) in linked}
     shown = _highest(values, _share(TABLE_UNITS, MIN_TABLE_UNITS)) | kept
     detailed = _highest(values, _share(DETAIL_UNITS, MIN_DETAIL_UNITS)) | kept  # the first of ``shown``, and kept
     rows, row_attrs, details = [], [], []
+    full = whole({records[n].get(index_key, n) for n in detailed}) if whole is not None else {}
     for n, record in enumerate(records):
         if n not in shown:
             continue
@@ -143,7 +146,7 @@ def unit_rows(records: list[dict], values: list, index_key: str, prefix: str, ro
         rows.append(row_of(record, index))
         if n in detailed:
             row_attrs.append({"cls": "unit", "data_index": index, "data_detail": f"{prefix}unit-{index}"})
-            details.append(detail(f"{prefix}unit-{index}", *detail_of(record, index)))
+            details.append(detail(f"{prefix}unit-{index}", *detail_of(full.get(index, record), index)))
         else:
             row_attrs.append({"data_index": index})
     return rows, row_attrs, details, (len(shown), len(detailed), len(records))

@@ -204,12 +204,14 @@ class Task:
         raise NotImplementedError
 
     @classmethod
-    def summary_records(cls, folder: Path) -> list[dict]:
+    def summary_records(cls, folder: Path, skip_unreadable: bool = False) -> list[dict]:
         """The records ``summarize`` reads from a run folder, in the cell's order: by default each whole; a task may
-        leave out what its summary does not read (a paper-sized cell's records take GBs whole)."""
-        from posixlab.results import read_records
+        leave out what its summary does not read (a paper-sized cell's records take GBs whole).
+        ``skip_unreadable``: leave out a last line cut short (a run killed while writing)."""
+        from posixlab.results import iter_records
 
-        return read_records(folder, cls.records_file, cls.index_key)
+        return sorted(iter_records(folder, cls.records_file, skip_unreadable=skip_unreadable),
+                      key=lambda r: r.get(cls.index_key, 0))
 
     @classmethod
     def write_summary(cls, folder: Path, summary: dict) -> None:
@@ -293,7 +295,8 @@ class Task:
             lambda r, n: [h.cell(r.get(k)) if not isinstance(r.get(k), str) else h.cell(None, h.esc(r[k][:80]))
                           for k in scalars],
             lambda r, n: (f"{cls.unit_name} {n}",
-                          f"<pre>{h.esc(json.dumps(r, indent=1, ensure_ascii=False)[:4000])}</pre>"))
+                          f"<pre>{h.esc(json.dumps(r, indent=1, ensure_ascii=False)[:4000])}</pre>"),
+            None if cls.page_record is Task.page_record else lambda indices: cls.whole_unit_records(folder, indices))
         units = h.table([(k, k) for k in scalars], rows, id=f"{prefix}units", row_attrs=row_attrs)
         note = h.details_note(counts, cls.unit_name, key, cls.records_file)
         return (h.section(f"{cls.name}: headline", h.cards(metrics or [(cls.headline_name, "n/a")]))
@@ -341,10 +344,23 @@ class Task:
             pass
         return meta
 
+    @staticmethod
+    def page_record(record: dict) -> dict:
+        """A unit's record as the report's tables, values and gate read it (``read_unit_records``): by default
+        whole; a task may leave out what only a unit's detail reads (``whole_unit_records`` reads it again)."""
+        return record
+
+    @classmethod
+    def whole_unit_records(cls, folder: Path, indices) -> dict:
+        """The records of the units ``indices``, whole, by index (for the details a page opens)."""
+        from posixlab.results import whole_records
+
+        return whole_records(folder, cls.records_file, cls.index_key, indices)
+
     @classmethod
     def read_unit_records(cls, folder: Path) -> list[dict]:
-        """The records file's records in unit order; a last line cut short (a run killed while writing) is left
-        out."""
+        """The records file's records in unit order, as ``page_record`` keeps them; a last line cut short (a run
+        killed while writing) is left out."""
         path = Path(folder) / cls.records_file
         if not path.is_file():
             return []
@@ -356,10 +372,11 @@ class Task:
                 return memo[key]
         from posixlab.results import iter_records
 
-        records = sorted(iter_records(folder, cls.records_file, skip_unreadable=True),
+        if memo is not None:
+            memo.clear()  # before the read: a page holds one run's records at a time
+        records = sorted(map(cls.page_record, iter_records(folder, cls.records_file, skip_unreadable=True)),
                          key=lambda r: r.get(cls.index_key, 0))
         if memo is not None:
-            memo.clear()
             memo[key] = records
         return records
 

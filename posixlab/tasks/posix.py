@@ -30,7 +30,7 @@ from posixlab.rephrase import RephraserConfig, make_paraphrase_source
 from posixlab.metrics.accuracy import accuracy_metrics
 from posixlab.rephrase.quality import describe_summary
 from posixlab.results import (SETS_FILE, accuracy_lines, api_lines, build_summary, choice_lines, iter_records,
-                              summary_records, write_summary)
+                              summary_records, without_texts, write_summary)
 from posixlab.scoring import EngineOptions
 from posixlab.shards import parse_shard
 from posixlab.tasks.base import (ACCURACY_GATES, ACCURACY_MISSING, GENERATE, SCORE, Request, Task, Tracked, answer_texts,
@@ -355,8 +355,11 @@ class PosixTask(Task):
         return build_summary(records, meta)
 
     @classmethod
-    def summary_records(cls, folder: Path) -> list[dict]:
-        return summary_records(folder, cls.records_file, cls.index_key)  # texts only for the most sensitive sets
+    def summary_records(cls, folder: Path, skip_unreadable: bool = False) -> list[dict]:
+        # texts only for the most sensitive sets
+        return summary_records(folder, cls.records_file, cls.index_key, skip_unreadable=skip_unreadable)
+
+    page_record = staticmethod(without_texts)  # a set's detail reads its texts again (whole_unit_records)
 
     @classmethod
     def write_summary(cls, folder: Path, summary: dict) -> None:
@@ -457,7 +460,8 @@ class PosixTask(Task):
     def report_sections(cls, folder: Path, summary: dict, prefix: str = "") -> str:
         from posixlab.tasks import posix_report
 
-        return posix_report.sections(Path(folder), summary, cls.read_unit_records(folder), prefix)
+        return posix_report.sections(Path(folder), summary, cls.read_unit_records(folder), prefix,
+                                     whole=lambda indices: cls.whole_unit_records(folder, indices))
 
     @classmethod
     def report_values(cls, folder: Path, summary: dict) -> list[float]:

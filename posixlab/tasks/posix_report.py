@@ -19,11 +19,12 @@ CONTEXT = 40  # characters kept on each side of a variant's edit (the rest of th
 FIGURES = (("psi_histogram.png", "ψ per set"),)  # the page shows the rest itself (the matrices, the accuracy block)
 
 
-def sections(folder: Path, summary: dict, records: list[dict], prefix: str = "") -> str:
-    """Every section of a POSIX run's page."""
+def sections(folder: Path, summary: dict, records: list[dict], prefix: str = "", whole=None) -> str:
+    """Every section of a POSIX run's page. ``whole``: reads the records of the sets whose details the page opens
+    (by set index) when ``records`` are kept without texts (``results.without_texts``)."""
     return "".join([
         _headline(summary), _factors(summary), _accuracy(summary), _where(summary, prefix),
-        _sets(records, prefix), _figures(folder)])
+        _sets(records, prefix, whole), _figures(folder)])
 
 
 def values(records: list[dict]) -> list[float]:
@@ -151,7 +152,7 @@ def set_accuracy(record: dict) -> tuple[float | None, float | None]:
     return (sum(map(bool, correct)) / len(correct) if correct else None), top / len(preds)
 
 
-def _sets(records: list[dict], prefix: str) -> str:
+def _sets(records: list[dict], prefix: str, whole=None) -> str:
     if not records:
         return h.section("Sets", "<p>No set record in this folder.</p>")
 
@@ -163,7 +164,7 @@ def _sets(records: list[dict], prefix: str) -> str:
 
     rows, row_attrs, details, counts = h.unit_rows(
         records, [r.get("psi") for r in records], "set_index", prefix, row_of,
-        lambda r, index: (f"set {index}: {r.get('set_id')}", _set_detail(r)))
+        lambda r, index: (f"set {index}: {r.get('set_id')}", _set_detail(r)), whole)
     table = h.table([("set", "set"), ("set_id", "set id"), ("subject", "subject"), ("psi", "ψ"),
                      ("accuracy", "accuracy"), ("consistency", "consistency"), ("unique", "unique responses"),
                      ("n", "N")], rows, id=f"{prefix}units", row_attrs=row_attrs)
