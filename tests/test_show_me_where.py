@@ -147,7 +147,7 @@ def test_small_results_runs_list_and_draw_where(small_results, tmp_path):
     assert "set_matrix" in run_figures(load_rows(copy), tmp_path / "figures")
 
 
-def test_the_summary_reads_texts_of_its_most_sensitive_sets_alone(small_results):
+def test_the_summary_reads_texts_of_its_most_sensitive_sets_alone(small_results, tmp_path):
     """``summary_records`` (what a run, a merge and a rebuild summarise) keeps the prompts' and responses' texts of
     the ``k`` highest-ψ sets only; every other value of the summary is the one from the whole records, in every
     real run of the sweep (template and format cells choose prompts, every cell has answers)."""
@@ -168,3 +168,12 @@ def test_the_summary_reads_texts_of_its_most_sensitive_sets_alone(small_results)
         from_light["most_sensitive"], from_whole["most_sensitive"] = (from_light["most_sensitive"][:1],
                                                                       from_whole["most_sensitive"][:1])
         assert from_light == from_whole
+    # a psi=false run's records (answers, no ψ): nothing is read again, the same answers summary
+    answers_only = [{k: v for k, v in r.items() if k not in ("psi", "logprob_matrix", "psi_per_prompt")}
+                    for r in read_sets(folders[1])]
+    answers_folder = tmp_path / "answers"
+    answers_folder.mkdir()
+    (answers_folder / SETS_FILE).write_text("".join(json.dumps(r) + "\n" for r in answers_only))
+    meta = {"psi_computed": False, "seed": 0}
+    assert build_summary(summary_records(answers_folder), meta) == build_summary(answers_only, meta)
+    assert build_summary(answers_only, meta)["accuracy"]["by_options"]["accuracy"] is not None
