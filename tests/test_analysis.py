@@ -237,6 +237,12 @@ def test_table2_holds_the_few_shot_study_and_tests_each_shot_against_zero_and_th
     assert zero_one["p_holm"] == zero_two["p_holm"] == pytest.approx(0.1875)
     assert one_two["p_holm"] == max(one_two["p_value"], 0.1875)
     assert "over the 3 tests of this table" in markdown and "| 0.062 | 0.19 |" in markdown
+    # the regeneration passes every cell's summary, computed once (a bootstrap each): the same tables
+    cell_rows = summary_rows(rows)
+    assert table2(rows, cell_rows=cell_rows) == (markdown, records)
+    assert table1(rows, cell_rows=cell_rows) == table1(rows) and table1(rows, 1, cell_rows) == table1(rows, 1)
+    assert "| MMLU spelling | MMLU template | Alpaca spelling |" in table1(rows, cell_rows=cell_rows)[0].replace(
+        "| model ", "")
 
 
 def test_paper_values_sit_beside_ours_where_the_setting_matches():

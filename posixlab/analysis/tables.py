@@ -88,14 +88,22 @@ def with_holm(tests: list[dict]) -> list[dict]:
     return [{**t, "p_holm": p} for t, p in zip(tests, adjusted)]
 
 
-def table1(rows: list[dict], shots: int = 0) -> tuple[str, list[dict]]:
+def _cells_of(rows: list[dict], cell_rows: list[dict] | None, kept) -> list[dict]:
+    """``summary_rows`` of ``rows``, or the caller's ``summary_rows`` of a superset of them (``cell_rows``: each
+    cell's bootstrap takes about a second at 14,000 sets) cut to the cells ``kept`` keeps, in the same order."""
+    return summary_rows(rows) if cell_rows is None else [c for c in cell_rows if kept(c)]
+
+
+def table1(rows: list[dict], shots: int = 0, cell_rows: list[dict] | None = None) -> tuple[str, list[dict]]:
     """The paper's Table 1 (and Tables 6-9): POSIX per model, data set and variant type, with the paired tests.
     Only the paper's variant types (``VARIANT_ORDER``): others (``format``, your own sets) would change the table's
-    layout and its family of tests; they are in ``cells.md`` and ``accuracy.md``, named under the table."""
+    layout and its family of tests; they are in ``cells.md`` and ``accuracy.md``, named under the table.
+    ``cell_rows``: ``summary_rows(rows)`` where the caller has it."""
     at_shots = [r for r in rows if int(r["shots"]) == shots]
     zero = [r for r in at_shots if r["variant"] in VARIANT_ORDER]
     others = sorted({r["variant"] for r in at_shots} - set(VARIANT_ORDER))
-    summaries = {(s["model"], s["dataset"], s["variant"]): s for s in summary_rows(zero)}
+    cells_at = _cells_of(zero, cell_rows, lambda c: int(c["shots"]) == shots and c["variant"] in VARIANT_ORDER)
+    summaries = {(s["model"], s["dataset"], s["variant"]): s for s in cells_at}
     models = sorted({m for m, _, _ in summaries}, key=lambda m: (size(m), m))
     columns = sorted({(d, v) for _, d, v in summaries}, key=lambda c: (_order("dataset", c[0]),
                                                                         _order("variant", c[1])))
@@ -113,13 +121,15 @@ def table1(rows: list[dict], shots: int = 0) -> tuple[str, list[dict]]:
     return markdown, list(summaries.values()) + tests
 
 
-def table2(rows: list[dict]) -> tuple[str, list[dict]]:
+def table2(rows: list[dict], cell_rows: list[dict] | None = None) -> tuple[str, list[dict]]:
     """Few-shot POSIX for the (data set, variant type) pairs that have a k-shot cell (k > 0), beside their 0-shot
     cells: the paper's Table 2 (MMLU; spelling, template, paraphrase) when the grid is that one. Each k-shot cell is
-    tested against 0-shot (printed in its cell) and against k − 1 shots (listed below the table)."""
+    tested against 0-shot (printed in its cell) and against k − 1 shots (listed below the table). ``cell_rows``:
+    ``summary_rows(rows)`` where the caller has it."""
     studied = {(r["dataset"], r["variant"]) for r in rows if int(r["shots"]) > 0}
     rows = [r for r in rows if (r["dataset"], r["variant"]) in studied]
-    summaries = {(s["model"], s["dataset"], s["variant"], s["shots"]): s for s in summary_rows(rows)}
+    cells_of = _cells_of(rows, cell_rows, lambda c: (c["dataset"], c["variant"]) in studied)
+    summaries = {(s["model"], s["dataset"], s["variant"], s["shots"]): s for s in cells_of}
     shot_tests = with_holm([t for t in paired_tests(rows, "shots") if t["a"] == 0 or t["b"] == t["a"] + 1])
     tests = {(t["dataset"], t["model"], t["variant"], t["b"]): t for t in shot_tests if t["a"] == 0}
     models = sorted({k[0] for k in summaries}, key=lambda m: (size(m), m))
