@@ -13,7 +13,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from posixlab.errors import ConfigError
-from posixlab.results import SUMMARY_FILE
+from posixlab.results import SUMMARY_FILE, line_index
 from posixlab.tasks import task_of_summary
 
 
@@ -72,14 +72,19 @@ def _check_out(out: Path, folders: list[Path]) -> None:
 
 def _lines_in_cell_order(paths: list[Path], key: str) -> list[tuple[int, int, int, int]]:
     """Where each unit's record is: (its index in the cell, which file, byte offset, length), in the cell's order.
-    Records are parsed one at a time and not kept: a paper-sized cell's are GBs as Python objects."""
+    Records are not kept (a paper-sized cell's are GBs as Python objects), nor parsed where the line starts with its
+    index, as the runner writes them."""
     lines = []
     for n, path in enumerate(paths):
         offset = 0
         with open(path, "rb") as file:
-            for line in file:
+            for number, line in enumerate(file, 1):
                 if line.strip():
-                    lines.append((json.loads(line)[key], n, offset, len(line)))
+                    index = line_index(line, key)
+                    if not isinstance(index, int):
+                        raise ConfigError(f"{path}, line {number}: not a record with its {key} (a damaged file?); "
+                                          f"run that shard again")
+                    lines.append((index, n, offset, len(line)))
                 offset += len(line)
     return sorted(lines)
 

@@ -177,3 +177,31 @@ def test_the_summary_reads_texts_of_its_most_sensitive_sets_alone(small_results,
     meta = {"psi_computed": False, "seed": 0}
     assert build_summary(summary_records(answers_folder), meta) == build_summary(answers_only, meta)
     assert build_summary(answers_only, meta)["accuracy"]["by_options"]["accuracy"] is not None
+
+
+def test_merge_copies_the_shards_lines_in_the_cell_s_order_and_names_a_damaged_line(tmp_path):
+    """``posixlab merge`` indexes each shard's lines (unit, file, offset) without keeping their records and writes
+    them in the cell's order as the shards wrote them (each shard's file in the engine's order, not the cell's); a
+    line that is not a record with its index is named before anything is written."""
+    from posixlab.errors import ConfigError
+    from posixlab.merge import merge_shards
+
+    records = [record(i, M1 if i == 2 else M0, L1 if i == 2 else [1, 1]) for i in range(4)]
+    records[1]["prompts"][0]["text"] = "a\u2028b"  # written as it is: the lines are copied, not re-encoded
+    write = lambda rs: "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rs)  # noqa: E731
+    for k in (1, 2):
+        folder = tmp_path / f"s{k}"
+        folder.mkdir()
+        (folder / SETS_FILE).write_text(write([r for r in records if r["set_index"] % 2 == k - 1][::-1]))
+        (folder / SUMMARY_FILE).write_text(json.dumps({
+            "task": "posix", "config_fingerprint": "f", "model": {"name": "toy"}, "dataset": "d", "variant": "spelling",
+            "shots": 0, "shard": {"index": k, "count": 2, "num_units_total": 4}}))
+    summary = merge_shards([tmp_path / "s2", tmp_path / "s1"], tmp_path / "out")
+    assert (tmp_path / "out" / SETS_FILE).read_text() == write(records)
+    assert summary["psi"]["num_sets"] == 4 and summary["most_sensitive"] == most_sensitive(records)
+    assert summary["most_sensitive"][0]["set_index"] == 2 and summary["most_sensitive"][0]["prompt_i"]
+    with open(tmp_path / "s1" / SETS_FILE, "a") as file:
+        file.write('{"psi": 0.5}\n')
+    with pytest.raises(ConfigError, match=r"s1/sets.jsonl, line 3: not a record with its set_index"):
+        merge_shards([tmp_path / "s1", tmp_path / "s2"], tmp_path / "out2")
+    assert not (tmp_path / "out2").exists()
