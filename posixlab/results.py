@@ -87,10 +87,11 @@ def iter_records(folder: str | Path, name: str, *, skip_unreadable: bool = False
             yield record
 
 
-def read_records(folder: str | Path, name: str, index_key: str) -> list[dict]:
-    """The records of a run folder's ``name`` file, in the order of their units in the cell (``index_key``)."""
+def read_records(folder: str | Path, name: str, index_key: str, *, skip_unreadable: bool = False) -> list[dict]:
+    """The records of a run folder's ``name`` file, in the order of their units in the cell (``index_key``);
+    ``skip_unreadable`` as ``iter_records``."""
     # the engine finishes sets in order of prompt length; the file keeps that order, readers get the data set's
-    return sorted(iter_records(folder, name), key=lambda r: r.get(index_key, 0))
+    return sorted(iter_records(folder, name, skip_unreadable=skip_unreadable), key=lambda r: r.get(index_key, 0))
 
 
 def read_sets(folder: str | Path) -> list[dict]:

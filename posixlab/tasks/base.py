@@ -208,10 +208,9 @@ class Task:
         """The records ``summarize`` reads from a run folder, in the cell's order: by default each whole; a task may
         leave out what its summary does not read (a paper-sized cell's records take GBs whole).
         ``skip_unreadable``: leave out a last line cut short (a run killed while writing)."""
-        from posixlab.results import iter_records
+        from posixlab.results import read_records
 
-        return sorted(iter_records(folder, cls.records_file, skip_unreadable=skip_unreadable),
-                      key=lambda r: r.get(cls.index_key, 0))
+        return read_records(folder, cls.records_file, cls.index_key, skip_unreadable=skip_unreadable)
 
     @classmethod
     def write_summary(cls, folder: Path, summary: dict) -> None:
