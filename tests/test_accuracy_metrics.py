@@ -222,6 +222,39 @@ def test_two_way_bootstrap_matches_an_explicit_loop():
     assert (lo, hi) == pytest.approx(tuple(np.quantile(means, [0.025, 0.975])), abs=1e-12)
 
 
+@pytest.mark.parametrize("shape, missing", [((300, 21), 0.1), ((40, 1), 0.0), ((17, 7), 0.0)])
+def test_two_way_bootstrap_is_scipy_s_to_the_last_bit(shape, missing, monkeypatch):
+    """The interval scipy.stats.bootstrap gives with the row and column indices as two unpaired samples and the
+    matrix indexed by them (the design the docstring states), over several batches of resamples, with unscored
+    cells, one prompt (items only), and another statistic: the same floats."""
+    from scipy import stats
+
+    from posixlab.metrics import accuracy
+
+    monkeypatch.setattr(accuracy, "_CELLS_PER_BATCH", 3000)  # several batches of resamples
+    rng = np.random.default_rng(9)
+    c = (rng.random(shape) < 0.6).astype(float)
+    c[rng.random(shape) < missing] = np.nan
+    c[:, 0] = np.where(np.isnan(c[:, 0]), 1.0, c[:, 0])  # every item keeps a scored prompt
+    batch = max(1, 3000 // sum(shape))
+
+    def reference(statistic, resamples):
+        def on_indices(*indices, axis=-1):
+            rows = np.moveaxis(indices[0], axis, -1)
+            cols = np.moveaxis(indices[1], axis, -1) if len(indices) > 1 else np.zeros(rows.shape[:-1] + (1,), int)
+            return np.array([statistic(c[np.ix_(r, k)]) for r, k in zip(rows.reshape(-1, rows.shape[-1]),
+                                                                       cols.reshape(-1, cols.shape[-1]))])
+        samples = (np.arange(shape[0]), np.arange(shape[1])) if shape[1] > 1 else (np.arange(shape[0]),)
+        result = stats.bootstrap(samples, on_indices, n_resamples=resamples, batch=batch, vectorized=True,
+                                 paired=False, method="percentile", rng=np.random.Generator(np.random.PCG64(4)))
+        return tuple(map(float, result.confidence_interval))
+
+    assert two_way_bootstrap_ci(c, resamples=400, seed=4) == reference(np.nanmean, 400)
+    if not missing:
+        assert two_way_bootstrap_ci(c, statistic=max_performance, resamples=60, seed=4) == \
+            reference(max_performance, 60)
+
+
 def test_two_way_bootstrap_bad_input():
     with pytest.raises(PromptSetError, match="at least 2 items"):
         two_way_bootstrap_ci([[1, 0, 1]])

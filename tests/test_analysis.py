@@ -1,5 +1,6 @@
 """Tables, figures and the notebook, regenerated from a small saved sweep without loading a model."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -331,3 +332,72 @@ def test_a_large_sweep_is_read_a_process_a_core_into_the_same_rows(small_results
     # a run's figures find its highest-ψ set from the records streamed, as most_sensitive does from all of them
     for folder in sorted(p.parent for p in small_results.rglob("sets.jsonl")):
         assert most_sensitive(_highest_psi(folder), 1) == most_sensitive(read_sets(folder), 1)
+
+
+@pytest.mark.parametrize("degree", [1, 2])
+def test_the_trend_band_is_seaborn_s_own_bootstrap_of_np_polyfit(degree):
+    """``trend_band`` fits the resamples together; seaborn's regplot fits each with ``np.polyfit`` on a copy of the
+    points. Reference: seaborn's bootstrap loop (the same seeded draws) with ``np.polyfit`` and the same percentiles,
+    on noisy points with ties, at a grid that runs past the points' range."""
+    from seaborn.algorithms import bootstrap
+
+    from posixlab.analysis.figures import trend_band
+
+    rng = np.random.default_rng(7)
+    x = np.round(rng.gamma(2.0, 0.4, 300), 2)  # ties, as entropies and s.d.s have
+    y = 0.3 * x ** 2 - 0.5 * x + rng.normal(0, 0.4, 300)
+    grid = np.linspace(-0.5, x.max() + 0.5, 25)
+    fits = bootstrap(x, y, func=lambda a, b: np.polyval(np.polyfit(a, b, degree), grid), n_boot=200, seed=3)
+    expected = np.nanpercentile(fits, [2.5, 97.5], axis=0)
+    low, high = trend_band(x, y, degree, grid, n_boot=200, seed=3)
+    np.testing.assert_allclose(low, expected[0], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(high, expected[1], rtol=1e-9, atol=1e-12)
+    assert np.all(high - low > 0.01)  # a real band, not a line
+
+
+def test_a_grid_s_cell_statistics_are_the_same_from_a_process_a_core(monkeypatch):
+    """A paper grid's cells are bootstrapped a process a core (``collect.cell_workers``); each cell's intervals are
+    seeded by themselves, so the cell table and the accuracy records are the same, in the same order."""
+    from posixlab.analysis import collect
+    from posixlab.analysis.accuracy import accuracy_rows
+
+    rng = np.random.default_rng(0)
+    rows = [{"model": model, "dataset": "mmlu", "variant": variant, "shots": 0, "item_id": f"q{i}",
+             "psi": float(rng.gamma(2, 0.2)), "correct_options": "".join(rng.choice(["0", "1"], 5)),
+             "pred_options": "".join(rng.choice(list("ABCD"), 5)),
+             "correct_greedy": "".join(rng.choice(["0", "1", "-"], 5)), "pred_greedy": None}
+            for model in ("gemma3-270m", "smollm2-135m-instruct") for variant in ("spelling", "template")
+            for i in range(40)]
+    serial = summary_rows(rows, workers=1), accuracy_rows(rows, workers=1)
+    pools = []
+    real_pool = collect.ProcessPoolExecutor
+    monkeypatch.setattr(collect, "ProcessPoolExecutor",
+                        lambda *args, **kw: pools.append(args) or real_pool(*args, **kw))
+    assert (summary_rows(rows, workers=2), accuracy_rows(rows, workers=2)) == serial
+    assert pools == [(2,), (2,)] and len(serial[0]) == 4 and len(serial[1]) == 8
+    monkeypatch.setattr(collect, "_cores", lambda: 16)
+    assert collect.cell_workers(len(rows), 4) == 1  # 160 sets: one process
+    assert collect.cell_workers(collect.PARALLEL_SETS, 160) == collect.MAX_READERS
+
+
+@pytest.mark.slow
+def test_the_same_rows_draw_the_same_figure_files_under_any_string_hash_seed(tmp_path):
+    """Models of one size were listed in a factor figure's title in the order of a set of strings, which Python's
+    per-process string hashing reorders: two regenerations of the same results drew different files."""
+    script = ("import sys, warnings; from pathlib import Path; import numpy as np\n"
+              "from posixlab.analysis import figures\n"
+              "figures.PAPER_FIGURES = {'figure1': ('factors', 'mmlu')}\n"
+              "rng = np.random.default_rng(0)\n"
+              "rows = [{'model': m, 'dataset': 'mmlu', 'variant': 'spelling', 'shots': 0, 'item_id': f'q{i}', "
+              "'psi': float(rng.gamma(2, .2)), 'unique_responses': int(rng.integers(1, 6)), "
+              "'response_entropy': float(rng.random()), 'semantic_coherence': float(rng.random()), "
+              "'logprob_sd': None, 'logprob_variance': None, 'data': 'sample'} "
+              "for m in ('olmo-7b', 'olmo-7b-instruct', 'mistral-7b', 'llama2-7b') for i in range(30)]\n"
+              "warnings.simplefilter('ignore')\n"
+              "figures.paper_figures(rows, Path(sys.argv[1]))\n")
+    drawn = {}
+    for seed in ("1", "2"):
+        subprocess.run([sys.executable, "-c", script, str(tmp_path / seed)], check=True,
+                       env={**os.environ, "PYTHONHASHSEED": seed})
+        drawn[seed] = (tmp_path / seed / "figure1.png").read_bytes()
+    assert drawn["1"] == drawn["2"]

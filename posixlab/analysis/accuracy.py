@@ -9,7 +9,7 @@ prompt of every set (0: the original).
 
 from __future__ import annotations
 
-from posixlab.analysis.collect import cells, decode_correct, decode_preds
+from posixlab.analysis.collect import cell_workers, cells, decode_correct, decode_preds, process_map
 from posixlab.analysis.paper import label
 from posixlab.analysis.tables import VARIANT_ORDER
 from posixlab.metrics import accuracy as acc
@@ -20,33 +20,46 @@ COLUMNS = ("model", "dataset", "variant", "shots", "num_sets", "num_prompts", "p
            "consistency_rate", "pss", "variants_needed", "parse_rate")
 
 
-def accuracy_rows(rows: list[dict], seed: int = 0) -> list[dict]:
-    """One record per (cell, reading) with gold answers; cells without any are left out."""
+def accuracy_rows(rows: list[dict], seed: int = 0, workers: int | None = None) -> list[dict]:
+    """One record per (cell, reading) with gold answers; cells without any are left out. ``workers``: processes
+    for the cells (``collect.cell_workers`` by default: one a core for a paper grid, whose two-way bootstraps take
+    seconds a cell; one below)."""
+    grouped = sorted(cells(rows).items(), key=lambda kv: _order(kv[0]))
+    jobs = [(cell, [{k: r.get(k) for k in _CELL_KEYS} for r in members], seed) for cell, members in grouped]
+    workers = cell_workers(len(rows), len(jobs)) if workers is None else workers
+    return [record for records in process_map(_cell_accuracy, jobs, workers) for record in records]
+
+
+_CELL_KEYS = ("psi", "correct_options", "pred_options", "correct_greedy", "pred_greedy")
+
+
+def _cell_accuracy(job: tuple) -> list[dict]:
+    """The records of one cell (``accuracy_rows``), from its sets' ψ and per-prompt answers."""
+    cell, members, seed = job
     out = []
-    for cell, members in sorted(cells(rows).items(), key=lambda kv: _order(kv[0])):
-        for reading in ("options", "greedy"):
-            correct = [decode_correct(r.get(f"correct_{reading}")) for r in members]
-            if not any(correct):
-                continue
-            kept = [(c, decode_preds(r.get(f"pred_{reading}"))) for c, r in zip(correct, members) if c]
-            width = max(len(c) for c, _ in kept)
-            matrix = [c + [None] * (width - len(c)) for c, _ in kept]
-            preds = [p + [None] * (width - len(p)) for _, p in kept if p]
-            spread = acc.accuracy_spread(matrix)
-            lo, hi = acc.two_way_bootstrap_ci(matrix, seed=seed) if len(matrix) > 1 else (None, None)
-            parsed = [p is not None for _, ps in kept for p in (ps or [])]
-            out.append({
-                "model": cell.model, "dataset": cell.dataset, "variant": cell.variant, "shots": cell.shots,
-                "num_sets": len(matrix), "num_prompts": width, "posix": summarize([r["psi"] for r in members])["posix"],
-                "reading": reading, "accuracy": spread["mean"], "ci95_low": lo, "ci95_high": hi,
-                "min": spread["min"], "max": spread["max"], "range": spread["range"], "sd": spread["sd"],
-                "worst_case": acc.worst_case_accuracy(matrix), "best_case": acc.best_case_accuracy(matrix),
-                "max_p": acc.max_performance(matrix), "cps": acc.combined_performance_score(matrix),
-                "consistency_rate": acc.consistency_rate(preds) if len(preds) == len(matrix) else None,
-                "pss": acc.prompt_sensitivity_score(matrix),
-                "variants_needed": acc.variants_needed(matrix, seed=seed),
-                "parse_rate": sum(parsed) / len(parsed) if reading == "greedy" and parsed else None,
-            })
+    for reading in ("options", "greedy"):
+        correct = [decode_correct(r.get(f"correct_{reading}")) for r in members]
+        if not any(correct):
+            continue
+        kept = [(c, decode_preds(r.get(f"pred_{reading}"))) for c, r in zip(correct, members) if c]
+        width = max(len(c) for c, _ in kept)
+        matrix = [c + [None] * (width - len(c)) for c, _ in kept]
+        preds = [p + [None] * (width - len(p)) for _, p in kept if p]
+        spread = acc.accuracy_spread(matrix)
+        lo, hi = acc.two_way_bootstrap_ci(matrix, seed=seed) if len(matrix) > 1 else (None, None)
+        parsed = [p is not None for _, ps in kept for p in (ps or [])]
+        out.append({
+            "model": cell.model, "dataset": cell.dataset, "variant": cell.variant, "shots": cell.shots,
+            "num_sets": len(matrix), "num_prompts": width, "posix": summarize([r["psi"] for r in members])["posix"],
+            "reading": reading, "accuracy": spread["mean"], "ci95_low": lo, "ci95_high": hi,
+            "min": spread["min"], "max": spread["max"], "range": spread["range"], "sd": spread["sd"],
+            "worst_case": acc.worst_case_accuracy(matrix), "best_case": acc.best_case_accuracy(matrix),
+            "max_p": acc.max_performance(matrix), "cps": acc.combined_performance_score(matrix),
+            "consistency_rate": acc.consistency_rate(preds) if len(preds) == len(matrix) else None,
+            "pss": acc.prompt_sensitivity_score(matrix),
+            "variants_needed": acc.variants_needed(matrix, seed=seed),
+            "parse_rate": sum(parsed) / len(parsed) if reading == "greedy" and parsed else None,
+        })
     return out
 
 

@@ -37,8 +37,10 @@ ROW_FIELDS = (*CELL, "item_id", "subject", "psi", "psi_reference_compat", *FACTO
               "psi_per_prompt", "data", "source")
 STRING_FIELDS = ("model", "dataset", "variant", "item_id", "subject", "data", "source", *PER_PROMPT, "psi_per_prompt")
 PER_SET_CSV = "per_set.csv"
+SHARED_FIELDS = ("model", "dataset", "variant", "subject", "data", "source")  # the same in many rows
 PARALLEL_READ_BYTES = 256 * 2**20  # records of a sweep above which its run folders are read in parallel
-MAX_READERS = 8
+MAX_READERS = 8  # processes at most, reading results or computing per-cell statistics
+PARALLEL_SETS = 100_000  # prompt sets above which per-cell statistics run a process a core (cell_workers)
 
 
 class GridWarning(UserWarning):
@@ -119,14 +121,28 @@ def _rows_from_runs(folders: list[Path]) -> list[list[dict]]:
     paper-sized cell holds 0.5-0.9 GB): a sweep holding more than ``PARALLEL_READ_BYTES`` of them is read by a
     process a core (never more than ``MAX_READERS``), each streaming its cell's records and returning its rows."""
     size = sum((folder / SETS_FILE).stat().st_size for folder in folders)
-    workers = min(len(folders), _cores(), MAX_READERS)
-    if workers < 2 or size < PARALLEL_READ_BYTES:
-        return [_rows_from_run(folder) for folder in folders]
-    # fork where there is one: a spawned reader would first run the caller's script again (one without an
-    # `if __name__ == "__main__":` guard, all of it); a reader only parses JSON, so threads the caller holds are safe
+    workers = min(len(folders), _cores(), MAX_READERS) if size >= PARALLEL_READ_BYTES else 1
+    return process_map(_rows_from_run, folders, workers)
+
+
+def cell_workers(sets: int, jobs: int) -> int:
+    """Processes for per-cell statistics over ``sets`` prompt sets in ``jobs`` cells: one a core (at most
+    ``MAX_READERS``) from ``PARALLEL_SETS`` sets (a paper grid: about two million), else one: below that the
+    processes' start costs more than they save."""
+    return min(jobs, _cores(), MAX_READERS) if sets >= PARALLEL_SETS else 1
+
+
+def process_map(function, jobs: list, workers: int) -> list:
+    """``[function(job) for job in jobs]``, by ``workers`` processes where more than one (each job's result is
+    computed alone and seeded by itself, so the results do not depend on ``workers``)."""
+    if workers < 2 or len(jobs) < 2:
+        return [function(job) for job in jobs]
+    # fork where there is one: a spawned process would first run the caller's script again (one without an
+    # `if __name__ == "__main__":` guard, all of it); a job here parses JSON or resamples numpy arrays, which the
+    # fork of a process holding threads (BLAS's, which re-initialise after a fork) leaves safe
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
-        return list(pool.map(_rows_from_run, folders))
+        return list(pool.map(function, jobs))
 
 
 def _cores() -> int:
@@ -148,15 +164,17 @@ def _rows_from_run(folder: Path, records=None) -> list[dict]:
             "shots": int(summary.get("shots", 0)), "data": data, "source": str(folder)}
     answers_only = not summary.get("psi_computed", True)  # psi=false: the greedy answers only (refresh_greedy)
     rows = []  # (set index, row): records streamed, so a large cell's memory is its rows, not its records
+    subjects: dict = {}  # one copy of each subject's name (see SHARED_FIELDS)
     for record in iter_records(folder, SETS_FILE) if records is None else records:
+        subject = subjects.setdefault(record.get("subject"), record.get("subject"))
         if answers_only:
-            row = {**base, "item_id": record["item_id"], "subject": record.get("subject"), "answers_only": True,
+            row = {**base, "item_id": record["item_id"], "subject": subject, "answers_only": True,
                    **{k: v for k, v in per_prompt_columns(record).items() if k.endswith("_greedy")}}
         else:
             factors = record.get("factors")
             if factors is None:  # results written before factors were stored: the three that need no embedding
                 factors = set_factors([tuple(r["token_ids"]) for r in record["responses"]], record["logprob_matrix"])
-            row = {**base, "item_id": record["item_id"], "subject": record.get("subject"), "psi": record["psi"],
+            row = {**base, "item_id": record["item_id"], "subject": subject, "psi": record["psi"],
                    "psi_reference_compat": record.get("psi_reference_compat"), **factors,
                    **per_prompt_columns(record)}
         rows.append((record.get("set_index", 0), row))
@@ -230,8 +248,12 @@ def _rows_from_csv(path: Path) -> dict[Cell, list[tuple[str, list[dict]]]]:
         missing = set(CELL) | {"item_id", "psi"}
         if reader.fieldnames is None or not missing <= set(reader.fieldnames):
             raise ConfigError(f"{path} is not a per_set.csv: it needs the columns {', '.join(sorted(missing))}")
+        shared: dict[str, str] = {}  # one copy of each cell's and subject's strings, not one a row (a quarter of it)
         for raw in reader:
             row = {k: _parse(k, v) for k, v in raw.items()}
+            for key in SHARED_FIELDS:
+                if row.get(key) is not None:
+                    row[key] = shared.setdefault(row[key], row[key])
             groups.setdefault(cell_of(row), [(str(path), [])])[0][1].append(row)
     return groups
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from posixlab.analysis.collect import Cell, GridWarning, cells
+from posixlab.analysis.collect import Cell, GridWarning, cell_workers, cells, process_map
 from posixlab.analysis.paper import dataset_label, label, paper_value, size
 from posixlab.metrics import summarize
 from posixlab.metrics.stats import bootstrap_ci, holm_adjust, paired_wilcoxon
@@ -30,8 +30,8 @@ VARIANT_ORDER = ["spelling", "template", "paraphrase", "mixture"]
 DATASET_ORDER = ["mmlu", "alpaca", "bbh"]
 
 
-def cell_stats(rows: list[dict]) -> dict:
-    psis = [r["psi"] for r in rows]
+def psi_stats(psis: list[float]) -> dict:
+    """POSIX and the spread of ψ over one cell's sets, with the bootstrap 95% interval of POSIX."""
     stats = summarize(psis)
     lo, hi = bootstrap_ci(psis)
     return {**stats, "ci95_low": lo, "ci95_high": hi}
@@ -43,11 +43,15 @@ def fmt(mean: float | None, sd: float | None) -> str:
     return f"{mean:.3f} ± {sd:.3f}" if sd is not None else f"{mean:.3f}"
 
 
-def summary_rows(rows: list[dict]) -> list[dict]:
-    """One line per cell: POSIX, sd, median, bootstrap 95% interval, sets, and the paper's value when it has one."""
+def summary_rows(rows: list[dict], workers: int | None = None) -> list[dict]:
+    """One line per cell: POSIX, sd, median, bootstrap 95% interval, sets, and the paper's value when it has one.
+    ``workers``: processes for the cells' bootstraps (``collect.cell_workers`` by default: one a core for a paper
+    grid's two million sets, where they take minutes; one below)."""
+    grouped = cells(rows)
+    jobs = [[r["psi"] for r in members] for members in grouped.values()]
+    workers = cell_workers(len(rows), len(jobs)) if workers is None else workers
     out = []
-    for cell, members in cells(rows).items():
-        stats = cell_stats(members)
+    for cell, stats in zip(grouped, process_map(psi_stats, jobs, workers)):
         paper = paper_value(cell.model, cell.dataset, cell.variant, cell.shots)
         out.append({"model": cell.model, "model_label": label(cell.model), "dataset": cell.dataset,
                     "variant": cell.variant, "shots": cell.shots, "posix": stats["posix"], "sd": stats["sd"],

@@ -35,6 +35,7 @@ Three items, three prompts; item 2 has no gold answer and is dropped:
 from __future__ import annotations
 
 import math
+import warnings
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 
@@ -316,11 +317,13 @@ def two_way_bootstrap_ci(correct, statistic: Callable[[np.ndarray], float] | Non
     of this module that takes ``correct`` fits, e.g. ``statistic=max_performance``. With missing cells a resample
     can hold a prompt with no scored item; the default copes, other statistics may raise.
 
-    Runs through ``scipy.stats.bootstrap`` (``method="percentile"``): the row indices 0..I−1 and the column indices
-    0..P−1 are passed as two separate samples with ``paired=False``, for which scipy draws each sample's resample
-    with its own independent indices, which is exactly the two-way design; the statistic then indexes the matrix with
-    the resampled rows and columns. scipy refuses a sample with a single observation, so with one prompt only the
-    items are resampled (a one-way bootstrap); at least two items are needed. Deterministic for a given seed.
+    The interval is ``scipy.stats.bootstrap``'s (``method="percentile"``) with the row indices 0..I−1 and the column
+    indices 0..P−1 as two unpaired samples, for which scipy draws each sample's resample with its own independent
+    indices, which is exactly the two-way design; with one prompt only the items are resampled (a one-way bootstrap,
+    as scipy refuses a sample of one); at least two items are needed. It is computed here with scipy's draws (a
+    batch of row resamples, then a batch of column resamples, from the seeded generator) and scipy's quantiles, but
+    without scipy's copies of the index arrays: the same interval to the last bit (a test checks it), 2-4 times
+    faster, which a paper grid's few hundred cells of 14,042 items notice. Deterministic for a given seed.
 
     >>> M = [[1, 1, 0], [1, 0, 0], [1, 1, 1], [0, 1, 0], [1, 1, 0]]
     >>> lo, hi = two_way_bootstrap_ci(M, resamples=2000, seed=0)
@@ -337,37 +340,28 @@ def two_way_bootstrap_ci(correct, statistic: Callable[[np.ndarray], float] | Non
     items, prompts = matrix.shape
     if items < 2:
         raise PromptSetError(f"a bootstrap interval needs at least 2 items with a gold answer, got {items}")
-    resample_prompts = prompts >= 2
     scored = (~np.isnan(matrix)).astype(np.float64)
     values = np.nan_to_num(matrix, nan=0.0)
-
-    def two_way(rows, cols=None, axis=-1):
-        # scipy hands over a batch of resampled index vectors, shape (batch, n) along the last axis.
-        rows = np.moveaxis(np.asarray(rows), axis, -1).astype(np.intp)
-        if cols is None:
-            cols = np.zeros(rows.shape[:-1] + (1,), dtype=np.intp)  # one prompt: always column 0
-        cols = np.moveaxis(np.asarray(cols), axis, -1).astype(np.intp)
-        lead = rows.shape[:-1]
-        r = rows.reshape(-1, rows.shape[-1])
-        c = cols.reshape(-1, cols.shape[-1])
+    rng = np.random.Generator(np.random.PCG64(seed))
+    batch = max(1, _CELLS_PER_BATCH // (items + prompts))  # the draw counts of one batch: batch × (items + prompts)
+    estimates = []
+    for start in range(0, int(resamples), batch):
+        size = min(batch, int(resamples) - start)
+        rows = rng.integers(0, items, (size, items))
+        cols = rng.integers(0, prompts, (size, prompts)) if prompts >= 2 else np.zeros((size, 1), dtype=np.int64)
         if statistic is None:
             # mean over scored cells of each resampled matrix, vectorised over the batch without building it: with
             # w[b] and u[b] how often each row and column was drawn, the resample's sum is w[b]ᵀ · values · u[b]
-            w, u = _draw_counts(r, items), _draw_counts(c, prompts)
-            total = ((w @ values) * u).sum(axis=1)
-            count = ((w @ scored) * u).sum(axis=1)
+            w, u = _draw_counts(rows, items), _draw_counts(cols, prompts)
             with np.errstate(invalid="ignore", divide="ignore"):
-                out = total / count
+                estimates.append(((w @ values) * u).sum(axis=1) / ((w @ scored) * u).sum(axis=1))
         else:
-            out = np.array([float(statistic(matrix[np.ix_(r[b], c[b])])) for b in range(r.shape[0])])
-        return out.reshape(lead)
-
-    data = (np.arange(items), np.arange(prompts)) if resample_prompts else (np.arange(items),)
-    batch = max(1, _CELLS_PER_BATCH // (items + prompts))  # the draw counts of one batch: batch × (items + prompts)
-    result = _stats.bootstrap(data, two_way, n_resamples=int(resamples), batch=batch, vectorized=True,
-                              paired=False, confidence_level=confidence, method="percentile",
-                              rng=np.random.Generator(np.random.PCG64(seed)))
-    low, high = result.confidence_interval
+            estimates.append([float(statistic(matrix[np.ix_(r, c)])) for r, c in zip(rows, cols)])
+    tail = (1 - confidence) / 2
+    low, high = _stats.quantile(np.concatenate(estimates), np.asarray([tail, 1 - tail]), axis=-1)
+    if np.isnan(low) or np.isnan(high):
+        warnings.warn("a resample's statistic is undefined (NaN), so the interval is too", RuntimeWarning,
+                      stacklevel=2)
     return float(low), float(high)
 
 
