@@ -342,6 +342,7 @@ def two_way_bootstrap_ci(correct, statistic: Callable[[np.ndarray], float] | Non
         raise PromptSetError(f"a bootstrap interval needs at least 2 items with a gold answer, got {items}")
     scored = (~np.isnan(matrix)).astype(np.float64)
     values = np.nan_to_num(matrix, nan=0.0)
+    every_scored = bool(scored.all())
     rng = np.random.Generator(np.random.PCG64(seed))
     batch = max(1, _CELLS_PER_BATCH // (items + prompts))  # the draw counts of one batch: batch × (items + prompts)
     estimates = []
@@ -353,8 +354,10 @@ def two_way_bootstrap_ci(correct, statistic: Callable[[np.ndarray], float] | Non
             # mean over scored cells of each resampled matrix, vectorised over the batch without building it: with
             # w[b] and u[b] how often each row and column was drawn, the resample's sum is w[b]ᵀ · values · u[b]
             w, u = _draw_counts(rows, items), _draw_counts(cols, prompts)
+            # every cell scored: each resample counts items × prompts cells (sums of whole numbers, exact either way)
+            count = ((w @ scored) * u).sum(axis=1) if not every_scored else float(items * prompts)
             with np.errstate(invalid="ignore", divide="ignore"):
-                estimates.append(((w @ values) * u).sum(axis=1) / ((w @ scored) * u).sum(axis=1))
+                estimates.append(((w @ values) * u).sum(axis=1) / count)
         else:
             estimates.append([float(statistic(matrix[np.ix_(r, c)])) for r, c in zip(rows, cols)])
     tail = (1 - confidence) / 2
