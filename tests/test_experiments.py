@@ -188,6 +188,18 @@ def test_the_records_benchmark_reads_a_sweep_both_ways_into_the_same_rows(capsys
     assert out.startswith("2 cells of 20 sets of N = 21: ") and out.rstrip().endswith("; the same rows")
 
 
+def test_the_analysis_benchmark_checks_each_step_against_the_method_it_replaced(capsys):
+    from experiments import benchmark_analysis
+
+    assert benchmark_analysis.main(["--items", "300", "--points", "500", "--cells", "2", "--sets", "60",
+                                    "--repeats", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("two-way bootstrap, 300 x 21:") and "the same interval: True" in lines[0]
+    assert lines[1].startswith("trend band, 500 points:") and "largest difference" in lines[1]
+    assert lines[2].startswith("per-cell statistics, 2 cells of 60 sets:")
+    assert lines[2].endswith("the same records: True")
+
+
 @pytest.mark.slow  # the packaged SmolLM2's tokenizer
 def test_the_inputs_benchmark_times_both_methods_on_the_same_ids(capsys, tmp_path):
     from experiments import benchmark_inputs
