@@ -322,8 +322,9 @@ def two_way_bootstrap_ci(correct, statistic: Callable[[np.ndarray], float] | Non
     indices, which is exactly the two-way design; with one prompt only the items are resampled (a one-way bootstrap,
     as scipy refuses a sample of one); at least two items are needed. It is computed here with scipy's draws (a
     batch of row resamples, then a batch of column resamples, from the seeded generator) and scipy's quantiles, but
-    without scipy's copies of the index arrays: the same interval to the last bit (a test checks it), 2-4 times
-    faster, which a paper grid's few hundred cells of 14,042 items notice. Deterministic for a given seed.
+    without scipy's copies of the index arrays: the same interval to the last bit (a test checks it), twice as fast
+    on a cell of 14,042 items (``experiments.benchmark_analysis``), which a paper grid's 128 such cells notice.
+    Deterministic for a given seed.
 
     >>> M = [[1, 1, 0], [1, 0, 0], [1, 1, 1], [0, 1, 0], [1, 1, 0]]
     >>> lo, hi = two_way_bootstrap_ci(M, resamples=2000, seed=0)
