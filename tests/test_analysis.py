@@ -401,3 +401,17 @@ def test_the_same_rows_draw_the_same_figure_files_under_any_string_hash_seed(tmp
                        env={**os.environ, "PYTHONHASHSEED": seed})
         drawn[seed] = (tmp_path / seed / "figure1.png").read_bytes()
     assert drawn["1"] == drawn["2"]
+
+
+@pytest.mark.slow
+def test_the_committed_tables_and_figures_are_what_the_code_draws_from_the_committed_rows(tmp_path):
+    """figures/ is what figures/README.md's command writes from figures/per_set.csv, to the byte: a change to a table,
+    a statistic or a figure's drawing that is not followed by a regeneration of the committed files fails here (run
+    the command in the message and commit what it writes)."""
+    command = [sys.executable, "-m", "posixlab.analysis", "figures/per_set.csv", "--out", str(tmp_path)]
+    subprocess.run(command, cwd=ROOT, check=True, capture_output=True)
+    written = sorted(p.name for p in tmp_path.iterdir() if p.is_file())
+    assert len(written) >= len(TABLES) + 2 * len(FIGURES) - 4  # the offline grid has no figures 5 and 6 (hub only)
+    stale = [name for name in written if (tmp_path / name).read_bytes() != (ROOT / "figures" / name).read_bytes()]
+    assert not stale, (f"figures/ differs from what the code draws from figures/per_set.csv: {stale}; regenerate "
+                       f"with `python -m posixlab.analysis figures/per_set.csv --out figures/` and commit")
