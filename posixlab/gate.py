@@ -29,7 +29,9 @@ accuracies; ``min_worst_case_accuracy`` is HELM's worst case (an item counts onl
 
 A threshold on a metric the run cannot have is a ``ConfigError``, not a failed gate: ``check_gate_applies`` refuses
 one the task has no metric for before the run starts; ``check_gate`` refuses one the run's data leaves out (no gold
-labels, options not scored) after it. A run that stopped before its end (``summary["stopped"]`` set) fails the gate.
+labels, options not scored) after it. So is a threshold outside the values its metric can take (``Task.gate_ranges``:
+``min_accuracy=80`` meant as a percentage could never pass). A run that stopped before its end (``summary["stopped"]``
+set) fails the gate.
 No Hydra here: ``posixlab.cli`` builds a ``GateConfig`` from the ``gate`` config node and exits 1 on a failed gate.
 """
 
@@ -88,6 +90,41 @@ def _collect(attribute: str) -> dict[str, _Metric]:
     return dict(sorted(out.items(), key=lambda item: len(item[1].tasks) > 1))
 
 
+def ranges() -> dict[str, tuple[float, float]]:
+    """The values each threshold's metric can take (``Task.gate_ranges``; where tasks share a threshold, the widest)."""
+    from posixlab.tasks import TASK_TYPES
+
+    out: dict[str, tuple[float, float]] = {}
+    for task_type in TASK_TYPES.values():
+        for name, (low, high) in task_type.gate_ranges.items():
+            had_low, had_high = out.get(name, (low, high))
+            out[name] = (min(low, had_low), max(high, had_high))
+    return out
+
+
+def check_range(name: str, value: float, bounds: tuple[float, float] | None) -> None:
+    """Refuse a threshold outside the values its metric can take: the gate would never pass, or never fail.
+
+    >>> check_range("min_accuracy", 0.8, (0.0, 1.0))
+    >>> check_range("min_accuracy", 80, (0.0, 1.0))
+    Traceback (most recent call last):
+    ...
+    posixlab.errors.ConfigError: gate.min_accuracy=80 is outside the values its metric can take (0 to 1), so the gate could never pass; a fraction is meant (0.8 for 80%)
+    >>> check_range("max_posix", -0.1, (0.0, float("inf")))
+    Traceback (most recent call last):
+    ...
+    posixlab.errors.ConfigError: gate.max_posix=-0.1 is outside the values its metric can take (0 or more), so the gate could never pass
+    """
+    if bounds is None or bounds[0] <= value <= bounds[1]:
+        return
+    low, high = bounds
+    never = "pass" if (value < low) == name.startswith("max_") else "fail"
+    span = f"{low:g} or more" if math.isinf(high) else f"{low:g} to {high:g}"
+    hint = f"; a fraction is meant ({value / 100:g} for {value:g}%)" if high == 1 and 1 < value <= 100 else ""
+    raise ConfigError(f"gate.{name}={value:g} is outside the values its metric can take ({span}), so the gate could "
+                      f"never {never}{hint}")
+
+
 def metrics() -> dict[str, _Metric]:
     """The thresholds a gate takes: the registered tasks' ``gate_metrics``, in their order."""
     return _collect("gate_metrics")
@@ -118,8 +155,9 @@ class GateRow:
 
 
 def make_gate(values: dict | None) -> GateConfig:
-    """A ``GateConfig`` from a config node, or a ``ConfigError`` naming an unknown key or a value that is not a
-    number. A threshold of a task registered outside the package goes to ``more``.
+    """A ``GateConfig`` from a config node, or a ``ConfigError`` naming an unknown key, a value that is not a number,
+    or one its metric can never reach (``check_range``). A threshold of a task registered outside the package goes to
+    ``more``.
 
     >>> make_gate({"max_sensitivity": 0.2, "min_consistency": None})
     GateConfig(max_posix=None, max_sensitivity=0.2, min_consistency=None, min_micro_f1=None, min_accuracy=None, max_accuracy_spread=None, min_worst_case_accuracy=None, accuracy_reading=None, max_answer_share=0.95, more={})
@@ -131,6 +169,7 @@ def make_gate(values: dict | None) -> GateConfig:
     values = dict(values or {})
     values.update(values.pop("more", None) or {})
     known, fields = {*metrics(), *guards()}, {f.name for f in dataclasses.fields(GateConfig)} - {"more"}
+    bounds = ranges()
     unknown = sorted(set(values) - known - fields)
     if unknown:
         raise ConfigError(f"gate has no setting {', '.join(unknown)} (the thresholds are {', '.join(metrics())}; "
@@ -142,6 +181,7 @@ def make_gate(values: dict | None) -> GateConfig:
             raise ConfigError(f"gate.{name} must be a number, got {value!r}")
         if value is not None:
             values[name] = float(value)
+            check_range(name, values[name], bounds.get(name))
     reading = values.get("accuracy_reading")
     if reading is not None and reading not in READINGS:
         raise ConfigError(f"gate.accuracy_reading must be options or greedy (or null: options when the run scored "

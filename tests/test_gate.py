@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
@@ -194,6 +195,31 @@ def test_gate_command_errors_exit_2(tmp_path, capsys):
     assert gate_command([str(posix), "max_posix=1"]) == 2
     assert "write thresholds as gate.KEY=VALUE" in capsys.readouterr().err
     assert gate_command(["--help"]) == 0
+
+
+def test_a_threshold_its_metric_can_never_reach_is_refused_saying_whether_it_could_never_pass_or_never_fail(
+        tmp_path, capsys):
+    from posixlab.gate import guards, ranges
+
+    bounds = ranges()
+    assert set(bounds) == {*METRICS, *guards()}  # every threshold of the package's tasks has its range
+    assert bounds["max_posix"] == (0, math.inf) and {bounds[name] for name in bounds if name != "max_posix"} == {(0, 1)}
+    for name, (low, high) in bounds.items():
+        make_gate({name: low})  # the bounds themselves are thresholds a run can meet
+        if not math.isinf(high):
+            make_gate({name: high})
+        never_below = "pass" if name.startswith("max_") else "fail"
+        with pytest.raises(ConfigError, match=rf"gate.{name}=-0.5 is outside .* could never {never_below}"):
+            make_gate({name: -0.5})
+        if not math.isinf(high):
+            never_above = "fail" if name.startswith("max_") else "pass"
+            with pytest.raises(ConfigError, match=rf"gate.{name}=1.5 is outside .* could never {never_above}"):
+                make_gate({name: 1.5})
+    with pytest.raises(ConfigError, match=r"never pass; a fraction is meant \(0.8 for 80%\)"):
+        make_gate({"min_accuracy": 80})
+    posix = write_run(tmp_path / "posix", posix_summary())  # the gate command refuses it too (exit status 2)
+    assert gate_command([str(posix), "gate.min_worst_case_accuracy=95"]) == 2
+    assert "a fraction is meant (0.95 for 95%)" in capsys.readouterr().err
 
 
 def test_the_config_s_gate_node_is_gateconfig_s_defaults_and_takes_thresholds():

@@ -55,6 +55,8 @@ def answer_texts(result, lm) -> list[str]:
 ACCURACY_GATES = {"min_accuracy": "accuracy.by_{reading}.accuracy",
                   "max_accuracy_spread": "accuracy.by_{reading}.spread.range",
                   "min_worst_case_accuracy": "accuracy.by_{reading}.worst_case"}
+FRACTION = (0.0, 1.0)  # the values an accuracy, a share or a normalised metric can take
+ACCURACY_RANGES = dict.fromkeys(ACCURACY_GATES, FRACTION)
 ACCURACY_MISSING = {
     "accuracy": "no item has a gold answer (POSIX: the data set's answers or your sets' \"answer\"; "
                 "classification: gold labels)",
@@ -150,6 +152,9 @@ class Task:
     headline_key: str = ""  # its dotted key in the summary ("psi.posix")
     gate_metrics: dict[str, str] = {}  # gate threshold (max_... or min_...) -> the summary key it reads
     gate_guards: dict[str, str] = {}  # thresholds checked beside any other of this task's, never alone
+    # the values the metric a threshold reads can take (max_posix: 0 to inf, an accuracy: 0 to 1): a threshold outside
+    # could never pass, or never fail (min_accuracy=80 meant as a percentage), and is refused before the run
+    gate_ranges: dict[str, tuple[float, float]] = {}
     gate_missing: dict[str, str] = {}  # why a summary has no value at a key (by the first missing key on the path)
     accuracy_readings: tuple[str, ...] = ("options", "greedy")  # what gate.accuracy_reading may be for this task
     config_groups: tuple[str, ...] = ()  # top-level config groups only this task reads (variant=..., embedding=...)

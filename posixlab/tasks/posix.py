@@ -10,6 +10,7 @@ happen before the first forward pass.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -33,8 +34,8 @@ from posixlab.results import (SETS_FILE, accuracy_lines, api_lines, build_summar
                               summary_records, without_texts, write_summary)
 from posixlab.scoring import EngineOptions
 from posixlab.shards import parse_shard
-from posixlab.tasks.base import (ACCURACY_GATES, ACCURACY_MISSING, GENERATE, SCORE, Request, Task, Tracked, answer_texts,
-                                 check_max_new_tokens, read_setting, shared_settings)
+from posixlab.tasks.base import (ACCURACY_GATES, ACCURACY_MISSING, ACCURACY_RANGES, GENERATE, SCORE, Request, Task,
+                                 Tracked, answer_texts, check_max_new_tokens, read_setting, shared_settings)
 from posixlab.variants import VARIANT_TYPES, PromptSet, PromptVariant, VariantGenerator, get_variant_generator
 
 USER_SETS = "prompt_sets"  # the data set name of the user's own prompt sets (conf/dataset/prompt_sets.yaml)
@@ -254,6 +255,7 @@ class PosixTask(Task):
     headline_name = "POSIX"
     headline_key = "psi.posix"
     gate_metrics = {"max_posix": "psi.posix", **ACCURACY_GATES}
+    gate_ranges = {"max_posix": (0.0, math.inf), **ACCURACY_RANGES}
     gate_missing = ACCURACY_MISSING
     config_groups = ("variant", "embedding")
     task_settings = ("num_variants", "shots", "perturb_shots", "score_options", "psi", "option_text")

@@ -60,6 +60,7 @@ class ClassificationTask(Task):
     headline_key = "sensitivity.mean"
     gate_metrics = app.GATE_METRICS
     gate_guards = app.GATE_GUARDS
+    gate_ranges = app.GATE_RANGES
     gate_missing = app.GATE_MISSING
     accuracy_readings = ("greedy",)  # classification runs score no options
     instead_of = {"task.num_sets": "its samples: dataset.num_samples",
