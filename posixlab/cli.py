@@ -19,6 +19,7 @@ cannot be fetched, a prompt too long for the model, ...) prints one clear messag
 
 from __future__ import annotations
 
+import difflib
 import logging
 import sys
 from pathlib import Path
@@ -640,6 +641,12 @@ def check_override_keys(argv: list[str]) -> None:
             skip = arg in _FLAGS_WITH_VALUE
             continue
         texts.append(arg)
+    for text in texts:  # a word alone is no override (Hydra: "missing EQUAL"): most often a command mistyped
+        if "=" not in text and not text.startswith("~"):
+            near = difflib.get_close_matches(text, [*COMMANDS, "help"], n=1)
+            raise ConfigError(f"{text!r} is neither a command ({', '.join(COMMANDS)}, help) nor a setting (write "
+                              f"key=value, e.g. model=gemma3-270m)" + (f"; did you mean posixlab {near[0]}?"
+                                                                        if near else ""))
     try:
         parsed = OverridesParser.create().parse_overrides(texts)
     except HydraException:
