@@ -3,6 +3,7 @@
 - ``meta-llama/Llama-2-7b-hf``, gated, laid out like the real one (config.json, generation_config.json,
   tokenizer.json, tokenizer_config.json, model.safetensors, README.md, LICENSE.txt): a TINY random LlamaForCausalLM
   (hidden 16, 2 layers) with a byte-level BPE tokenizer trained here on the bundled MMLU sample (no download);
+- ``posixlab-test/llama2-7b-lora``: a LoRA adapter on that model (``build_adapter_repo``);
 - ``cais/mmlu``: the bundled MMLU sample as the hub's ``all`` config (``all/{test,validation,dev}-*.parquet``;
   question, subject with underscores, choices, answer 0-3; the dev split: ``mmlu_dev_rows``), its README declaring
   the configs, as the hub's does;
@@ -30,6 +31,7 @@ from posixlab.data.files import read_records
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 MODEL_ID = "meta-llama/Llama-2-7b-hf"
+ADAPTER_ID = "posixlab-test/llama2-7b-lora"  # a LoRA adapter on MODEL_ID (model.adapter=...)
 TOKEN = "hf_test_token_posixlab"
 BBH_TASKS = ("boolean_expressions", "navigate")  # the tasks of tests/fixtures/bbh_fixture.jsonl
 
@@ -95,6 +97,20 @@ def build_model_repo(folder: Path, texts: list[str]) -> None:
     (folder / "LICENSE.txt").write_text("LLAMA 2 COMMUNITY LICENSE AGREEMENT (test stand-in)\n")
 
 
+def build_adapter_repo(folder: Path, base: Path, seed: int = 0) -> None:
+    """A LoRA adapter (rank 4 on the attention's query and value projections) on the model in ``base``, with weights
+    that change its answers (peft's default initialisation would leave the model as it is), as peft saves one:
+    adapter_config.json (naming ``base``), adapter_model.safetensors."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(base),
+                           LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    model.save_pretrained(folder)
+
+
 def _parquet(rows: list[dict], path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -149,15 +165,17 @@ def hub(tmp_path_factory):
     root = tmp_path_factory.mktemp("hub")
     sample = read_records(ROOT / "posixlab" / "data" / "mmlu_sample.jsonl")
     folders = {MODEL_ID: root / "model", "cais/mmlu": root / "mmlu", "tatsu-lab/alpaca": root / "alpaca",
-               "lukaemon/bbh": root / "bbh"}
+               "lukaemon/bbh": root / "bbh", ADAPTER_ID: root / "adapter"}
     for folder in folders.values():
         folder.mkdir()
     build_model_repo(folders[MODEL_ID], [f"{r['question']} {' '.join(r['choices'])}" for r in sample])
     build_mmlu_repo(folders["cais/mmlu"], sample)
     build_alpaca_repo(folders["tatsu-lab/alpaca"])
     build_bbh_repo(folders["lukaemon/bbh"])
+    build_adapter_repo(folders[ADAPTER_ID], folders[MODEL_ID])
     server = HubServer(token=TOKEN)
     server.add("model", MODEL_ID, folders[MODEL_ID], gated=True)
+    server.add("model", ADAPTER_ID, folders[ADAPTER_ID])
     for repo_id in ("cais/mmlu", "tatsu-lab/alpaca", "lukaemon/bbh"):
         server.add("dataset", repo_id, folders[repo_id])
     try:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hub_fixtures import BBH_TASKS, MODEL_ID, ROOT, closed_port, hub_env, mmlu_dev_rows
+from hub_fixtures import ADAPTER_ID, BBH_TASKS, MODEL_ID, ROOT, closed_port, hub_env, mmlu_dev_rows
 
 DESIGN_CARD = ["model=llama2-7b", "variant=template", "num_sets=3", "logger=none", "embedding=none"]
 
@@ -293,3 +293,35 @@ def test_few_shot_exemplars_are_the_first_of_the_dev_split_from_the_hub_or_from_
     assert {i: prompts for i, (_, prompts) in files["sets"].items()} == {i: p for i, (_, p) in hub["sets"].items()}
     expected = [f"dev.jsonl:mmlu/abstract_algebra/{k}" for k in range(3)]
     assert all(shots == expected for shots, _ in files["sets"].values())
+
+
+@pytest.mark.slow
+def test_a_lora_adapter_from_the_hub_is_merged_named_cached_apart_and_read_offline_later(healthy_hub, tmp_path):
+    server, env = healthy_hub.server, env_for(tmp_path, healthy_hub.url)  # one cache for every run below
+    base = run_py(tmp_path, env, name="base")
+    adapted = run_py(tmp_path, env, f"model.adapter={ADAPTER_ID}", name="adapted")
+    assert base.returncode == 0 and adapted.returncode == 0, (base.stderr[-2000:], adapted.stderr[-2000:])
+    lines = {name: [line for line in run.stdout.splitlines() if line.startswith("POSIX = ")]
+             for name, run in (("base", base), ("adapted", adapted))}
+    assert "· llama2-7b+llama2-7b-lora · mmlu · template" in lines["adapted"][0]
+    assert lines["adapted"][0].split(" (")[0] != lines["base"][0].split(" (")[0]  # another model, another POSIX
+    model = summary(tmp_path, "adapted")["model"]
+    assert model["name"] == "llama2-7b+llama2-7b-lora" and model["commit"] == summary(tmp_path, "base")["model"]["commit"]
+    assert model["adapter"]["commit"] == server.repos[("model", ADAPTER_ID)].sha
+    assert model["adapter"]["peft_type"] == "LORA" and model["adapter"]["path"] == ADAPTER_ID
+    assert summary(tmp_path, "adapted")["compute"]["sets_from_cache"] == 0  # the base model's scores not served
+
+    # the hub gone, no token: the base model and the adapter from their cached snapshots, the scores from the cache
+    offline = env_for(tmp_path, f"http://127.0.0.1:{closed_port()}", token=None)
+    again = run_py(tmp_path, offline, f"model.adapter={ADAPTER_ID}", name="again")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [line for line in again.stdout.splitlines() if line.startswith("POSIX = ")] == lines["adapted"]
+    assert summary(tmp_path, "again")["compute"]["sets_from_cache"] == 3
+
+    # an adapter the hub does not have: one message, before the base model's weights download (a fresh cache)
+    server.requests.clear()
+    wrong = run_py(tmp_path, env_for(tmp_path / "fresh", healthy_hub.url), "model.adapter=posixlab-test/no-such-lora",
+                   name="wrong")
+    assert "has no repository posixlab-test/no-such-lora (HTTP 404). Check model.adapter" in one_error(wrong)
+    assert not any(path.endswith("model.safetensors") and method == "GET" for method, path, _ in server.requests)
+    assert any(path.endswith("config.json") for _, path, _ in server.requests)  # the base model was asked for

@@ -254,7 +254,7 @@ def test_a_unit_a_failed_gate_links_to_keeps_its_row_and_detail_on_a_capped_page
 
     for name, value in (("TABLE_UNITS", 1), ("DETAIL_UNITS", 1), ("MIN_TABLE_UNITS", 1), ("MIN_DETAIL_UNITS", 1)):
         monkeypatch.setattr(posixlab.report.html, name, value)
-    page = build_report([cls_run], tmp_path / "gated.html", gate=GateConfig(min_consistency=1.01)).read_text(
+    page = build_report([cls_run], tmp_path / "gated.html", gate=GateConfig(min_consistency=1.0)).read_text(
         encoding="utf-8")
     gate = re.search(r'<section id="gate">(.*?)</section>', page, re.S).group(1)
     linked = re.findall(r'class="unit-link" data-detail="unit-(\d+)"', gate)

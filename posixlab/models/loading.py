@@ -12,8 +12,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from posixlab.errors import ConfigError, DeviceMemoryError, ModelUnavailableError
-from posixlab.hub import describe_hub_error, http_status, hub_endpoint, hub_file_error, hub_offline_flag
+from posixlab.hub import hub_file_error, hub_offline_flag
+from posixlab.models.adapters import adapted_name, apply_adapter, check_adapter_spec, peft_version, resolve_adapter
 from posixlab.models.assets import PACKAGED_MODELS, prepare_packaged_model
+from posixlab.models.fetch_errors import download_failed, folder_signature, hub_hint, hub_refusal, is_download_error
 from posixlab.paths import default_cache_dir
 
 SOURCES = ("packaged", "hub", "local")
@@ -61,6 +63,9 @@ class ModelSpec:
     dtype: str = "auto"  # auto: bfloat16 on a GPU that supports it, float32 otherwise
     device: str = "auto"  # auto: cuda when available, else cpu
     trust_remote_code: bool = False
+    # a PEFT adapter (LoRA ...) merged into the weights as they load: a folder or a hub id (posixlab/models/adapters.py)
+    adapter: str | None = None
+    adapter_revision: str | None = None  # the adapter's hub revision; pin a commit to reproduce exactly
     backend: str = "transformers"  # where it runs: transformers (this process) | vllm | chat (posixlab/backends.py)
     server: ServerSettings = field(default_factory=ServerSettings)  # server backends only
 
@@ -85,12 +90,6 @@ def resolve_dtype(dtype: str, device: str):
             return torch.bfloat16
         return torch.float32
     return getattr(torch, dtype)
-
-
-def _hub_hint() -> str:
-    return (f"Run on a machine that reaches {hub_endpoint()} (gated models also need HF_TOKEN and an accepted "
-            "licence), or download the model into the Hugging Face cache, or set model.source=local and "
-            "model.path=<folder>. Offline, use a packaged model: " + ", ".join(f"model={m}" for m in PACKAGED_MODELS))
 
 
 # The files that make a cached snapshot loadable: the config, a tokenizer, and every weight file (an index's shards)
@@ -129,35 +128,6 @@ def _complete_snapshot(spec: ModelSpec) -> str | None:
     return None
 
 
-def _hub_refusal(spec: ModelSpec, exc: BaseException) -> str:
-    """What to do about the hub's refusal to serve the model's files, in one message that names the hub asked."""
-    from huggingface_hub import get_token
-    from huggingface_hub.errors import (EntryNotFoundError, GatedRepoError, RepositoryNotFoundError,
-                                        RevisionNotFoundError)
-
-    where = hub_endpoint()
-    head = f"model {spec.name} ({spec.path}) cannot be fetched from the Hugging Face Hub at {where}"
-    if isinstance(exc, GatedRepoError):  # before RepositoryNotFoundError, its base class
-        # transformers' own message sends the user to huggingface.co whatever HF_ENDPOINT says; this one names the
-        # hub asked, the licence page on it and the variable to set
-        sent = ("it refused the token sent (HF_TOKEN, or the saved login)" if get_token() else
-                "no token was sent (HF_TOKEN is not set)")
-        return (f"{head}: it is a gated model and {sent}. Accept its licence at {where}/{spec.path} while logged in, "
-                f"then set HF_TOKEN to an access token of that account and run again.")
-    if isinstance(exc, RevisionNotFoundError):
-        return f"{head}: it has no revision {spec.revision!r}. Set model.revision to a branch, tag or commit of it."
-    status, said = http_status(exc)
-    if isinstance(exc, RepositoryNotFoundError):
-        return (f"{head}: it has no repository {spec.path} (HTTP {status}). Check model.path; a private repository "
-                f"also needs HF_TOKEN.")
-    if isinstance(exc, EntryNotFoundError):
-        return f"{head}: it has no config.json, so it is not a model transformers can load."
-    if status is not None and status >= 500:  # reached, but failing: the hint about reaching it would mislead
-        return (f"{head}: it answered HTTP {status}" + (f" ({said})" if said else "") + ". The hub is failing, not "
-                "this setup: run again later, or use a copy of the model: model.source=local model.path=<folder>.")
-    return f"{head} ({describe_hub_error(exc)}). {_hub_hint()}"
-
-
 def check_hub_model(spec: ModelSpec) -> str | None:
     """For a hub model, before any other work: the complete local snapshot (no network), or None once the hub has
     said it will serve the model's files to this user; else a ``ModelUnavailableError`` that says what to do."""
@@ -166,10 +136,10 @@ def check_hub_model(spec: ModelSpec) -> str | None:
         return folder
     if hub_offline_flag():
         raise ModelUnavailableError(f"model {spec.name} ({spec.path}) is not in the local cache (or only part of "
-                                    f"it is) and HF_HUB_OFFLINE is set. {_hub_hint()}")
+                                    f"it is) and HF_HUB_OFFLINE is set. {hub_hint()}")
     error = hub_file_error(spec.path, "config.json", "model", spec.revision)
     if error is not None:
-        raise ModelUnavailableError(_hub_refusal(spec, error))
+        raise ModelUnavailableError(hub_refusal(spec, error))
     return None
 
 
@@ -196,11 +166,15 @@ def load_model(spec: ModelSpec, cache_dir: str | Path | None = None) -> "CausalL
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype, device)
     folder, identity, kwargs = model_folder(spec, cache_dir)
+    adapter, name = _adapter(spec, identity, download=True)
     identity.update({"dtype": str(dtype).removeprefix("torch."), "device": device,
                      "transformers": transformers.__version__, "torch": torch.__version__})
-    print(f"posixlab: loading {spec.name} ({spec.path}) on {device} in {identity['dtype']}", file=sys.stderr)
+    print(f"posixlab: loading {spec.name} ({spec.path}) on {device} in {identity['dtype']}"
+          + (f", with the adapter {spec.adapter} merged" if adapter else ""), file=sys.stderr)
     tokenizer = _pretrained(AutoTokenizer, spec, folder, kwargs)
     model = _pretrained(AutoModelForCausalLM, spec, folder, kwargs, dtype=dtype)
+    if adapter is not None:
+        model = apply_adapter(model, adapter, spec)
     card = torch.cuda.mem_get_info(device) if device.startswith("cuda") else None  # (free, total) before the weights
     refused = None
     try:
@@ -215,7 +189,17 @@ def load_model(spec: ModelSpec, cache_dir: str | Path | None = None) -> "CausalL
         snapshot = _complete_snapshot(spec)
         if snapshot:
             identity["commit"] = Path(snapshot).name
-    return CausalLM(model, tokenizer, name=spec.name, identity=identity)
+    return CausalLM(model, tokenizer, name=name, identity=identity)
+
+
+def _adapter(spec: ModelSpec, identity: dict, download: bool):
+    """(the adapter's folder or None, the model's name in results), the adapter's identity added to ``identity``."""
+    if spec.adapter is None:
+        return None, spec.name
+    folder, adapter_identity = resolve_adapter(spec, download=download)
+    identity["adapter"] = {**adapter_identity, "peft": peft_version()}
+    identity["name"] = adapted_name(spec.name, spec.adapter)
+    return folder, identity["name"]
 
 
 def open_tokenizer(spec: ModelSpec, cache_dir: str | Path | None = None):
@@ -235,8 +219,9 @@ def open_for_plan(spec: ModelSpec, cache_dir: str | Path | None = None):
     from posixlab.models.causal_lm import TokenizedModel, context_length, eos_ids_of
 
     folder, identity, kwargs = model_folder(spec, cache_dir)
+    _, name = _adapter(spec, identity, download=False)  # checked, not fetched
     tokenizer = _pretrained(AutoTokenizer, spec, folder, kwargs)
-    model = TokenizedModel(tokenizer, name=spec.name, identity=identity, eos_ids=eos_ids_of(None, tokenizer),
+    model = TokenizedModel(tokenizer, name=name, identity=identity, eos_ids=eos_ids_of(None, tokenizer),
                            max_context=context_length(_pretrained(AutoConfig, spec, folder, kwargs)))
     model.backend = spec.backend  # what backend_of(model) reads: the plan is its backend's
     return model
@@ -249,9 +234,9 @@ def _pretrained(auto_class, spec: ModelSpec, folder: str, kwargs: dict, **more):
         return auto_class.from_pretrained(folder, trust_remote_code=spec.trust_remote_code, **kwargs, **more)
     except Exception as exc:
         downloading = spec.source == "hub" and folder == spec.path  # a local folder is its path too, downloads nothing
-        if not downloading or not _is_download_error(exc):  # not a download: transformers' own error stands
+        if not downloading or not is_download_error(exc):  # not a download: transformers' own error stands
             raise
-        raise ModelUnavailableError(_download_failed(spec, exc)) from None
+        raise ModelUnavailableError(download_failed(spec, exc)) from None
 
 
 def weights_do_not_fit(name: str, dtype: str, weights: int, total: int, free: int) -> str:
@@ -268,32 +253,6 @@ several GPUs (model.backend=vllm; README, "vLLM servers")
             f"(model.backend=vllm; README, \"vLLM servers\")")
 
 
-def _hub_cause(exc: BaseException) -> BaseException | None:
-    """The hub client's or HTTP library's error behind ``exc`` (transformers wraps them in OSErrors), if any."""
-    seen = 0
-    while exc is not None and seen < 20:
-        if type(exc).__module__.split(".")[0] in ("huggingface_hub", "httpx", "httpx2", "httpcore", "requests"):
-            return exc
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return None
-
-
-def _is_download_error(exc: BaseException) -> bool:
-    # transformers reports a file it could not fetch as an OSError (the hub's error chained, or not: a 500 on a
-    # weights file, retried and given up, reads "does not appear to have a file named ..."); an error of the HTTP
-    # library itself can also come through unwrapped
-    return isinstance(exc, OSError) or _hub_cause(exc) is not None
-
-
-def _download_failed(spec: ModelSpec, exc: BaseException) -> str:
-    """A download that the hub had agreed to (``check_hub_model``) and that failed part way: a dropped connection, a
-    500 on one file. What finished is kept in the cache and the next run finishes the rest (``_complete_snapshot``)."""
-    cause = _hub_cause(exc) or exc
-    return (f"model {spec.name} ({spec.path}) could not be downloaded from the Hugging Face Hub at {hub_endpoint()} "
-            f"({describe_hub_error(cause)}). The files that arrived are kept in the Hugging Face cache and the next "
-            f"run fetches the rest: run again when the hub answers.")
-
-
 def check_spec(spec: ModelSpec) -> None:
     """Model settings that are wrong whatever the data: caught before anything is fetched or loaded."""
     # loaded: a model object given in Python (posixlab.evaluate); api: a model behind a chat API (model=chat)
@@ -304,6 +263,7 @@ def check_spec(spec: ModelSpec) -> None:
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", str(spec.device)):  # the devices the engine is built and tested on
         raise ConfigError(f"unknown model.device {spec.device!r}; choose auto (a GPU when one is visible), cpu, cuda "
                           f"or cuda:N")
+    check_adapter_spec(spec)
 
 
 def model_folder(spec: ModelSpec, cache_dir: str | Path | None = None) -> tuple[str, dict, dict]:
@@ -319,22 +279,13 @@ def model_folder(spec: ModelSpec, cache_dir: str | Path | None = None) -> tuple[
         if not Path(spec.path).is_dir():
             raise ModelUnavailableError(f"model {spec.name}: local folder {spec.path} does not exist")
         folder = spec.path
-        identity["files"] = _folder_signature(folder)
+        identity["files"] = folder_signature(folder)
     else:
         folder = _hub_folder_or_error(spec)
         if Path(folder).parent.name == "snapshots":  # a hub snapshot: its folder name is the resolved commit
             identity["commit"] = Path(folder).name
     kwargs = {"revision": spec.revision} if spec.source == "hub" and folder == spec.path else {}
     return folder, identity, kwargs
-
-
-def _folder_signature(folder: str) -> str:
-    """A cheap fingerprint of a local model folder (names, sizes, modification times), so cached scores of one copy of
-    a model are not served for a changed one. Hashing the weights would be exact but takes minutes for a 7B model."""
-    import hashlib
-
-    entries = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in Path(folder).iterdir() if p.is_file())
-    return hashlib.sha256(repr(entries).encode()).hexdigest()[:16]
 
 
 def spec_from_dict(d: dict) -> ModelSpec:

@@ -20,7 +20,7 @@ from posixlab.errors import ConfigError
 from posixlab.report import html as h
 from posixlab.results import SCHEMA_VERSION, SUMMARY_FILE
 from posixlab.tasks import TASK_TYPES, task_named, task_of_records, task_of_summary
-from posixlab.tasks.base import Task, records_read_once
+from posixlab.tasks.base import Task, model_name, records_read_once
 
 REPORT_FILE = "report.html"
 
@@ -261,7 +261,7 @@ def _compare(runs: list[Run], values: list[list[float]]) -> str:
     rows = []
     for n, run in enumerate(runs, 1):
         s = run.summary
-        model = (s.get("model") or {}).get("name") or ((s.get("config") or {}).get("model") or {}).get("name")
+        model = model_name(s)
         rows.append([n, h.cell(None, h.esc(run.folder)), h.cell(None, h.esc(run.task.name)),
                      h.cell(None, h.esc(run.task.headline_name)), run.task.headline(s),
                      run.task.num_units(s) if not run.partial else run.units_in, h.cell(None, h.esc(model)),

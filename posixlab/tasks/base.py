@@ -79,6 +79,12 @@ class Tracked:
     artifact_metadata: dict = field(default_factory=dict)
 
 
+def model_name(summary: dict) -> str | None:
+    """The model's name as a run's results give it: its identity's (``<name>+<adapter>`` with an adapter), else the
+    config's (an older or partial summary)."""
+    return (summary.get("model") or {}).get("name") or ((summary.get("config") or {}).get("model") or {}).get("name")
+
+
 def read_setting(values: dict, cls, where: str):
     """``cls(**values)``, or a ``ConfigError`` naming the keys ``cls`` does not have.
 

@@ -35,7 +35,8 @@ from posixlab.results import (SETS_FILE, accuracy_lines, api_lines, build_summar
 from posixlab.scoring import EngineOptions
 from posixlab.shards import parse_shard
 from posixlab.tasks.base import (ACCURACY_GATES, ACCURACY_MISSING, ACCURACY_RANGES, GENERATE, SCORE, Request, Task,
-                                 Tracked, answer_texts, check_max_new_tokens, read_setting, shared_settings)
+                                 Tracked, answer_texts, check_max_new_tokens, model_name, read_setting,
+                                 shared_settings)
 from posixlab.variants import VARIANT_TYPES, PromptSet, PromptVariant, VariantGenerator, get_variant_generator
 
 USER_SETS = "prompt_sets"  # the data set name of the user's own prompt sets (conf/dataset/prompt_sets.yaml)
@@ -398,7 +399,7 @@ class PosixTask(Task):
 
     @classmethod
     def report_lines(cls, summary: dict) -> list[str]:
-        about = (f"{summary['config']['model']['name']} · {summary['dataset']} · {summary['variant']} · "
+        about = (f"{model_name(summary)} · {summary['dataset']} · {summary['variant']} · "
                  f"{summary['shots']}-shot")
         accuracy = accuracy_lines(summary.get("accuracy")) + choice_lines(summary.get("prompt_choice"))
         p = summary["psi"]

@@ -13,6 +13,7 @@ import numpy as np
 
 from posixlab.metrics.where import normalised_log_ratios
 from posixlab.report import html as h
+from posixlab.tasks.base import model_name
 
 TOP_PAIRS = 5  # per set: the pairs whose terms of ψ are largest
 CONTEXT = 40  # characters kept on each side of a variant's edit (the rest of the shared prompt is an ellipsis)
@@ -45,7 +46,7 @@ def partial_meta(meta: dict, config: dict, records: list[dict]) -> dict:
 # --- the headline and the run's blocks ---------------------------------------------------------------------------
 def _headline(summary: dict) -> str:
     p = summary.get("psi")
-    model = (summary.get("model") or {}).get("name") or ((summary.get("config") or {}).get("model") or {}).get("name")
+    model = model_name(summary)
     about = [("model", str(model)), ("data set", f"{summary.get('dataset')}"
                                      + (f" ({summary['dataset_source']})" if summary.get("dataset_source") else "")),
              ("variant", str(summary.get("variant"))), ("shots", str(summary.get("shots", "—")))]

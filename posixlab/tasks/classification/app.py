@@ -10,8 +10,8 @@ from pathlib import Path
 from posixlab.errors import ConfigError
 from posixlab.models.loading import spec_from_dict
 from posixlab.results import SAMPLES_FILE, api_lines
-from posixlab.tasks.base import (ACCURACY_GATES, ACCURACY_MISSING, ACCURACY_RANGES, FRACTION, Tracked, read_setting,
-                                  shared_settings)
+from posixlab.tasks.base import (ACCURACY_GATES, ACCURACY_MISSING, ACCURACY_RANGES, FRACTION, Tracked, model_name,
+                                  read_setting, shared_settings)
 from posixlab.tasks.classification.config import ClassificationConfig, ClassificationData
 
 GATE_METRICS = {"max_sensitivity": "sensitivity.mean", "min_consistency": "consistency.mean",
@@ -66,7 +66,7 @@ def report_lines(summary: dict) -> list[str]:
             "" if f1.get("majority_baseline") is None else f" (majority class alone: {f1['majority_baseline']:.4f})")
     lines = [f"sensitivity S = {s['mean']:.4f} · consistency C = {consistency} · micro-F1 = {f1_text} "
              f"({summary['num_samples']} samples × Q = {summary['num_rephrasings']}) · "
-             f"{summary['config']['model']['name']} · {summary['dataset']} · {summary['strategy']} · "
+             f"{model_name(summary)} · {summary['dataset']} · {summary['strategy']} · "
              f"{summary['probability']}"]
     answers = summary.get("answers") or {}
     if answers.get("one_class"):

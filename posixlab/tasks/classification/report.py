@@ -11,6 +11,7 @@ from pathlib import Path
 
 from posixlab.metrics.classification import NA
 from posixlab.report import html as h
+from posixlab.tasks.base import model_name
 from posixlab.results import REPHRASINGS_FILE
 
 FIGURES = (("sensitivity_vs_consistency.png", "sensitivity against consistency"),)
@@ -63,7 +64,7 @@ def partial_meta(meta: dict, config: dict, records: list[dict], classes: list[st
 # --- the run's blocks ----------------------------------------------------------------------------------------------
 def _headline(summary: dict) -> str:
     s, c, f1 = summary.get("sensitivity") or {}, summary.get("consistency"), summary.get("micro_f1")
-    model = (summary.get("model") or {}).get("name") or ((summary.get("config") or {}).get("model") or {}).get("name")
+    model = model_name(summary)
     items = [("sensitivity S", h.fmt(s.get("mean")), f"sd {h.fmt(s.get('sd'))}, median {h.fmt(s.get('median'))}"),
              ("consistency C", h.fmt((c or {}).get("mean")), "no gold labels" if c is None else
               f"pooled {h.fmt(c.get('pooled'))}"),
