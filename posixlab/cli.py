@@ -34,6 +34,7 @@ from omegaconf.errors import MissingMandatoryValue
 from posixlab.errors import ConfigError, PosixlabError, check_flag, usage
 from posixlab.gate import (GateConfig, check_gate, check_gate_applies, gate_passed, gate_table, make_gate, metrics,
                            parse_gate_overrides, read_summaries, thresholds_of)
+from posixlab.models.adapters import adapted_name
 from posixlab.models.allocator import prefer_expandable_segments
 from posixlab.models.loading import ModelSpec
 from posixlab.paths import default_cache_dir
@@ -132,6 +133,19 @@ def cache_folder(cache_dir) -> str:
 
 
 OmegaConf.register_new_resolver("posixlab.cache_dir", cache_folder, replace=True)
+
+
+def model_label(name, adapter=None) -> str:
+    """``${posixlab.model:${model.name},${model.adapter}}`` in a config: the model as its results name it, so that a
+    run of an adapter gets job folders and a W&B run name of its own (conf/task/*.yaml's ``run_name``).
+
+    >>> model_label("llama2-7b", None), model_label("llama2-7b", "org/llama2-7b-lora")
+    ('llama2-7b', 'llama2-7b+llama2-7b-lora')
+    """
+    return adapted_name(str(name), str(adapter)) if adapter else str(name)
+
+
+OmegaConf.register_new_resolver("posixlab.model", model_label, replace=True)
 
 def check_task_groups(task: str, overrides: list[str]) -> None:
     """A ``ConfigError`` naming the first override that chooses a config group only another task reads (a task's

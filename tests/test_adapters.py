@@ -76,3 +76,19 @@ def test_an_adapter_that_cannot_run_is_refused_before_the_weights_load(folders, 
         check_spec(ModelSpec("tiny", "local", str(folders / "base"), backend="vllm", adapter=str(folders / "lora")))
     with pytest.raises(ConfigError, match="model.adapter_revision is set without model.adapter"):
         check_spec(spec(folders, adapter_revision="main"))
+
+
+def test_a_run_of_an_adapter_has_job_folders_and_a_w_and_b_name_of_its_own():
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from posixlab.cli import CONF_DIR
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        names = [compose(config_name="config", overrides=overrides).task.run_name for overrides in (
+            [], ["model.adapter=org/smollm2-lora"], ["task=classification", "model.adapter=/data/lora/"])]
+    GlobalHydra.instance().clear()
+    assert names == ["smollm2-135m-instruct_mmlu_spelling_0shot",
+                     "smollm2-135m-instruct+smollm2-lora_mmlu_spelling_0shot",
+                     "smollm2-135m-instruct+lora_classification_mmlu_letters_simple_greedy"]
