@@ -62,7 +62,8 @@ def _cached_snapshot(spec) -> Path | None:
     from huggingface_hub import snapshot_download
 
     try:
-        folder = Path(snapshot_download(spec.adapter, revision=spec.adapter_revision, local_files_only=True))
+        folder = Path(snapshot_download(spec.adapter, revision=spec.adapter_revision, local_files_only=True,
+                                        allow_patterns=[ADAPTER_CONFIG, *ADAPTER_WEIGHTS]))
     except Exception:  # noqa: BLE001 - any failure here only means "not cached"
         return None
     return folder if _complete(folder) else None
@@ -106,7 +107,9 @@ def resolve_adapter(spec, download: bool = True) -> tuple[Path | None, dict]:
                 from huggingface_hub import snapshot_download
 
                 try:
-                    folder = Path(snapshot_download(adapter, revision=spec.adapter_revision))
+                    # the adapter's own files only: a repository may also hold checkpoints and optimiser states
+                    folder = Path(snapshot_download(adapter, revision=spec.adapter_revision,
+                                                    allow_patterns=[ADAPTER_CONFIG, *ADAPTER_WEIGHTS]))
                 except Exception as exc:  # noqa: BLE001 - a download the hub agreed to, cut short
                     raise ModelUnavailableError(download_failed(as_model, exc)) from None
         if folder is not None:
