@@ -1,6 +1,8 @@
 """What changed between two versions of the same cells: POSIX and accuracy set by set, with paired tests.
 
     python -m experiments.compare_cells BEFORE.csv AFTER.csv [--variants paraphrase,mixture] [--out FILE.md]
+    python -m experiments.compare_cells RESULTS RESULTS --models llama2-7b,llama2-7b+my-lora   # two models
+
 
 BEFORE and AFTER are per_set.csv files (``python -m posixlab.analysis`` writes them) or run/sweep folders. Each cell
 (model, data set, variant type, shots) found in both, with some ψ changed, is compared on the prompt sets both have: mean ± sd of ψ before
@@ -8,6 +10,10 @@ and after, the median of the per-set difference (after − before), the paired W
 (Holm-adjusted over the cells compared), and the options accuracy before and after where both runs scored options.
 Written for redoing the paraphrase cells with a new rephraser (figures/rephraser_effect.md), so a reader sees what
 the rephraser did to each number; any two versions of a grid compare the same way.
+
+``--models A,B`` compares model A's cells in BEFORE with model B's in AFTER (the same folder may be both): a fine-tune
+against its base (``model.adapter``: the adapted model is named ``<base>+<adapter>``), an instruction-tuned model
+against its base, on the prompt sets both were run on (the same seed and data give both the same sets).
 """
 
 from __future__ import annotations
@@ -42,8 +48,14 @@ def options_accuracy(rows: list[dict]) -> float | None:
     return float(acc.accuracy_spread([c + [None] * (width - len(c)) for c in matrix])["mean"])
 
 
-def compare(before: list[dict], after: list[dict], variants: set[str] | None = None) -> list[dict]:
-    """One record per cell present in both, compared on the sets both have (see the module docstring)."""
+def compare(before: list[dict], after: list[dict], variants: set[str] | None = None,
+            models: tuple[str, str] | None = None) -> list[dict]:
+    """One record per cell present in both, compared on the sets both have (see the module docstring); ``models``
+    (A, B): model A's cells before against model B's after, as one model named "A → B"."""
+    if models:
+        pair = f"{models[0]} → {models[1]}"
+        before = [{**r, "model": pair} for r in before if r["model"] == models[0]]
+        after = [{**r, "model": pair} for r in after if r["model"] == models[1]]
     old, new = cells(before), cells(after)
     out = []
     for cell in sorted(set(old) & set(new), key=lambda c: (c.dataset, c.model, c.variant, c.shots)):
@@ -93,18 +105,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("before", help="per_set.csv or results folder: the cells as they were")
     parser.add_argument("after", help="per_set.csv or results folder: the same cells redone")
     parser.add_argument("--variants", default="", help="comma-separated variant types to compare (default: all)")
+    parser.add_argument("--models", help="A,B: model A's cells in BEFORE against model B's in AFTER (a fine-tune "
+                                         "against its base)")
     parser.add_argument("--out", help="also write the table to this Markdown file")
     args = parser.parse_args(argv)
+    models = tuple(m.strip() for m in args.models.split(",")) if args.models else None
+    if models is not None and (len(models) != 2 or not all(models)):
+        print(f"posixlab error: --models takes two model names, A,B; got {args.models!r}", file=sys.stderr)
+        return 2
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", GridWarning)
             records = compare(load_rows(args.before), load_rows(args.after),
-                              {v for v in args.variants.split(",") if v} or None)
+                              {v for v in args.variants.split(",") if v} or None, models)
     except PosixlabError as exc:
         print(f"posixlab error: {exc}", file=sys.stderr)
         return 2
     if not records:
-        print("posixlab error: no cell is in both, with at least two shared prompt sets and some ψ changed",
+        found = "" if not models else (f" (--models: the models BEFORE has are "
+                                       f"{', '.join(sorted({r['model'] for r in load_rows(args.before)}))})")
+        print(f"posixlab error: no cell is in both, with at least two shared prompt sets and some ψ changed{found}",
               file=sys.stderr)
         return 2
     text = markdown(records)

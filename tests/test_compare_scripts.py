@@ -52,6 +52,27 @@ def test_compare_cells_command(before_after, tmp_path, capsys):
     assert "no cell is in both" in capsys.readouterr().err
 
 
+def test_compare_cells_pairs_two_models_on_their_shared_sets(tmp_path, capsys):
+    """A fine-tune against its base (``--models A,B``), both in one results file: the base's ψ before, the tuned
+    model's after, set by set."""
+    rows = [_row("base", "template", f"i{k}", psi) for k, psi in enumerate([0.5, 0.6, 0.7])]
+    rows += [_row("base+lora", "template", f"i{k}", psi) for k, psi in enumerate([0.2, 0.4, 0.3, 9.0])]
+    rows += [_row("other", "template", f"i{k}", 0.1) for k in range(3)]
+    grid = write_rows(rows, tmp_path / "grid.csv")
+    (record,) = compare_cells.compare(load_rows(grid), load_rows(grid), models=("base", "base+lora"))
+    assert (record["model"], record["sets"]) == ("base → base+lora", 3)  # i3: the tuned model's alone
+    assert record["before"] == pytest.approx(0.6) and record["after"] == pytest.approx(0.3)
+    assert record["median_difference"] == pytest.approx(-0.3)  # differences -0.3, -0.2, -0.4
+    assert record["p_value"] == pytest.approx(0.25)  # exact: all 3 negative, 2 · (1/2)^3
+    assert compare_cells.main([str(grid), str(grid), "--models", "base,base+lora"]) == 0
+    assert "| MMLU | base → base+lora | template | 0 | 3 | 0.600 ± 0.100 | 0.300 ± 0.100 | -0.300 |" in \
+        capsys.readouterr().out
+    assert compare_cells.main([str(grid), str(grid), "--models", "base,typo"]) == 2
+    assert "the models BEFORE has are base, base+lora, other" in capsys.readouterr().err
+    assert compare_cells.main([str(grid), str(grid), "--models", "base"]) == 2
+    assert "--models takes two model names" in capsys.readouterr().err
+
+
 def _record(original, paraphrases, candidates, requests, rejected=None, dropped=None, similarity=0.9):
     score = {"similarity": similarity, "length_ratio": 1.0, "numbers_missing": [], "numbers_added": [],
              "entities_missing": [], "borrowed": []}

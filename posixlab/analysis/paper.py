@@ -35,7 +35,13 @@ DATASETS = {"mmlu": "MMLU", "alpaca": "Alpaca", "bbh": "BBH"}  # data set names 
 
 
 def label(model: str) -> str:
-    return MODELS.get(model, (model,))[0]
+    """The model as the paper's tables write it; a model with an adapter (``<base>+<adapter>``) keeps its base's.
+
+    >>> label("llama2-7b"), label("llama2-7b+my-lora"), label("my-model")
+    ('Llama-2-7b', 'Llama-2-7b+my-lora', 'my-model')
+    """
+    base, plus, adapter = model.partition("+")
+    return MODELS.get(model, MODELS.get(base, (base,)))[0] + (plus + adapter if model not in MODELS else "")
 
 
 def dataset_label(dataset: str) -> str:
@@ -43,7 +49,8 @@ def dataset_label(dataset: str) -> str:
 
 
 def size(model: str) -> float:
-    return MODELS.get(model, (None, float("inf")))[1]
+    """Parameters in billions (the base's, for a model with an adapter); unknown: infinity (listed last)."""
+    return MODELS.get(model, MODELS.get(model.partition("+")[0], (None, float("inf"))))[1]
 
 
 def _parse(table: str, columns: list[tuple[str, str]]) -> dict:
