@@ -200,6 +200,18 @@ def test_the_analysis_benchmark_checks_each_step_against_the_method_it_replaced(
     assert lines[2].endswith("the same records: True")
 
 
+@pytest.mark.slow  # the packaged SmolLM2
+def test_the_adapter_benchmark_times_merged_against_unmerged_on_the_same_batch(capsys):
+    from experiments import benchmark_adapter
+
+    assert benchmark_adapter.main(["--prompts", "2", "--tokens", "16", "--rank", "4", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("2 prompts of 16 tokens, LoRA rank 4 on every projection")
+    assert "| merged (model.adapter) |" in out and "| peft, unmerged |" in out
+    greedy = float(out.split("log-probabilities within ", 1)[1].split(" ", 1)[0])
+    assert greedy < 1e-4  # merging changes rounding only (and the test fails if the adapter were not merged)
+
+
 @pytest.mark.slow  # the packaged SmolLM2's tokenizer
 def test_the_inputs_benchmark_times_both_methods_on_the_same_ids(capsys, tmp_path):
     from experiments import benchmark_inputs
