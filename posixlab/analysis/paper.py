@@ -40,8 +40,10 @@ def label(model: str) -> str:
     >>> label("llama2-7b"), label("llama2-7b+my-lora"), label("my-model")
     ('Llama-2-7b', 'Llama-2-7b+my-lora', 'my-model')
     """
+    if model in MODELS:
+        return MODELS[model][0]
     base, plus, adapter = model.partition("+")
-    return MODELS.get(model, MODELS.get(base, (base,)))[0] + (plus + adapter if model not in MODELS else "")
+    return MODELS.get(base, (base,))[0] + plus + adapter
 
 
 def dataset_label(dataset: str) -> str:

@@ -101,9 +101,9 @@ def resolve_adapter(spec, download: bool = True) -> tuple[Path | None, dict]:
                 if isinstance(error, EntryNotFoundError):
                     raise ConfigError(f"model.adapter {adapter} has no {ADAPTER_CONFIG} on the hub: it is not a PEFT "
                                       f"adapter (a whole model goes in model.path)")
-                said = hub_refusal(as_model, error).replace("Check model.path", "Check model.adapter (a folder that "
-                                                                        "does not exist is read as a hub id)")
-                raise ModelUnavailableError(said.replace("Set model.revision", "Set model.adapter_revision"))
+                raise ModelUnavailableError(hub_refusal(
+                    as_model, error, path_key="model.adapter (a folder that does not exist is read as a hub id)",
+                    revision_key="model.adapter_revision"))
             if download:
                 from huggingface_hub import snapshot_download
 

@@ -15,8 +15,9 @@ def hub_hint() -> str:
             "model.path=<folder>. Offline, use a packaged model: " + ", ".join(f"model={m}" for m in PACKAGED_MODELS))
 
 
-def hub_refusal(spec, exc: BaseException) -> str:
-    """What to do about the hub's refusal to serve the model's files, in one message that names the hub asked."""
+def hub_refusal(spec, exc: BaseException, path_key: str = "model.path", revision_key: str = "model.revision") -> str:
+    """What to do about the hub's refusal to serve the model's files, in one message that names the hub asked and the
+    settings to check (``path_key``, ``revision_key``: an adapter's are others)."""
     from huggingface_hub import get_token
     from huggingface_hub.errors import (EntryNotFoundError, GatedRepoError, RepositoryNotFoundError,
                                         RevisionNotFoundError)
@@ -31,10 +32,10 @@ def hub_refusal(spec, exc: BaseException) -> str:
         return (f"{head}: it is a gated model and {sent}. Accept its licence at {where}/{spec.path} while logged in, "
                 f"then set HF_TOKEN to an access token of that account and run again.")
     if isinstance(exc, RevisionNotFoundError):
-        return f"{head}: it has no revision {spec.revision!r}. Set model.revision to a branch, tag or commit of it."
+        return f"{head}: it has no revision {spec.revision!r}. Set {revision_key} to a branch, tag or commit of it."
     status, said = http_status(exc)
     if isinstance(exc, RepositoryNotFoundError):
-        return (f"{head}: it has no repository {spec.path} (HTTP {status}). Check model.path; a private repository "
+        return (f"{head}: it has no repository {spec.path} (HTTP {status}). Check {path_key}; a private repository "
                 f"also needs HF_TOKEN.")
     if isinstance(exc, EntryNotFoundError):
         return f"{head}: it has no config.json, so it is not a model transformers can load."

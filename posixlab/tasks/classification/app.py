@@ -10,8 +10,8 @@ from pathlib import Path
 from posixlab.errors import ConfigError
 from posixlab.models.loading import spec_from_dict
 from posixlab.results import SAMPLES_FILE, api_lines
-from posixlab.tasks.base import (ACCURACY_GATES, ACCURACY_MISSING, ACCURACY_RANGES, FRACTION, Tracked, model_name,
-                                  read_setting, shared_settings)
+from posixlab.tasks.base import (ACCURACY_GATES, ACCURACY_MISSING, FRACTION, Tracked, model_name, read_setting,
+                                  shared_settings)
 from posixlab.tasks.classification.config import ClassificationConfig, ClassificationData
 
 GATE_METRICS = {"max_sensitivity": "sensitivity.mean", "min_consistency": "consistency.mean",
@@ -20,7 +20,7 @@ GATE_METRICS = {"max_sensitivity": "sensitivity.mean", "min_consistency": "consi
 # beside any of them (gate.max_answer_share, default 0.95)
 GATE_GUARDS = {"max_answer_share": "answers.majority_share"}
 # S is a normalised entropy, C one minus a mean total variation distance: both, like micro-F1 and a share, 0 to 1
-GATE_RANGES = {**dict.fromkeys((*GATE_METRICS, *GATE_GUARDS), FRACTION), **ACCURACY_RANGES}
+GATE_RANGES = dict.fromkeys((*GATE_METRICS, *GATE_GUARDS), FRACTION)
 GATE_MISSING = {
     "consistency": "the run has no gold labels (consistency compares the samples of each gold class)",
     "consistency.mean": "no gold class has two samples (consistency compares pairs of samples of a class)",
