@@ -478,8 +478,6 @@ def candidate_strings(options: tuple[str, ...], records: list[dict], lead: str =
 def accuracy_summary(records: list[dict], seed: int = 0) -> dict | None:
     """Accuracy over the run's prompts, from both readings, for the sets that have a gold answer; None when none
     does. Prompt j is the j-th prompt of each set (0: the original); sets of different sizes are padded."""
-    from posixlab.metrics import accuracy as acc
-
     scored = [r for r in records if r.get("answers")]
     if not scored:
         return None
@@ -498,14 +496,19 @@ def accuracy_summary(records: list[dict], seed: int = 0) -> dict | None:
             continue
         correct = [[None if c is None else float(c) for c in row] for row in matrix(reading, "correct")]
         preds = matrix(reading, "pred")
-        block = _metrics(acc, correct, preds if any(p is not None for row in preds for p in row) else None, seed)
+        block = accuracy_block(correct, preds if any(p is not None for row in preds for p in row) else None, seed)
         if reading == "by_greedy" and any(a["by_greedy"]["parsed"] is not None for r in scored for a in r["answers"]):
             block["parse_rate"] = _parse_rates(scored, width)
         out[reading] = block
     return out
 
 
-def _metrics(acc, correct, preds, seed: int) -> dict:
+def accuracy_block(correct, preds, seed: int) -> dict:
+    """Every accuracy metric of one grid: ``correct[i][j]`` (1/0, None where item i has no prompt j) and the
+    answers read (``preds``, for the consistency rate; None to leave it out). A run's summary and a DOVE file's
+    (``posixlab.interop.dove``) are this same block."""
+    from posixlab.metrics import accuracy as acc
+
     spread = acc.accuracy_spread(correct)
     return {
         "accuracy": spread["mean"],  # AvgP: the mean over prompts of each prompt's accuracy

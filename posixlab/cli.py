@@ -20,6 +20,7 @@ cannot be fetched, a prompt too long for the model, ...) prints one clear messag
 from __future__ import annotations
 
 import difflib
+import json
 import logging
 import sys
 from pathlib import Path
@@ -342,6 +343,52 @@ def report_command(args: list[str]) -> int:
         print(f"posixlab error: {exc}", file=sys.stderr)
         return 2
     print(f"report: {path} ({path.stat().st_size / 1024:.0f} KB)")
+    return 0
+
+
+def dove_command(args: list[str]) -> int:
+    """``posixlab dove export RUN_DIR`` / ``posixlab dove summary FILE...``: a run as DOVE's records, and DOVE's
+    records (yours or its published ones) in posixlab's accuracy metrics (``posixlab.interop.dove``)."""
+    import argparse
+
+    from posixlab.interop.dove import DEFAULT_BY, DIMENSIONS, OUT_FILE, SCORES, dove_summary, export_dove, read_dove, \
+        summary_table
+
+    parser = argparse.ArgumentParser(
+        prog="posixlab dove", description="DOVE (Habba et al., 2025): export writes an MMLU run's prompts, responses "
+        "and scores as DOVE evaluation records (JSON Lines, DOVE's schema), keyed by the question's index in "
+        "cais/mmlu; summary reads DOVE records (JSON, JSON Lines or Parquet: DOVE's hub files, or an export) and "
+        "prints posixlab's accuracy metrics per model and shot count. Exit status 0: done; 2: an error.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    export = commands.add_parser("export", help="an MMLU run folder as DOVE records")
+    export.add_argument("run", metavar="RUN_DIR")
+    export.add_argument("--out", help=f"the file to write (default: RUN_DIR/{OUT_FILE})")
+    export.add_argument("--score", choices=SCORES, default="greedy",
+                        help="the record's score: the greedy response read as an answer (default, as DOVE's are), or "
+                             "the option of highest log-likelihood")
+    export.add_argument("--context-window", type=int, help="the model's context length (default: from its config)")
+    summary = commands.add_parser("summary", help="accuracy metrics of DOVE records")
+    summary.add_argument("files", nargs="+", metavar="FILE")
+    summary.add_argument("--by", default=",".join(DEFAULT_BY),
+                         help=f"the dimensions that make a prompt, comma-separated, from {', '.join(DIMENSIONS)} "
+                              f"(default: %(default)s; an export read by instruction_phrasing alone is the run's "
+                              f"own grid)")
+    summary.add_argument("--shared", action="store_true",
+                         help="only the questions every model and shot count has: numbers on the same questions")
+    summary.add_argument("--json", action="store_true", help="print the metrics as JSON instead of a table")
+    options = parser.parse_args(args)  # --help: exit 0; a usage error: exit 2
+    try:
+        if options.command == "export":
+            path, count = export_dove(options.run, options.out, score=options.score,
+                                      context_window=options.context_window)
+            print(f"{count} DOVE records: {path}")
+            return 0
+        summaries = dove_summary(read_dove(options.files), tuple(b for b in options.by.split(",") if b),
+                                 shared=options.shared)
+    except PosixlabError as exc:
+        print(f"posixlab error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(summaries, indent=1) if options.json else summary_table(summaries))
     return 0
 
 
@@ -704,12 +751,12 @@ def check_override_keys(argv: list[str]) -> None:
 # ``posixlab NAME ...``: the commands besides a run, each taking --help (``posixlab --help`` lists them too:
 # conf/config.yaml's hydra.help)
 COMMANDS = {"report": report_command, "gate": gate_command, "status": status_command, "merge": merge_command,
-            "gguf-path": gguf_path_command}
+            "dove": dove_command, "gguf-path": gguf_path_command}
 
 
 def entry() -> None:
     """The ``posixlab`` console command: one of ``COMMANDS`` (``posixlab report RUN_DIR ...``, ``gate``, ``status``,
-    ``merge``, ``gguf-path``), ``posixlab help``, or else a Hydra job."""
+    ``merge``, ``dove``, ``gguf-path``), ``posixlab help``, or else a Hydra job."""
     prefer_expandable_segments()  # before anything touches a GPU
     sys.argv[1:] = expand_moved_settings(expand_model_aliases(sys.argv[1:]))
     if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:

@@ -126,6 +126,21 @@ def whole_records(folder: str | Path, name: str, index_key: str, indices) -> dic
     return found
 
 
+def iter_records_in_order(folder: str | Path, name: str, index_key: str):
+    """The records of ``name`` one at a time in the order of their units (``index_key``), as ``read_records`` gives
+    them, holding one at a time: a first pass reads each line's index (``line_index``), a second reads the lines."""
+    path = Path(folder) / name
+    places, offset = [], 0
+    with open(path, "rb") as handle:
+        for line in handle:
+            if line.strip():
+                places.append((line_index(line, index_key) or 0, offset))
+            offset += len(line)
+        for _, start in sorted(places):
+            handle.seek(start)
+            yield json.loads(handle.readline())
+
+
 @functools.lru_cache
 def _index_first(index_key: str) -> re.Pattern:
     return re.compile(rb'\{"' + re.escape(index_key.encode()) + rb'": (\d+)[,}]')

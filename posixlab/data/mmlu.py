@@ -23,6 +23,53 @@ LOCAL_HINT = ("Use the bundled sample (dataset=mmlu_sample), or save the test sp
 LETTERS = "ABCD"
 
 
+# The hub's ``all`` configuration is the 57 subjects' test questions one after another, subjects in alphabetical order,
+# each in its own order: the place of ``mmlu/<subject>/<k>`` there is the sizes of the subjects before it, plus k.
+# (DOVE's ``hf_index`` is that place: its MMLU rows name ``mmlu.logical_fallacies`` question 0 as 6672 and
+# ``mmlu.sociology`` question 0 as 13404, which these sizes give.)
+TEST_SPLIT_SIZES = {  # questions per subject in the hub's test split (14,042 in all), the subjects in its order
+    "abstract_algebra": 100, "anatomy": 135, "astronomy": 152, "business_ethics": 100, "clinical_knowledge": 265,
+    "college_biology": 144, "college_chemistry": 100, "college_computer_science": 100, "college_mathematics": 100,
+    "college_medicine": 173, "college_physics": 102, "computer_security": 100, "conceptual_physics": 235,
+    "econometrics": 114, "electrical_engineering": 145, "elementary_mathematics": 378, "formal_logic": 126,
+    "global_facts": 100, "high_school_biology": 310, "high_school_chemistry": 203,
+    "high_school_computer_science": 100, "high_school_european_history": 165, "high_school_geography": 198,
+    "high_school_government_and_politics": 193, "high_school_macroeconomics": 390, "high_school_mathematics": 270,
+    "high_school_microeconomics": 238, "high_school_physics": 151, "high_school_psychology": 545,
+    "high_school_statistics": 216, "high_school_us_history": 204, "high_school_world_history": 237,
+    "human_aging": 223, "human_sexuality": 131, "international_law": 121, "jurisprudence": 108,
+    "logical_fallacies": 163, "machine_learning": 112, "management": 103, "marketing": 234, "medical_genetics": 100,
+    "miscellaneous": 783, "moral_disputes": 346, "moral_scenarios": 895, "nutrition": 306, "philosophy": 311,
+    "prehistory": 324, "professional_accounting": 282, "professional_law": 1534, "professional_medicine": 272,
+    "professional_psychology": 612, "public_relations": 110, "security_studies": 245, "sociology": 201,
+    "us_foreign_policy": 100, "virology": 166, "world_religions": 171,
+}
+
+
+def hub_index(item_id: str) -> tuple[str, int] | None:
+    """(subject as the hub names it, the question's index in the hub's ``all`` test split) of an MMLU item id
+    ``mmlu/<subject>/<k>`` (the bundled sample's and the hub's own ids); None for an id of another form.
+
+    >>> hub_index("mmlu/abstract_algebra/0"), hub_index("mmlu/logical_fallacies/0")
+    (('abstract_algebra', 0), ('logical_fallacies', 6672))
+    >>> hub_index("mmlu/world_religions/170")   # the split's last question
+    ('world_religions', 14041)
+    >>> hub_index("mmlu/world_religions/171"), hub_index("my-set/7")   # past the subject's end; not an MMLU id
+    (None, None)
+    """
+    parts = item_id.split("/")
+    if len(parts) != 3 or parts[0] != "mmlu" or not parts[2].isdigit():
+        return None
+    subject, k = parts[1].replace(" ", "_"), int(parts[2])
+    if subject not in TEST_SPLIT_SIZES or k >= TEST_SPLIT_SIZES[subject]:
+        return None
+    before = 0
+    for name, size in TEST_SPLIT_SIZES.items():
+        if name == subject:
+            return subject, before + k
+        before += size
+
+
 def _options(row: dict, where: str) -> list[str]:
     if "choices" in row:
         choices = row["choices"]
