@@ -195,3 +195,17 @@ def test_only_graded_mmlu_runs_are_exported(small_results, tmp_path):
     with pytest.raises(ConfigError, match="score='best'"):
         export_dove(small_results / "4_mmlu_format_0shot", tmp_path / "x.jsonl", score="best")
     assert not (tmp_path / "x.jsonl").exists()
+    # a reading missing from the last set: found after other sets' lines were written, and no file is left
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(small_results / "4_mmlu_format_0shot", copy)
+    lines = (copy / "sets.jsonl").read_text().splitlines()
+    last = max(range(len(lines)), key=lambda n: json.loads(lines[n])["set_index"])
+    record = json.loads(lines[last])
+    record["answers"][-1]["by_options"] = None
+    lines[last] = json.dumps(record)
+    (copy / "sets.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ConfigError, match="prompt 3 has no options reading: export with --score greedy"):
+        export_dove(copy, tmp_path / "x.jsonl", score="options")
+    assert not list(tmp_path.glob("x.jsonl*"))

@@ -68,8 +68,8 @@ DEFAULT_BY = ("instruction_phrasing", "enumerator", "separator", "choices_order"
 def export_dove(run_folder: str | Path, out: str | Path | None = None, *, score: str = "greedy",
                 context_window: int | None = None) -> tuple[Path, int]:
     """Write the MMLU run in ``run_folder`` as DOVE records, one JSON object a line, to ``out`` (default
-    ``<run>/dove.jsonl``). Returns (the file, the number of records), sets in the cell's order. Every check runs
-    before a line is written."""
+    ``<run>/dove.jsonl``). Returns (the file, the number of records), sets in the cell's order. The run, its data and
+    its model are checked before a line is written; an error leaves no file."""
     if score not in SCORES:
         raise ConfigError(f"score={score!r}: choose greedy (the response read as an answer) or options (the option "
                           f"of highest log-likelihood)")
@@ -80,12 +80,16 @@ def export_dove(run_folder: str | Path, out: str | Path | None = None, *, score:
     out = folder / OUT_FILE if out is None else Path(out)
     count = 0
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".part")  # a file a reader finds is whole
-    with open(tmp, "w", encoding="utf-8") as handle:
-        for record in iter_records_in_order(folder, SETS_FILE, "set_index"):  # the cell's order, as its summary's
-            for row in set_rows(record, items[record["item_id"]], model, summary, score, folder.name):
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-                count += 1
+    tmp = out.with_name(out.name + ".part")  # a file a reader finds is whole; a failed export leaves none
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            for record in iter_records_in_order(folder, SETS_FILE, "set_index"):  # the cell's order, as its summary's
+                for row in set_rows(record, items[record["item_id"]], model, summary, score, folder.name):
+                    handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    count += 1
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     tmp.replace(out)
     return out, count
 
@@ -94,8 +98,8 @@ def _run_summary(folder: Path) -> dict:
     if not (folder / SETS_FILE).is_file():
         raise ConfigError(f"{folder} holds no {SETS_FILE}: give the folder of a POSIX run")
     if not (folder / SUMMARY_FILE).is_file():
-        raise ConfigError(f"{folder} holds no {SUMMARY_FILE}: a run that did not finish (posixlab report {folder} "
-                          f"summarises it first)")
+        raise ConfigError(f"{folder} holds no {SUMMARY_FILE}: a run that did not finish; run its command again to "
+                          f"finish it (the sets it wrote are kept), then export")
     summary = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
     if summary.get("task", "posix") != "posix" or summary.get("dataset") != "mmlu":
         raise ConfigError(f"{folder} is a {summary.get('task', 'posix')} run on {summary.get('dataset')}: only MMLU "
@@ -110,8 +114,9 @@ def _mmlu_items(summary: dict, folder: Path) -> dict:
     """The run's questions by item id, read again from its data set (records keep prompts, not options)."""
     from posixlab.data import DatasetSpec, load_items
     from posixlab.data.mmlu import hub_index
+    from posixlab.tasks.base import read_setting
 
-    spec = DatasetSpec(**summary["config"]["dataset"])
+    spec = read_setting(dict(summary["config"]["dataset"]), DatasetSpec, "the run's dataset")
     wanted = {r["item_id"] for r in iter_records(folder, SETS_FILE)}
     items = {item.item_id: item for item in load_items(spec) if item.item_id in wanted}
     missing = sorted(wanted - set(items))
