@@ -351,8 +351,8 @@ def dove_command(args: list[str]) -> int:
     records (yours or its published ones) in posixlab's accuracy metrics (``posixlab.interop.dove``)."""
     import argparse
 
-    from posixlab.interop.dove import DEFAULT_BY, DIMENSIONS, OUT_FILE, SCORES, dove_summary, export_dove, read_dove, \
-        summary_table
+    from posixlab.interop.dove import DEFAULT_BY, DIMENSIONS, OUT_FILE, SCORES, dimension_accuracy, dimension_table, \
+        dove_summary, export_dove, read_dove, summary_table
 
     parser = argparse.ArgumentParser(
         prog="posixlab dove", description="DOVE (Habba et al., 2025): export writes an MMLU run's prompts, responses "
@@ -375,6 +375,9 @@ def dove_command(args: list[str]) -> int:
                               f"own grid)")
     summary.add_argument("--shared", action="store_true",
                          help="only the questions every model and shot count has: numbers on the same questions")
+    summary.add_argument("--dimensions", action="store_true",
+                         help="also the accuracy under each value of each format dimension (enumerator, separator, "
+                              "option order, instruction), best first: which dimension moves the score")
     summary.add_argument("--json", action="store_true", help="print the metrics as JSON instead of a table")
     options = parser.parse_args(args)  # --help: exit 0; a usage error: exit 2
     try:
@@ -383,12 +386,17 @@ def dove_command(args: list[str]) -> int:
                                       context_window=options.context_window)
             print(f"{count} DOVE records: {path}")
             return 0
-        summaries = dove_summary(read_dove(options.files), tuple(b for b in options.by.split(",") if b),
-                                 shared=options.shared)
+        rows = read_dove(options.files)
+        summaries = dove_summary(rows, tuple(b for b in options.by.split(",") if b), shared=options.shared)
+        effects = dimension_accuracy(rows) if options.dimensions else None
     except PosixlabError as exc:
         print(f"posixlab error: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(summaries, indent=1) if options.json else summary_table(summaries))
+    if options.json:
+        print(json.dumps({"summaries": summaries, "dimensions": effects} if effects is not None else summaries,
+                         indent=1))
+    else:
+        print(summary_table(summaries) + ("\n\n" + dimension_table(effects) if effects is not None else ""))
     return 0
 
 

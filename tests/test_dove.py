@@ -136,6 +136,12 @@ def test_the_command_prints_the_table(tmp_path, root):
                           text=True, cwd=root)
     assert done.returncode == 0, done.stderr
     assert "| m | 0 | 2 | 2 | 100% | 0.500 | 0.500 to 0.500 | 0.500 |" in done.stdout
+    done = subprocess.run([sys.executable, "-m", "posixlab", "dove", "summary", str(path), "--dimensions"],
+                          capture_output=True, text=True, cwd=root)
+    assert done.returncode == 0, done.stderr
+    # question 1 is right under both enumerators and question 2 under neither: no value of either dimension differs
+    assert "| m | 0 | enumerator (0.000) | capitals | 2 | 0.500 |" in done.stdout
+    assert "| m | 0 | separator (0.000) | \\s | 4 | 0.500 |" in done.stdout
     done = subprocess.run([sys.executable, "-m", "posixlab", "dove", "summary", str(path), "--by", "shots"],
                           capture_output=True, text=True, cwd=root)
     assert done.returncode == 2 and "asked twice" in done.stderr
