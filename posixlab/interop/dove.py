@@ -11,7 +11,9 @@ accuracy metrics, so that numbers can be compared on the same questions without 
   spelling and paraphrase variants) list the options in the data set's order as ``(A)...(D)`` joined by spaces:
   ``capitals``, ``"\\\\s"`` (DOVE's word for a space), order ``none``. A format variant
   (``posixlab.variants.format``) gives its own: enumerator ``A-D``/``1-4``/``a-d``/``i-iv`` as ``capitals``/
-  ``numbers``/``lowercase``/``roman``, its separator, and its option order. ``instruction_phrasing.name`` is
+  ``numbers``/``lowercase``/``roman``, its separator, its option order as where the gold is shown
+  (``posixlab_gold_at_1`` ... ``_4``), and two dimensions DOVE has not, ``mark_style`` (``A. text``) and
+  ``casing`` (of ``Question:``/``Answer:``). ``instruction_phrasing.name`` is
   ``posixlab.<kind>.<index>`` (``posixlab.template.7``; the original ``posixlab.original``), which is also
   posixlab's prompt column: reading the file back by that name alone gives the run's own grid;
 - ``instance.classification_fields``: the item's question, the options as this prompt shows them (order and labels)
@@ -60,7 +62,7 @@ FAMILIES = (("llama", "Llama"), ("mistral", "Mistral"), ("olmo", "OLMo"), ("gemm
 PRECISION = {"float32": "float32", "float16": "float16"}  # bfloat16 is no quantisation DOVE lists: "none"
 READ_METHOD = "posixlab_read_choice"
 SCORES = ("greedy", "options")
-DIMENSIONS = ("instruction_phrasing", "enumerator", "separator", "choices_order", "shots")
+DIMENSIONS = ("instruction_phrasing", "enumerator", "separator", "choices_order", "shots", "mark_style", "casing")
 DEFAULT_BY = ("instruction_phrasing", "enumerator", "separator", "choices_order")
 
 
@@ -239,13 +241,14 @@ def _dimensions(prompt: dict, shots: int) -> tuple[dict, list[tuple[int, str]]]:
         order = rec["option_order"]
         shown = list(zip(order, rec["option_labels"]))
         gold = rec.get("gold_position")
+        where = "balanced" if gold is None else f"at_{gold + 1}"  # the gold's place, 1-4: position bias shows
         dims = {"instruction_phrasing": {"name": name, "text": rec["template"]}, "shots": shots,
                 "mc_enumerator": DOVE_ENUMERATORS[rec["enumerator"]],
                 "mc_separator": DOVE_SEPARATORS.get(rec["separator"], rec["separator"]),
-                "mc_choices_order": {"method": "posixlab_gold_balanced",
-                                     "description": f"options shown in the order {order} of the data set's (the "
-                                                    f"gold at position {gold}); over every 4 variants the gold is "
-                                                    f"shown once at each position"}}
+                "mc_choices_order": {"method": f"posixlab_gold_{where}",
+                                     "description": f"options shown in the order {order} of the data set's; over "
+                                                    f"every 4 variants the gold is shown once at each position"},
+                "mark_style": rec["mark_style"], "casing": rec["casing"]}  # posixlab's dimensions DOVE has not
         return dims, shown
     from posixlab.prompts import MCQ_ORIGINAL
 
@@ -404,8 +407,8 @@ def _restricted(grid: dict, keep: set) -> dict:
             "preds": [[grid["preds"][n][j] for j in cols] for n in rows]}
 
 
-def dimension_accuracy(rows: list[dict], dimensions=("enumerator", "separator", "choices_order",
-                                                      "instruction_phrasing")) -> list[dict]:
+def dimension_accuracy(rows: list[dict], dimensions=("enumerator", "separator", "choices_order", "mark_style",
+                                                      "casing", "instruction_phrasing")) -> list[dict]:
     """Accuracy per value of each format dimension, per (model, shots): which dimension moves the score (DOVE's and
     FormatSpread's question). Each value's accuracy is the mean score of the records that show it, over whatever the
     other dimensions were; where the values were drawn independently of each other and of the question (posixlab's
