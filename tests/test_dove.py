@@ -215,3 +215,8 @@ def test_only_graded_mmlu_runs_are_exported(small_results, tmp_path):
     with pytest.raises(ConfigError, match="prompt 3 has no options reading: export with --score greedy"):
         export_dove(copy, tmp_path / "x.jsonl", score="options")
     assert not list(tmp_path.glob("x.jsonl*"))
+    summary = json.loads((copy / "summary.json").read_text())
+    summary["config"]["dataset"]["split"] = "validation"
+    (copy / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(ConfigError, match="MMLU's 'validation' split: DOVE's MMLU records are the test split's"):
+        export_dove(copy, tmp_path / "x.jsonl")
