@@ -343,6 +343,21 @@ def _cell(row: dict) -> tuple:
             _option_text(row.get("closest_answer"), None))
 
 
+def _cells(rows: list[dict]):
+    """``_cell`` of every record, each checked: a record of another layout, or a score that is no correctness, is an
+    error naming the record."""
+    for n, row in enumerate(rows):
+        try:
+            cell = _cell(row)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"record {n} is neither a DOVE evaluation record nor a DOVE_Lite row (missing or bad "
+                              f"{exc})") from None
+        if cell[4] not in (0.0, 1.0):
+            raise ConfigError(f"record {n} scores {cell[4]}: only correctness (1 or 0) is read, as DOVE gives for "
+                              f"multiple-choice questions; keep the records of one such task")
+        yield cell
+
+
 def dove_grids(rows: list[dict], by=DEFAULT_BY) -> dict:
     """One grid per (model, shots): ``{"items": [...], "prompts": [...], "correct": [[...]], "preds": [[...]]}``,
     rows and columns in order of first appearance, None where a question was not asked under a prompt."""
@@ -350,15 +365,7 @@ def dove_grids(rows: list[dict], by=DEFAULT_BY) -> dict:
     if unknown or not by:
         raise ConfigError(f"by={','.join(by)}: name one or more of {', '.join(DIMENSIONS)}")
     cells = defaultdict(dict)  # (model, shots) -> {(question, prompt): (score, option text picked)}
-    for n, row in enumerate(rows):
-        try:
-            model, shots, question, values, score, picked = _cell(row)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"record {n} is neither a DOVE evaluation record nor a DOVE_Lite row (missing or bad "
-                              f"{exc})") from None
-        if score not in (0.0, 1.0):
-            raise ConfigError(f"record {n} scores {score}: only correctness (1 or 0) is read, as DOVE gives for "
-                              f"multiple-choice questions; keep the records of one such task")
+    for model, shots, question, values, score, picked in _cells(rows):
         prompt = tuple(values[b] for b in by)
         if (question, prompt) in cells[model, shots]:
             rest = [d for d in DIMENSIONS if d not in by]
@@ -422,12 +429,7 @@ def dimension_accuracy(rows: list[dict], dimensions=("enumerator", "separator", 
 'accuracy': 0.5}], 0.5)]
     """
     tally = defaultdict(lambda: defaultdict(list))  # (model, shots, dimension) -> value -> scores
-    for n, row in enumerate(rows):
-        try:
-            model, shots, _, values, score, _ = _cell(row)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"record {n} is neither a DOVE evaluation record nor a DOVE_Lite row (missing or bad "
-                              f"{exc})") from None
+    for model, shots, _, values, score, _ in _cells(rows):
         for dimension in dimensions:
             if values.get(dimension) is not None:
                 tally[model, shots, dimension][values[dimension]].append(score)
