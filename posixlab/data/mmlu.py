@@ -8,6 +8,7 @@ names them; the hub's underscores are replaced.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -65,11 +66,10 @@ def hub_index(item_id: str) -> tuple[str, int] | None:
     subject, k = parts[1].replace(" ", "_"), int(parts[2])
     if subject not in TEST_SPLIT_SIZES or k >= TEST_SPLIT_SIZES[subject]:
         return None
-    before = 0
-    for name, size in TEST_SPLIT_SIZES.items():
-        if name == subject:
-            return subject, before + k
-        before += size
+    return subject, _SUBJECT_STARTS[subject] + k
+
+
+_SUBJECT_STARTS = dict(zip(TEST_SPLIT_SIZES, itertools.accumulate(TEST_SPLIT_SIZES.values(), initial=0)))
 
 
 def _options(row: dict, where: str) -> list[str]:
