@@ -357,7 +357,8 @@ def dove_command(args: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="posixlab dove", description="DOVE (Habba et al., 2025): export writes an MMLU run's prompts, responses "
         "and scores as DOVE evaluation records (JSON Lines, DOVE's schema), keyed by the question's index in "
-        "cais/mmlu; summary reads DOVE records (JSON, JSON Lines or Parquet: DOVE's hub files, or an export) and "
+        "cais/mmlu; summary reads DOVE records (JSON, JSON Lines or Parquet: DOVE's hub files, or an export), and "
+        "PromptEval's MMLU correctness files (<subject>/<model>-00000-of-00001.parquet, as the hub keeps them), and "
         "prints posixlab's accuracy metrics per model and shot count. Exit status 0: done; 2: an error.")
     commands = parser.add_subparsers(dest="command", required=True)
     export = commands.add_parser("export", help="an MMLU run folder as DOVE records")
@@ -367,7 +368,7 @@ def dove_command(args: list[str]) -> int:
                         help="the record's score: the greedy response read as an answer (default, as DOVE's are), or "
                              "the option of highest log-likelihood")
     export.add_argument("--context-window", type=int, help="the model's context length (default: from its config)")
-    summary = commands.add_parser("summary", help="accuracy metrics of DOVE records")
+    summary = commands.add_parser("summary", help="accuracy metrics of DOVE records and PromptEval's correctness")
     summary.add_argument("files", nargs="+", metavar="FILE")
     summary.add_argument("--by", default=",".join(DEFAULT_BY),
                          help=f"the dimensions that make a prompt, comma-separated, from {', '.join(DIMENSIONS)} "

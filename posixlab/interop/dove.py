@@ -52,6 +52,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from posixlab.errors import ConfigError, DatasetUnavailableError
+from posixlab.interop.prompteval import is_prompteval, read_prompteval
 from posixlab.results import SETS_FILE, SUMMARY_FILE, iter_records, iter_records_in_order
 
 OUT_FILE = "dove.jsonl"
@@ -260,7 +261,8 @@ def _dimensions(prompt: dict, shots: int) -> tuple[dict, list[tuple[int, str]]]:
 
 # --- read ------------------------------------------------------------------------------------------------------------
 def read_dove(paths) -> list[dict]:
-    """DOVE records from JSON (a list or one record), JSON Lines or Parquet files, in file order."""
+    """DOVE records from JSON (a list or one record), JSON Lines or Parquet files, in file order; a Parquet file of
+    PromptEval's correctness (``posixlab.interop.prompteval``) as DOVE_Lite's rows."""
     rows = []
     for path in [paths] if isinstance(paths, (str, Path)) else paths:
         path = Path(path)
@@ -269,7 +271,11 @@ def read_dove(paths) -> list[dict]:
         if path.suffix == ".parquet":
             import pandas as pd
 
-            rows += _plain(pd.read_parquet(path).to_dict(orient="records"))
+            table = pd.read_parquet(path)
+            if is_prompteval(table.columns):  # PromptEval's correctness: a row per template, a column per question
+                rows += read_prompteval(path, table=table)
+            else:
+                rows += _plain(table.to_dict(orient="records"))
         elif path.suffix == ".json":
             data = json.loads(path.read_text(encoding="utf-8"))
             rows += data if isinstance(data, list) else [data]
@@ -400,8 +406,10 @@ def dove_summary(rows: list[dict], by=DEFAULT_BY, seed: int = 0, shared: bool = 
     out = []
     for (model, shots), grid in grids.items():
         filled = sum(c is not None for row in grid["correct"] for c in row)
+        answered = any(p is not None for row in grid["preds"] for p in row)  # PromptEval's rows name no answer
         out.append({"model": model, "shots": shots, "items": len(grid["items"]), "prompts": len(grid["prompts"]),
-                    "cells": filled, "by": list(by), **accuracy_block(grid["correct"], grid["preds"], seed)})
+                    "cells": filled, "by": list(by),
+                    **accuracy_block(grid["correct"], grid["preds"] if answered else None, seed)})
     return out
 
 
