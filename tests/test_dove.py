@@ -12,7 +12,8 @@ import pytest
 from dove_schema import DOVE_RECORD
 from posixlab.data.mmlu import TEST_SPLIT_SIZES, hub_index
 from posixlab.errors import ConfigError
-from posixlab.interop.dove import dove_grids, dove_summary, export_dove, read_dove
+from posixlab.interop.dove import dove_grids, dove_summary, export_dove, read_dove, summary_table
+from posixlab.metrics.accuracy import estimated_accuracy_per_prompt
 
 OPTIONS = ["Paris", "Rome", "Oslo", "Bern"]
 LABELS = {"capitals": "ABCD", "numbers": "1234"}
@@ -99,6 +100,21 @@ def test_models_and_shot_counts_are_separate_grids_and_missing_cells_stay_missin
     assert by_enumerator["correct"] == [[1.0, 1.0], [0.0, None]]  # question 2 never asked with numbers
 
 
+def test_a_sampled_grid_adds_each_prompts_accuracy_over_every_question(tmp_path, root):
+    """Both enumerators right on question 1 and wrong on 2; capitals alone asked 3 (wrong), numbers alone 4 (right):
+    observed 1/3 and 2/3, but the questions explain the gap (PromptEval's estimate, 0.476 and 0.524)."""
+    cells = [(1, "capitals", 0, 1.0), (1, "numbers", 0, 1.0), (2, "capitals", 1, 0.0), (2, "numbers", 1, 0.0),
+             (3, "capitals", 1, 0.0), (4, "numbers", 0, 1.0)]
+    (summary,) = dove_summary([lite_row(*c) for c in cells])
+    assert summary["cells"] == 6 and summary["per_prompt"] == pytest.approx([1 / 3, 2 / 3])
+    grid = [[1, 1], [0, 0], [0, None], [None, 1]]
+    assert summary["estimated"]["per_prompt"] == estimated_accuracy_per_prompt(grid).tolist()
+    assert [round(a, 3) for a in summary["estimated"]["per_prompt"]] == [0.476, 0.524]
+    assert "| 0.500 | 0.333 to 0.667 | 0.500: 0.476 to 0.524 |" in summary_table([summary])
+    full = dove_summary([lite_row(*c) for c in cells[:4]])[0]
+    assert full["estimated"] is None and "| as observed |" in summary_table([full])
+
+
 def test_shared_keeps_the_questions_every_grid_has():
     rows = [dove_row(*cell) for cell in CELLS] + [dove_row(2, "capitals", 0, 1.0, model="other"),
                                                   dove_row(3, "capitals", 0, 1.0, model="other")]
@@ -135,7 +151,7 @@ def test_the_command_prints_the_table(tmp_path, root):
     done = subprocess.run([sys.executable, "-m", "posixlab", "dove", "summary", str(path)], capture_output=True,
                           text=True, cwd=root)
     assert done.returncode == 0, done.stderr
-    assert "| m | 0 | 2 | 2 | 100% | 0.500 | 0.500 to 0.500 | 0.500 |" in done.stdout
+    assert "| m | 0 | 2 | 2 | 100% | 0.500 | 0.500 to 0.500 | as observed | 0.500 |" in done.stdout
     done = subprocess.run([sys.executable, "-m", "posixlab", "dove", "summary", str(path), "--dimensions"],
                           capture_output=True, text=True, cwd=root)
     assert done.returncode == 0, done.stderr

@@ -394,8 +394,12 @@ def dove_grids(rows: list[dict], by=DEFAULT_BY) -> dict:
 def dove_summary(rows: list[dict], by=DEFAULT_BY, seed: int = 0, shared: bool = False) -> list[dict]:
     """posixlab's accuracy metrics (``posixlab.answers.accuracy_block``) of each (model, shots) grid of the rows.
     ``shared``: only the questions every grid has (and the prompts that still ask one), so that grids compare on the
-    same questions: a posixlab run's sample beside DOVE's rows of the same subjects."""
+    same questions: a posixlab run's sample beside DOVE's rows of the same subjects. Where a grid has unscored cells
+    (DOVE samples the prompts each question gets), ``estimated`` adds each prompt's accuracy over all its questions
+    as PromptEval estimates it (``posixlab.metrics.accuracy.estimated_accuracy_spread``): observed accuracies also
+    measure which questions a prompt happened to get."""
     from posixlab.answers import accuracy_block
+    from posixlab.metrics.accuracy import estimated_accuracy_spread
 
     grids = dove_grids(rows, by)
     if shared:
@@ -407,9 +411,12 @@ def dove_summary(rows: list[dict], by=DEFAULT_BY, seed: int = 0, shared: bool = 
     for (model, shots), grid in grids.items():
         filled = sum(c is not None for row in grid["correct"] for c in row)
         answered = any(p is not None for row in grid["preds"] for p in row)  # PromptEval's rows name no answer
+        full = filled == len(grid["items"]) * len(grid["prompts"])
         out.append({"model": model, "shots": shots, "items": len(grid["items"]), "prompts": len(grid["prompts"]),
                     "cells": filled, "by": list(by),
-                    **accuracy_block(grid["correct"], grid["preds"] if answered else None, seed)})
+                    **accuracy_block(grid["correct"], grid["preds"] if answered else None, seed),
+                    # a sampled grid (DOVE's): each prompt's accuracy over every question, PromptEval's estimate
+                    "estimated": None if full else estimated_accuracy_spread(grid["correct"])})
     return out
 
 
@@ -464,13 +471,15 @@ def dimension_table(effects: list[dict]) -> str:
 
 def summary_table(summaries: list[dict]) -> str:
     """The summaries as a Markdown table."""
-    lines = ["| model | shots | questions | prompts | filled | accuracy | over prompts | worst case | CPS | PSS "
-             "| consistency |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | shots | questions | prompts | filled | accuracy | over prompts | estimated over all questions "
+             "| worst case | CPS | PSS | consistency |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     fmt = lambda v: "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"  # noqa: E731
     for s in summaries:
-        size = s["items"] * s["prompts"]
+        size, est = s["items"] * s["prompts"], s.get("estimated")
+        estimated = "as observed" if est is None else f"{fmt(est['mean'])}: {fmt(est['min'])} to {fmt(est['max'])}"
         lines.append(f"| {re.sub(r'[|]', '/', s['model'])} | {s['shots']} | {s['items']} | {s['prompts']} | "
                      f"{s['cells'] / size:.0%} | {fmt(s['accuracy'])} | {fmt(s['spread']['min'])} to "
-                     f"{fmt(s['spread']['max'])} | {fmt(s['worst_case'])} | {fmt(s['cps'])} | {fmt(s['pss'])} | "
+                     f"{fmt(s['spread']['max'])} | {estimated} | {fmt(s['worst_case'])} | {fmt(s['cps'])} | "
+                     f"{fmt(s['pss'])} | "
                      f"{fmt(s['consistency_rate'])} |")
     return "\n".join(lines)

@@ -5,10 +5,11 @@ from posixlab.metrics.posix import PAPER, PSI_MODES, REFERENCE_COMPAT, posix, ps
 __all__ = ["PAPER", "PSI_MODES", "REFERENCE_COMPAT", "posix", "psi", "psi_per_prompt", "summarize"]
 
 from posixlab.metrics.accuracy import (accuracy_per_prompt, accuracy_spread, average_performance, best_case_accuracy,
-                                       combined_performance_score, consistency_rate, max_performance,
-                                       prompt_sensitivity_score, two_way_bootstrap_ci, variants_needed,
-                                       worst_case_accuracy)
+                                       combined_performance_score, consistency_rate, estimated_accuracy_per_prompt,
+                                       estimated_accuracy_spread, max_performance, prompt_sensitivity_score,
+                                       two_way_bootstrap_ci, variants_needed, worst_case_accuracy)
 
 __all__ += ["accuracy_per_prompt", "accuracy_spread", "average_performance", "best_case_accuracy",
-            "combined_performance_score", "consistency_rate", "max_performance", "prompt_sensitivity_score",
+            "combined_performance_score", "consistency_rate", "estimated_accuracy_per_prompt",
+            "estimated_accuracy_spread", "max_performance", "prompt_sensitivity_score",
             "two_way_bootstrap_ci", "variants_needed", "worst_case_accuracy"]

@@ -112,7 +112,10 @@ def accuracy_spread(correct) -> dict:
     >>> accuracy_spread([[1], [0]])["sd"] is None
     True
     """
-    acc = accuracy_per_prompt(correct)
+    return _spread(accuracy_per_prompt(correct))
+
+
+def _spread(acc: np.ndarray) -> dict:
     q05, q50, q95 = (float(q) for q in np.quantile(acc, [0.05, 0.5, 0.95]))
     return {"num_prompts": int(acc.size),
             "mean": float(acc.mean()),
@@ -123,6 +126,71 @@ def accuracy_spread(correct) -> dict:
             "q05": q05, "q50": q50, "q95": q95,
             "argmin": int(np.argmin(acc)),
             "argmax": int(np.argmax(acc))}
+
+
+RASCH_L2 = 0.01  # PromptEval's fit: logistic regression with C = 100, i.e. a penalty of ||w||² / (2C)
+
+
+def estimated_accuracy_per_prompt(correct, l2: float = RASCH_L2) -> np.ndarray:
+    """Each prompt's accuracy over *every* item, where not every (item, prompt) cell was scored: PromptEval's
+    estimate (Maia Polo et al., NeurIPS 2024, "Efficient multi-prompt evaluation of LLMs", its Rasch model).
+
+    Where prompts were scored on different items (DOVE's sampled grids, a budgeted run), a prompt's observed accuracy
+    is also a measure of the items it happened to get: a prompt shown the hard questions looks worse than it is. The
+    Rasch model ``P(right | item i, prompt j) = σ(β_i + θ_j)`` borrows strength across both: an easiness per item and
+    a strength per prompt, fitted to the scored cells by maximum likelihood with an L2 penalty
+    ``l2/2 · (Σθ² + Σβ²)`` (PromptEval's logistic regression with C = 1/l2 = 100, no intercept), solved exactly by
+    L-BFGS on the convex objective. Prompt j's estimate is the mean over all items of the scored cell where there is
+    one and ``σ(β_i + θ_j)`` where not, so a full grid gives the observed accuracies exactly (and is not fitted).
+    Rows without a scored cell are dropped first (``_correctness``).
+
+    >>> estimated_accuracy_per_prompt([[1, 0], [1, 1]]).tolist()   # every cell scored: the observed accuracies
+    [1.0, 0.5]
+    >>> grid = [[1, 1], [0, 0], [0, None], [None, 1]]   # the prompts agree on the items both were scored on
+    >>> accuracy_per_prompt(grid).round(3).tolist()    # observed: prompt 0 got the hard item, prompt 1 the easy one
+    [0.333, 0.667]
+    >>> estimated_accuracy_per_prompt(grid).round(3).tolist()   # the unscored cells filled in: the gap mostly goes
+    [0.476, 0.524]
+    """
+    from scipy.optimize import minimize
+
+    matrix = _correctness(correct)
+    scored = ~np.isnan(matrix)
+    if scored.all():
+        return _column_means(matrix)
+    if not (isinstance(l2, (int, float)) and l2 > 0):
+        raise PromptSetError(f"l2 must be a positive penalty (PromptEval's 1/C, default {RASCH_L2}), got {l2!r}")
+    items, prompts = matrix.shape
+    row, col = np.nonzero(scored)
+    y = matrix[row, col]
+
+    def objective(w):
+        beta, theta = w[:items], w[items:]
+        z = beta[row] + theta[col]
+        loss = np.logaddexp(0.0, z).sum() - y @ z + 0.5 * l2 * (w @ w)
+        residual = 1.0 / (1.0 + np.exp(-z)) - y  # d loss / d z
+        grad = np.concatenate([np.bincount(row, residual, items), np.bincount(col, residual, prompts)]) + l2 * w
+        return loss, grad
+
+    fit = minimize(objective, np.zeros(items + prompts), jac=True, method="L-BFGS-B",
+                   options={"maxiter": 10_000, "gtol": 1e-9, "ftol": 0.0})
+    beta, theta = fit.x[:items], fit.x[items:]
+    predicted = 1.0 / (1.0 + np.exp(-(beta[:, None] + theta[None, :])))
+    return np.where(scored, np.nan_to_num(matrix), predicted).mean(axis=0)
+
+
+def estimated_accuracy_spread(correct, l2: float = RASCH_L2) -> dict:
+    """``accuracy_spread``'s keys for ``estimated_accuracy_per_prompt``, plus ``per_prompt`` (the estimates),
+    ``scored`` (the share of cells scored) and the fit's ``l2``.
+
+    >>> s = estimated_accuracy_spread([[1, 1], [0, 0], [0, None], [None, 1]])
+    >>> s["scored"], round(s["range"], 3), s["argmax"]
+    (0.75, 0.048, 1)
+    """
+    matrix = _correctness(correct)
+    estimates = estimated_accuracy_per_prompt(matrix, l2)
+    return {**_spread(estimates), "per_prompt": [float(a) for a in estimates],
+            "scored": float((~np.isnan(matrix)).mean()), "l2": l2}
 
 
 def worst_case_accuracy(correct) -> float:
