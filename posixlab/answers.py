@@ -490,14 +490,34 @@ def accuracy_summary(records: list[dict], seed: int = 0) -> dict | None:
     out = {"num_sets": len(scored), "num_prompts": width,
            "note": "prompt j = the j-th prompt of each set (0: the original); by_options: the option with the "
                    "highest log-likelihood (multiple choice only); by_greedy: the greedy response parsed"}
+    budgeted = any("asked" in r for r in scored)  # prompt_share < 1: a sample of each set's prompts was answered
+    if budgeted:
+        asked = sum(len(r["asked"]) if "asked" in r else len(r["answers"]) for r in scored)
+        out["asked"] = {"cells": asked, "of": sum(len(r["answers"]) for r in scored)}
+        out["note"] += ("; a sample of each set's prompts was answered (prompt_share): per-prompt accuracies are over "
+                        "the sets that asked each prompt, 'estimated' over every set (PromptEval's Rasch model)")
     for reading in ("by_options", "by_greedy"):
         if all(a[reading] is None for r in scored for a in r["answers"]):
             out[reading] = None
             continue
         correct = [[None if c is None else float(c) for c in row] for row in matrix(reading, "correct")]
+        if budgeted:
+            never = [j for j in range(width) if all(row[j] is None for row in correct)]
+            if never:  # a shard of a budgeted run: the merged run asks every prompt (checked before it starts)
+                out[reading] = None
+                out["note"] += f"; prompt(s) {', '.join(map(str, never))} never asked in these sets: no accuracy"
+                continue
         preds = matrix(reading, "pred")
+        if budgeted:  # a prompt not asked is left out of the consistency pairs (an unparsed answer is not)
+            preds = [[(a[reading] or {}).get("pred") for a in r["answers"] if a[reading] is not None]
+                     for r in scored]
         block = accuracy_block(correct, preds if any(p is not None for row in preds for p in row) else None, seed)
-        if reading == "by_greedy" and any(a["by_greedy"]["parsed"] is not None for r in scored for a in r["answers"]):
+        if budgeted:  # each prompt over every set, not only those that asked it (PromptEval)
+            from posixlab.metrics.accuracy import estimated_accuracy_spread
+
+            block["estimated"] = estimated_accuracy_spread(correct)
+        if reading == "by_greedy" and any((a["by_greedy"] or {}).get("parsed") is not None
+                                          for r in scored for a in r["answers"]):
             block["parse_rate"] = _parse_rates(scored, width)
         out[reading] = block
     return out
@@ -530,7 +550,7 @@ def _parse_rates(records: list[dict], width: int) -> dict:
     per_prompt, per_kind = [[] for _ in range(width)], {}
     for r in records:
         for j, (a, prompt) in enumerate(zip(r["answers"], r["prompts"])):
-            parsed = a["by_greedy"]["parsed"]
+            parsed = (a["by_greedy"] or {}).get("parsed")  # None: open-ended, or a prompt not asked
             if parsed is None:
                 continue
             per_prompt[j].append(parsed)

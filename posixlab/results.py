@@ -238,11 +238,14 @@ CHOOSABLE = ("template", "format")  # variant types whose prompt j is the same p
 def prompt_choice(records: list[dict], seed: int = 0) -> dict | None:
     """For template and format variants (prompt j is one format for every item): the best and worst prompt by
     accuracy and by ψ (``psi_per_prompt``, lower is better), chosen on a seeded half of the sets and reported on the
-    other half (``metrics/selection.py``). None for other variant types, or with fewer than 2 sets."""
+    other half (``metrics/selection.py``). None for other variant types, with fewer than 2 sets, or where only a
+    sample of each set's prompts was answered (``prompt_share``)."""
     kinds = {p["kind"] for r in records for p in r["prompts"]} - {"original"}
     sizes = {len(r["prompts"]) for r in records}
     if len(records) < 2 or len(sizes) != 1 or not kinds or not kinds <= set(CHOOSABLE):
         return None
+    if any("asked" in r for r in records):  # prompt_share < 1: a half asks a prompt a few times at most; the
+        return None                         # estimated accuracies (summary's accuracy block) name the best instead
     first = records[0]["prompts"]
     out = {"prompts": [{"kind": p["kind"], "index": p["index"]} for p in first],
            "note": "chosen on the selection half of the sets, reported on the held-out half"}
@@ -341,7 +344,17 @@ def accuracy_table_lines(accuracy: dict | None, fmt) -> list[str]:
                      f"{fmt(b['spread']['max'])} | {fmt(b['spread']['sd'])} | {fmt(b['worst_case'])} | "
                      f"{fmt(b['best_case'])} | {fmt(b['cps'])} | {fmt(b['consistency_rate'])} | {fmt(b['pss'])} | "
                      f"{b['variants_needed']['n']} | {fmt(parse)} |")
-    return lines + ["", f"Accuracy over {accuracy['num_sets']} sets with a gold answer; {accuracy['note']}.", ""]
+    lines += ["", f"Accuracy over {accuracy['num_sets']} sets with a gold answer; {accuracy['note']}.", ""]
+    estimated = [(name, accuracy[reading]["estimated"]) for reading, name in (("by_options", "options"),
+                 ("by_greedy", "greedy response, parsed")) if (accuracy.get(reading) or {}).get("estimated")]
+    if estimated:  # prompt_share < 1: each prompt over every set, not only the sets that asked it
+        lines += ["| estimated over every set (PromptEval's Rasch model) | cells asked | mean | min to max over "
+                  "prompts | q05 / q50 / q95 | best prompt | worst prompt |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| {name} | {e['scored']:.0%} | {fmt(e['mean'])} | {fmt(e['min'])} to {fmt(e['max'])} | "
+                  f"{fmt(e['q05'])} / {fmt(e['q50'])} / {fmt(e['q95'])} | {e['argmax']} | {e['argmin']} |"
+                  for name, e in estimated]
+        lines.append("")
+    return lines
 
 
 def accuracy_lines(accuracy: dict | None) -> list[str]:
@@ -357,6 +370,11 @@ def accuracy_lines(accuracy: dict | None) -> list[str]:
                      f"{b['spread']['max']:.3f} · worst case {b['worst_case']:.3f} · CPS {b['cps']:.3f} · consistency "
                      f"{'n/a' if b['consistency_rate'] is None else format(b['consistency_rate'], '.3f')}"
                      + ("" if parse is None else f" · parsed {parse:.3f}"))
+        est = b.get("estimated")
+        if est:  # prompt_share < 1
+            lines.append(f"  estimated over every set ({est['scored']:.0%} of the cells asked): {est['mean']:.3f} · "
+                         f"over prompts {est['min']:.3f} to {est['max']:.3f} · best prompt {est['argmax']}, worst "
+                         f"{est['argmin']}")
     return lines
 
 

@@ -359,6 +359,7 @@ def test_the_estimate_undoes_the_bias_of_prompts_scored_on_different_items():
 def test_the_estimated_spread_and_bad_penalties():
     spread = estimated_accuracy_spread([[1, 1], [0, 0], [0, None], [None, 1]])
     assert spread["scored"] == 0.75 and spread["l2"] == 0.01 and spread["argmax"] == 1
-    assert spread["mean"] == pytest.approx(0.5) and spread["per_prompt"][0] == pytest.approx(1 - spread["per_prompt"][1])
+    assert spread["mean"] == pytest.approx(0.5)
+    assert spread["per_prompt"][0] == pytest.approx(1 - spread["per_prompt"][1])
     with pytest.raises(PromptSetError, match="l2 must be a positive penalty"):
         estimated_accuracy_per_prompt([[1, None], [0, 1]], l2=0)

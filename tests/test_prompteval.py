@@ -81,6 +81,7 @@ def test_the_command_sets_promptevals_models_side_by_side(tmp_path, root):
     done = subprocess.run([sys.executable, "-m", "posixlab", "dove", "summary", *files, "--dimensions"], cwd=root,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert "| meta_llama_llama_3_8b | 0 | 100 | 2 | 100% | 0.750 | 0.500 to 1.000 | as observed | 0.500 |" in done.stdout
+    assert "| meta_llama_llama_3_8b | 0 | 100 | 2 | 100% | 0.750 | 0.500 to 1.000 | as observed | 0.500 |" \
+        in done.stdout
     assert "| google_flan_t5_xl | 0 | 100 | 2 | 100% | 0.250 | 0.000 to 0.500 | as observed | 0.000 |" in done.stdout
     assert "| google_flan_t5_xl | 0 | instruction_phrasing (0.500) | prompteval.0 | 100 | 0.500 |" in done.stdout

@@ -187,6 +187,8 @@ def set_rows(record: dict, item, model: dict, summary: dict, score: str, run: st
     subject, index = hub_index(record["item_id"])
     rows = []
     for j, (prompt, response, answer) in enumerate(zip(record["prompts"], record["responses"], record["answers"])):
+        if response.get("asked") is False:  # prompt_share < 1: this prompt was not answered, so it has no record
+            continue
         dims, shown = _dimensions(prompt, len(record["exemplars"]))
         choices = [{"id": label, "text": item.options[k]} for k, label in shown]
         gold_k = "ABCD".index(record["answer"])

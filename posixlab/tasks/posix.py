@@ -33,6 +33,7 @@ from posixlab.rephrase.quality import describe_summary
 from posixlab.results import (SETS_FILE, accuracy_lines, api_lines, build_summary, choice_lines, iter_records,
                               summary_records, without_texts, write_summary)
 from posixlab.scoring import EngineOptions
+from posixlab.seeding import rng_for
 from posixlab.shards import parse_shard
 from posixlab.tasks.base import (ACCURACY_GATES, ACCURACY_MISSING, ACCURACY_RANGES, GENERATE, SCORE, Request, Task,
                                  Tracked, answer_texts, check_max_new_tokens, model_name, read_setting,
@@ -76,6 +77,9 @@ class PosixConfig:
     # False: greedy answers only (no ψ, no option log-likelihoods): what a text-only model (a chat API) allows, and a
     # cheap accuracy run for any model: every prompt is answered once, nothing is scored
     psi: bool = True
+    # with psi=false and a shared prompt pool (variant=template or format): the share of each set's prompts answered,
+    # a seeded sample per set; each prompt's accuracy over every set is then estimated (PromptEval's Rasch model)
+    prompt_share: float = 1.0
 
 
 def make_generator(cfg: PosixConfig) -> VariantGenerator:
@@ -93,9 +97,23 @@ def make_generator(cfg: PosixConfig) -> VariantGenerator:
     return get_variant_generator(cfg.variant, **options)
 
 
+SHARED_POOLS = ("template", "format")  # variant types whose prompt j is one prompt for every item
+
+
 def check_settings(cfg: PosixConfig) -> None:
     """Settings that are wrong whatever the data: caught before anything is loaded."""
     parse_shard(cfg.shard)
+    share = cfg.prompt_share
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+        raise ConfigError(f"prompt_share is the share of each set's prompts to answer, above 0 and at most 1, not "
+                          f"{share!r}")
+    if share < 1 and cfg.psi:
+        raise ConfigError(f"prompt_share={share} answers a sample of each set's prompts, but ψ scores every response "
+                          f"under every prompt of its set: add task.psi=false (accuracy only), or drop prompt_share")
+    if share < 1 and (cfg.variant not in SHARED_POOLS or cfg.dataset.name == USER_SETS):
+        raise ConfigError(f"prompt_share={share} samples a pool of prompts every item shares, whose accuracies are "
+                          f"then estimated over every item: variant=template or variant=format, not "
+                          f"{USER_VARIANT if cfg.dataset.name == USER_SETS else cfg.variant}")
     if cfg.shots < 0:
         raise ConfigError(f"shots must be 0 or more, got {cfg.shots}")
     check_max_new_tokens(cfg.max_new_tokens)
@@ -164,6 +182,8 @@ def build_prompt_sets(cfg: PosixConfig, progress: bool = True,
     to_render = items + ([ex for s in shots for ex in s] if cfg.perturb_shots else [])
     generator.prepare(list(dict.fromkeys(to_render)), cfg.num_variants, progress)
     sets = [generator.build_set(item, cfg.num_variants, cfg.seed, s, cfg.perturb_shots) for item, s in zip(items, shots)]
+    if cfg.prompt_share < 1:
+        check_every_prompt_asked(sets, cfg.prompt_share, cfg.seed)
     about = {"variant_details": generator.describe(), "shots": cfg.shots, "perturb_shots": cfg.perturb_shots,
              "exemplar_pool": pool.description if pool else None}
     return sets, about
@@ -221,9 +241,50 @@ def answer_fields(item: PromptItem) -> dict:
     return {"answer": None, "reference_output": item.answer}
 
 
-def _answers_record(prompt_set: PromptSet, requests: list[Request], results: list, lm, lead: str) -> dict:
+def asked_prompts(set_id: str, size: int, share: float, seed: int) -> list[int]:
+    """The prompts of a set that are answered (``prompt_share``): all of them at 1; else round(share · size) of them
+    (at least 1), drawn from the set's own seeded stream (``posixlab.seeding``), so a set is asked the same prompts
+    whatever else the run holds, in shards too. Every prompt is equally likely to be drawn.
+
+    >>> asked_prompts("mmlu/x/0", 21, 1.0, 0) == list(range(21)), len(asked_prompts("mmlu/x/0", 21, 0.2, 0))
+    (True, 4)
+    >>> asked_prompts("mmlu/x/0", 21, 0.2, 0) == asked_prompts("mmlu/x/0", 21, 0.2, 0), asked_prompts("s", 5, 0.01, 0)
+    (True, [1])
+    """
+    if share >= 1:
+        return list(range(size))
+    return sorted(rng_for(seed, set_id, "prompt_share", 0).sample(range(size), max(1, round(share * size))))
+
+
+
+
+def check_every_prompt_asked(sets: list[PromptSet], share: float, seed: int) -> None:
+    """A ``ConfigError`` before any answer when the sample leaves a prompt of the pool unasked in every set: its
+    accuracy could not be estimated. (A shard may still miss one: its own summary says so; the merged run has it.)"""
+    size = max(len(s.prompts) for s in sets)
+    asked = {j for s in sets for j in asked_prompts(s.set_id, len(s.prompts), share, seed)}
+    never = [j for j in range(size) if j not in asked]
+    if never:
+        raise ConfigError(f"prompt_share={share} over {len(sets)} sets never asks prompt(s) "
+                          f"{', '.join(map(str, never))} of {size}: raise task.prompt_share or task.num_sets (about {size} / prompt_share sets "
+                          f"ask each prompt once on average)")
+
+
+def _prompt_entry(prompt: PromptVariant, request: Request | None) -> dict:
+    """A prompt of an answers record: the text the model was sent where it differs (a chat template), its length in
+    tokens; both None for a prompt not asked (or sent as text to a chat API)."""
+    if request is None:
+        return {**prompt.to_dict(), "model_text": None, "num_tokens": None}
+    return {**prompt.to_dict(), "model_text": request.texts[0] if request.texts[0] != prompt.text else None,
+            "num_tokens": len(request.ids[0]) if request.ids else None}
+
+
+def _answers_record(prompt_set: PromptSet, requests: list[Request], results: list, lm, lead: str,
+                    asked: list[int]) -> dict:
     """A set's record without ψ (``psi=false``): every prompt's greedy answer and its reading against the gold answer.
-    The same keys as a ψ record where they apply; no matrix, ψ or factors."""
+    The same keys as a ψ record where they apply; no matrix, ψ or factors. With ``prompt_share`` below 1 only the
+    ``asked`` prompts were answered (``requests`` and ``results`` are theirs): the others keep their place with no
+    response (``{"text": None, "asked": False}``) and no reading, and the record lists ``asked``."""
     texts = [answer_texts(result, lm)[0] for result in results]
     responses = []
     for text, result in zip(texts, results):
@@ -236,18 +297,23 @@ def _answers_record(prompt_set: PromptSet, requests: list[Request], results: lis
             response.update({"finish_reason": answer.finish_reason, "served": [answer.served_model,
                                                                                answer.system_fingerprint]})
         responses.append(response)
-    item = prompt_set.item
-    return {
+    item, prompts = prompt_set.item, prompt_set.prompts
+    answers = set_answers(item.options, item.gold, [prompts[j].record for j in asked], texts, [], None, lead)
+    by_prompt = dict(zip(asked, zip(requests, responses, answers or [None] * len(asked))))
+    record = {
         "set_id": prompt_set.set_id, "item_id": item.item_id, "subject": item.subject, **answer_fields(item),
         "variant_type": prompt_set.variant_type, "max_new_tokens": requests[0].max_new_tokens,
         "exemplars": [ex.item_id for ex in prompt_set.shots],
-        "prompts": [{**p.to_dict(), "model_text": request.texts[0] if request.texts[0] != p.text else None,
-                     "num_tokens": len(request.ids[0]) if request.ids else None}
-                    for p, request in zip(prompt_set.prompts, requests)],
-        "responses": responses,
-        "answers": set_answers(item.options, item.gold, [p.record for p in prompt_set.prompts], texts, [], None,
-                               lead),
+        "prompts": [_prompt_entry(p, by_prompt[j][0] if j in by_prompt else None) for j, p in enumerate(prompts)],
+        "responses": [by_prompt[j][1] if j in by_prompt else {"text": None, "asked": False}
+                      for j in range(len(prompts))],
+        "answers": None if answers is None else [  # a prompt not asked: no reading
+            by_prompt[j][2] if j in by_prompt else {"gold": item.gold, "by_options": None, "by_greedy": None}
+            for j in range(len(prompts))],
     }
+    if len(asked) < len(prompts):
+        record["asked"] = asked
+    return record
 
 
 class PosixTask(Task):
@@ -259,8 +325,8 @@ class PosixTask(Task):
     gate_ranges = {"max_posix": (0.0, math.inf), **ACCURACY_RANGES}
     gate_missing = ACCURACY_MISSING
     config_groups = ("variant", "embedding")
-    task_settings = ("num_variants", "shots", "perturb_shots", "score_options", "psi", "option_text")
-    moved_settings = ("num_sets", *task_settings)
+    task_settings = ("num_variants", "shots", "perturb_shots", "score_options", "psi", "option_text", "prompt_share")
+    moved_settings = ("num_sets", *task_settings[:-1])  # prompt_share is newer than the top-level spellings
     records_file = SETS_FILE
     index_key = "set_index"
     unit_name = "set"
@@ -299,7 +365,7 @@ class PosixTask(Task):
         cfg = self.cfg
         # a set may carry its own response length (user prompt sets); every other set takes the run's
         length = prompt_set.item.meta.get("max_new_tokens") or cfg.max_new_tokens
-        if not cfg.psi:  # answers only: one request per prompt (a set of one needs no scoring)
+        if not cfg.psi:  # answers only: one request per prompt asked (a set of one needs no scoring)
             return self._answer_requests(prompt_set, lm, length)
         texts = [lm.apply_chat_template(p.messages()) if cfg.chat_template else p.text for p in prompt_set.prompts]
         ids = lm.encode_batch(texts, add_special_tokens=not cfg.chat_template)
@@ -310,13 +376,17 @@ class PosixTask(Task):
         options = self._continuations(prompt_set)
         return [Request(texts, ids, length, lm.encode_batch(options, add_special_tokens=False))]
 
+    def _asked(self, prompt_set: PromptSet) -> list[int]:
+        return asked_prompts(prompt_set.set_id, len(prompt_set.prompts), self.cfg.prompt_share, self.cfg.seed)
+
     def _answer_requests(self, prompt_set: PromptSet, lm, length: int) -> list[Request]:
+        asked = [(k, prompt_set.prompts[k]) for k in self._asked(prompt_set)]
         if text_only(lm):  # a chat API: each prompt as the text of one user message (exemplars inline)
-            return [Request([p.text], [], length) for p in prompt_set.prompts]
+            return [Request([p.text], [], length) for _, p in asked]
         chat = self.cfg.chat_template
-        texts = [lm.apply_chat_template(p.messages()) if chat else p.text for p in prompt_set.prompts]
+        texts = [lm.apply_chat_template(p.messages()) if chat else p.text for _, p in asked]
         out = []
-        for k, (text, ids) in enumerate(zip(texts, lm.encode_batch(texts, add_special_tokens=not chat))):
+        for (k, _), text, ids in zip(asked, texts, lm.encode_batch(texts, add_special_tokens=not chat)):
             lm.check_fits(ids, length, what=f"prompt {k} of set {prompt_set.set_id}")
             out.append(Request([text], [ids], length))
         return out
@@ -329,14 +399,14 @@ class PosixTask(Task):
 
     def record(self, prompt_set: PromptSet, requests: list[Request], scores: list, lm) -> dict:
         if not self.cfg.psi:
-            return _answers_record(prompt_set, requests, scores, lm, self.lead)
+            return _answers_record(prompt_set, requests, scores, lm, self.lead, self._asked(prompt_set))
         (request,), (set_scores,) = requests, scores
         return _set_record(prompt_set, request.texts, request.ids, set_scores, lm, request.max_new_tokens,
                            self.embedder, self._continuations(prompt_set), self.lead, self.cfg.option_text)
 
     def progress_note(self, record: dict) -> str:
         if "psi" not in record:
-            greedy = [a["by_greedy"]["correct"] for a in record.get("answers") or []]
+            greedy = [a["by_greedy"]["correct"] for a in record.get("answers") or [] if a["by_greedy"]]  # asked
             return f"correct {sum(map(bool, greedy))}/{len(greedy)}" if greedy else ""
         return f"ψ = {record['psi']:.3f}"
 
@@ -391,6 +461,7 @@ class PosixTask(Task):
             score_options=task["score_options"],
             psi=bool(task["psi"]),
             option_text=bool(task.get("option_text", False)),
+            prompt_share=task.get("prompt_share", 1.0),
         )
 
     @classmethod

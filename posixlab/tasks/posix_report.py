@@ -80,6 +80,9 @@ def _factors(summary: dict) -> str:
 ACCURACY_ROWS = (("accuracy", "accuracy (mean over prompts)"), ("spread.range", "spread (max − min over prompts)"),
                  ("worst_case", "worst case (right under every prompt)"), ("best_case", "best case"),
                  ("consistency_rate", "consistency rate"), ("max_p", "MaxP"), ("cps", "CPS"), ("pss", "PSS"))
+ESTIMATED_ROWS = (("estimated.mean", "estimated over every set (PromptEval): mean"),  # task.prompt_share < 1
+                  ("estimated.range", "estimated: spread (max − min)"), ("estimated.argmax", "estimated: best prompt"),
+                  ("estimated.scored", "share of cells asked"))
 
 
 def _accuracy(summary: dict) -> str:
@@ -88,7 +91,8 @@ def _accuracy(summary: dict) -> str:
     if not readings:
         return ""
     rows = []
-    for key, label in ACCURACY_ROWS:
+    estimated = any(block[r].get("estimated") for r in readings)
+    for key, label in ACCURACY_ROWS + (ESTIMATED_ROWS if estimated else ()):
         rows.append([h.cell(None, h.esc(label)), *[_dig(block[r], key) for r in readings]])
     rows.append([h.cell(None, "95% interval"), *[h.cell(None, h.esc(" to ".join(h.fmt(v) for v in block[r]["ci95"])))
                                                  if block[r].get("ci95") else None for r in readings]])
@@ -144,7 +148,8 @@ def set_accuracy(record: dict) -> tuple[float | None, float | None]:
     >>> [round(x, 3) for x in set_accuracy(rec)]
     [0.667, 0.667]
     """
-    answers = [a.get(_reading(record)) or {} for a in record.get("answers") or []]
+    reading = _reading(record)
+    answers = [a[reading] for a in record.get("answers") or [] if a.get(reading)]  # none: a prompt not asked
     if not answers:
         return None, None
     correct = [a.get("correct") for a in answers if a.get("correct") is not None]
