@@ -363,3 +363,12 @@ def test_the_estimated_spread_and_bad_penalties():
     assert spread["per_prompt"][0] == pytest.approx(1 - spread["per_prompt"][1])
     with pytest.raises(PromptSetError, match="l2 must be a positive penalty"):
         estimated_accuracy_per_prompt([[1, None], [0, 1]], l2=0)
+
+
+def test_resamples_that_draw_no_scored_cell_are_left_out_of_the_interval():
+    """Items 0 and 1 scored under different prompts: a resample of rows {0} with columns {1}, or rows {1} with
+    columns {0}, has no cell and no mean (1/8 of them); the others give 1, 0 or between, so the interval is finite
+    and covers the whole range."""
+    with pytest.warns(RuntimeWarning, match=r"resamples have no value .* left out of the interval"):
+        low, high = two_way_bootstrap_ci([[1, None], [None, 0]], resamples=2000, seed=0)
+    assert (low, high) == (0.0, 1.0)

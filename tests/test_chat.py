@@ -374,6 +374,26 @@ def posix_config(base_url: str, tmp_path: Path, **kw):
                        cache_dir=str(tmp_path / "cache"), embedding=None, **kw)
 
 
+def test_a_budgeted_run_sends_a_chat_api_only_the_prompts_it_asks(tmp_path):
+    """task.prompt_share=0.5: half of each set's prompts go to the API (the set's own draw), the rest stay unasked;
+    the accuracy block adds each prompt's estimate over every set."""
+    from dataclasses import replace
+
+    from posixlab.tasks.posix import asked_prompts
+
+    def by_template(body, n):
+        return 200, {}, completion("(A)" if "Answer:" in prompt_of(body) else "I am not sure")
+    with ChatServer(by_template) as server:
+        summary = run(replace(posix_config(server.base_url, tmp_path, psi=False, prompt_share=0.5), num_sets=8),
+                      progress=False)
+    assert server.requests == 8 * 2 and summary["accuracy"]["asked"] == {"cells": 16, "of": 32}
+    records = [json.loads(line) for line in (tmp_path / "posix" / "sets.jsonl").read_text().splitlines()]
+    for r in records:
+        assert r["asked"] == asked_prompts(r["set_id"], 4, 0.5, 0)
+        assert [x["text"] is not None for x in r["responses"]] == [j in r["asked"] for j in range(4)]
+    assert summary["accuracy"]["by_greedy"]["estimated"]["scored"] == 0.5 and summary["prompt_choice"] is None
+
+
 def test_posix_needs_psi_false_on_a_chat_model(tmp_path):
     with pytest.raises(ConfigError, match="cannot score.*psi=false"):
         run(posix_config("http://127.0.0.1:9/v1", tmp_path), progress=False)

@@ -383,7 +383,9 @@ def two_way_bootstrap_ci(correct, statistic: Callable[[np.ndarray], float] | Non
     ``statistic`` takes the items × prompts float matrix (NaN = not scored, rows without gold already dropped) and
     returns a float; default: the mean accuracy over scored cells (= AvgP when every cell is scored). Any function
     of this module that takes ``correct`` fits, e.g. ``statistic=max_performance``. With missing cells a resample
-    can hold a prompt with no scored item; the default copes, other statistics may raise.
+    can hold a prompt with no scored item; the default copes, other statistics may raise. A resample whose value is
+    undefined (NaN: the default's when it drew no scored cell at all, as a small budgeted run's can) is left out of
+    the interval, with a warning that counts them.
 
     The interval is ``scipy.stats.bootstrap``'s (``method="percentile"``) with the row indices 0..I−1 and the column
     indices 0..P−1 as two unpaired samples, for which scipy draws each sample's resample with its own independent
@@ -430,10 +432,17 @@ def two_way_bootstrap_ci(correct, statistic: Callable[[np.ndarray], float] | Non
         else:
             estimates.append([float(statistic(matrix[np.ix_(r, c)])) for r, c in zip(rows, cols)])
     tail = (1 - confidence) / 2
-    low, high = _stats.quantile(np.concatenate(estimates), np.asarray([tail, 1 - tail]), axis=-1)
-    if np.isnan(low) or np.isnan(high):
-        warnings.warn("a resample's statistic is undefined (NaN), so the interval is too", RuntimeWarning,
+    estimates = np.concatenate(estimates)
+    undefined = np.isnan(estimates)
+    if undefined.all():
+        warnings.warn("every resample's statistic is undefined (NaN), so the interval is too", RuntimeWarning,
                       stacklevel=2)
+        return math.nan, math.nan
+    if undefined.any():  # a sparse grid's resample that drew no scored cell: no mean to take
+        warnings.warn(f"{int(undefined.sum())} of {undefined.size} resamples have no value (NaN: with missing cells, "
+                      f"a resample that drew no scored cell) and are left out of the interval", RuntimeWarning,
+                      stacklevel=2)
+    low, high = _stats.quantile(estimates[~undefined], np.asarray([tail, 1 - tail]), axis=-1)
     return float(low), float(high)
 
 
