@@ -507,10 +507,9 @@ def accuracy_summary(records: list[dict], seed: int = 0) -> dict | None:
                 out[reading] = None
                 out["note"] += f"; prompt(s) {', '.join(map(str, never))} never asked in these sets: no accuracy"
                 continue
-        preds = matrix(reading, "pred")
-        if budgeted:  # a prompt not asked is left out of the consistency pairs (an unparsed answer is not)
-            preds = [[(a[reading] or {}).get("pred") for a in r["answers"] if a[reading] is not None]
-                     for r in scored]
+        # a prompt not asked is left out of the consistency pairs (an unparsed answer is not)
+        preds = [[a[reading]["pred"] for a in r["answers"] if a[reading] is not None] for r in scored] if budgeted \
+            else matrix(reading, "pred")
         block = accuracy_block(correct, preds if any(p is not None for row in preds for p in row) else None, seed)
         if budgeted:  # each prompt over every set, not only those that asked it (PromptEval)
             from posixlab.metrics.accuracy import estimated_accuracy_spread

@@ -431,17 +431,22 @@ def two_way_bootstrap_ci(correct, statistic: Callable[[np.ndarray], float] | Non
                 estimates.append(((w @ values) * u).sum(axis=1) / count)
         else:
             estimates.append([float(statistic(matrix[np.ix_(r, c)])) for r, c in zip(rows, cols)])
-    tail = (1 - confidence) / 2
-    estimates = np.concatenate(estimates)
+    return _percentile_interval(np.concatenate(estimates), confidence)
+
+
+def _percentile_interval(estimates: np.ndarray, confidence: float) -> tuple[float, float]:
+    """scipy's percentile interval of the resamples' values, those without one (NaN) left out with a warning that
+    counts them; NaN when none has one."""
     undefined = np.isnan(estimates)
     if undefined.all():
         warnings.warn("every resample's statistic is undefined (NaN), so the interval is too", RuntimeWarning,
-                      stacklevel=2)
+                      stacklevel=3)
         return math.nan, math.nan
     if undefined.any():  # a sparse grid's resample that drew no scored cell: no mean to take
         warnings.warn(f"{int(undefined.sum())} of {undefined.size} resamples have no value (NaN: with missing cells, "
                       f"a resample that drew no scored cell) and are left out of the interval", RuntimeWarning,
-                      stacklevel=2)
+                      stacklevel=3)
+    tail = (1 - confidence) / 2
     low, high = _stats.quantile(estimates[~undefined], np.asarray([tail, 1 - tail]), axis=-1)
     return float(low), float(high)
 
