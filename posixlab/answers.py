@@ -475,6 +475,18 @@ def candidate_strings(options: tuple[str, ...], records: list[dict], lead: str =
 
 
 # --- per run: the accuracy block of the summary --------------------------------------------------------------------
+# variant types whose prompt j is the same prompt for every item: POSIX's templates and formats, and a
+# classification run's rephrasings of the task sentence
+SHARED_PROMPT_KINDS = ("template", "format", "rephrasing")
+
+
+def shares_prompts(records: list[dict]) -> bool:
+    """Whether prompt j is one prompt for every set (template and format variants, beside the original), so that
+    prompts can be compared and chosen; other variants perturb each item its own way."""
+    kinds = {p["kind"] for r in records for p in r["prompts"]} - {"original"}
+    return len({len(r["prompts"]) for r in records}) == 1 and bool(kinds) and kinds <= set(SHARED_PROMPT_KINDS)
+
+
 def accuracy_summary(records: list[dict], seed: int = 0) -> dict | None:
     """Accuracy over the run's prompts, from both readings, for the sets that have a gold answer; None when none
     does. Prompt j is the j-th prompt of each set (0: the original); sets of different sizes are padded."""
@@ -510,7 +522,8 @@ def accuracy_summary(records: list[dict], seed: int = 0) -> dict | None:
         # a prompt not asked is left out of the consistency pairs (an unparsed answer is not)
         preds = [[a[reading]["pred"] for a in r["answers"] if a[reading] is not None] for r in scored] if budgeted \
             else matrix(reading, "pred")
-        block = accuracy_block(correct, preds if any(p is not None for row in preds for p in row) else None, seed)
+        block = accuracy_block(correct, preds if any(p is not None for row in preds for p in row) else None, seed,
+                               shared_prompts=shares_prompts(scored))
         if budgeted:  # each prompt over every set, not only those that asked it (PromptEval)
             from posixlab.metrics.accuracy import estimated_accuracy_spread
 
@@ -522,11 +535,14 @@ def accuracy_summary(records: list[dict], seed: int = 0) -> dict | None:
     return out
 
 
-def accuracy_block(correct, preds, seed: int) -> dict:
+def accuracy_block(correct, preds, seed: int, shared_prompts: bool = False) -> dict:
     """Every accuracy metric of one grid: ``correct[i][j]`` (1/0, None where item i has no prompt j) and the
     answers read (``preds``, for the consistency rate; None to leave it out). A run's summary and a DOVE file's
-    (``posixlab.interop.dove``) are this same block."""
+    (``posixlab.interop.dove``) are this same block. ``shared_prompts``: prompt j is one prompt for every item (a
+    template or format pool, DOVE's and PromptEval's grids), so which prompts are within noise of the best
+    (``best_prompts``, ``metrics.selection.best_prompt_set``) is a question the grid answers."""
     from posixlab.metrics import accuracy as acc
+    from posixlab.metrics.selection import best_prompt_set
 
     spread = acc.accuracy_spread(correct)
     return {
@@ -542,6 +558,7 @@ def accuracy_block(correct, preds, seed: int) -> dict:
         "consistency_rate": acc.consistency_rate(preds) if preds is not None else None,
         "variants_needed": {"n": acc.variants_needed(correct, 0.01, 0.1, seed=seed), "epsilon": 0.01, "delta": 0.1},
         "ci95": list(acc.two_way_bootstrap_ci(correct, seed=seed)) if len(correct) > 1 else None,
+        "best_prompts": best_prompt_set(correct) if shared_prompts and len(correct[0]) > 1 else None,
     }
 
 

@@ -20,11 +20,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from posixlab.answers import accuracy_summary
+from posixlab.answers import accuracy_summary, shares_prompts
 from posixlab.rephrase.quality import describe_summary
 from posixlab.metrics import psi_per_prompt, summarize
 from posixlab.metrics.factors import FACTOR_NAMES
-from posixlab.metrics.selection import choose_prompt
+from posixlab.metrics.selection import best_set_words, choose_prompt
 from posixlab.metrics.stats import bootstrap_ci
 from posixlab.metrics.where import most_moved_pair
 
@@ -232,17 +232,12 @@ def build_answers_summary(records: list[dict], meta: dict) -> dict:
             "note": "psi=false: greedy answers only; no ψ, factors or option log-likelihoods"}
 
 
-CHOOSABLE = ("template", "format")  # variant types whose prompt j is the same prompt for every item
-
-
 def prompt_choice(records: list[dict], seed: int = 0) -> dict | None:
     """For template and format variants (prompt j is one format for every item): the best and worst prompt by
     accuracy and by ψ (``psi_per_prompt``, lower is better), chosen on a seeded half of the sets and reported on the
     other half (``metrics/selection.py``). None for other variant types, with fewer than 2 sets, or where only a
     sample of each set's prompts was answered (``prompt_share``)."""
-    kinds = {p["kind"] for r in records for p in r["prompts"]} - {"original"}
-    sizes = {len(r["prompts"]) for r in records}
-    if len(records) < 2 or len(sizes) != 1 or not kinds or not kinds <= set(CHOOSABLE):
+    if len(records) < 2 or not shares_prompts(records):
         return None
     if any("asked" in r for r in records):  # prompt_share < 1: a half asks a prompt a few times at most; the
         return None                         # estimated accuracies (summary's accuracy block) name the best instead
@@ -345,6 +340,12 @@ def accuracy_table_lines(accuracy: dict | None, fmt) -> list[str]:
                      f"{fmt(b['best_case'])} | {fmt(b['cps'])} | {fmt(b['consistency_rate'])} | {fmt(b['pss'])} | "
                      f"{b['variants_needed']['n']} | {fmt(parse)} |")
     lines += ["", f"Accuracy over {accuracy['num_sets']} sets with a gold answer; {accuracy['note']}.", ""]
+    best = [(name, accuracy[reading]["best_prompts"]) for reading, name in (("by_options", "options"),
+            ("by_greedy", "greedy response")) if (accuracy.get(reading) or {}).get("best_prompts")]
+    if best:  # template and format pools: which prompts the sets cannot tell apart from the best
+        lines += [f"Within noise of the best prompt ({best[0][1]['confidence']:.0%}; exact paired McNemar tests, "
+                  f"Bonferroni over the rivals): " + "; ".join(f"{name}: {best_set_words(b, True)}" for name, b in best)
+                  + ".", ""]
     estimated = [(name, accuracy[reading]["estimated"]) for reading, name in (("by_options", "options"),
                  ("by_greedy", "greedy response, parsed")) if (accuracy.get(reading) or {}).get("estimated")]
     if estimated:  # prompt_share < 1: each prompt over every set, not only the sets that asked it
@@ -370,6 +371,9 @@ def accuracy_lines(accuracy: dict | None) -> list[str]:
                      f"{b['spread']['max']:.3f} · worst case {b['worst_case']:.3f} · CPS {b['cps']:.3f} · consistency "
                      f"{'n/a' if b['consistency_rate'] is None else format(b['consistency_rate'], '.3f')}"
                      + ("" if parse is None else f" · parsed {parse:.3f}"))
+        if b.get("best_prompts"):
+            lines.append(f"  within noise of the best ({b['best_prompts']['confidence']:.0%}): "
+                         f"{best_set_words(b['best_prompts'], True)}")
         est = b.get("estimated")
         if est:  # prompt_share < 1
             lines.append(f"  estimated over every set ({est['scored']:.0%} of the cells asked): {est['mean']:.3f} · "

@@ -375,6 +375,15 @@ def test_a_grid_s_cell_statistics_are_the_same_from_a_process_a_core(monkeypatch
                         lambda *args, **kw: pools.append(args) or real_pool(*args, **kw))
     assert (summary_rows(rows, workers=2), accuracy_rows(rows, workers=2)) == serial
     assert pools == [(2,), (2,)] and len(serial[0]) == 4 and len(serial[1]) == 8
+    # template cells say how many prompts are within noise of the best; a spelling cell's prompts are each item's own
+    from posixlab.analysis.collect import decode_correct
+    from posixlab.metrics import best_prompt_set
+
+    for record in serial[1]:
+        grid = [decode_correct(r[f"correct_{record['reading']}"]) for r in rows
+                if (r["model"], r["variant"]) == (record["model"], record["variant"])]
+        expected = len(best_prompt_set(grid)["prompts"]) if record["variant"] == "template" else None
+        assert record["near_best"] == expected
     monkeypatch.setattr(collect, "_cores", lambda: 16)
     assert collect.cell_workers(len(rows), 4) == 1  # 160 sets: one process
     assert collect.cell_workers(collect.PARALLEL_SETS, 160) == collect.MAX_READERS

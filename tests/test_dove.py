@@ -151,7 +151,7 @@ def test_the_command_prints_the_table(tmp_path, root):
     done = subprocess.run([sys.executable, "-m", "posixlab", "dove", "summary", str(path)], capture_output=True,
                           text=True, cwd=root)
     assert done.returncode == 0, done.stderr
-    assert "| m | 0 | 2 | 2 | 100% | 0.500 | 0.500 to 0.500 | as observed | 0.500 |" in done.stdout
+    assert "| m | 0 | 2 | 2 | 100% | 0.500 | 0.500 to 0.500 | as observed | 2 of 2 | 0.500 |" in done.stdout
     done = subprocess.run([sys.executable, "-m", "posixlab", "dove", "summary", str(path), "--dimensions"],
                           capture_output=True, text=True, cwd=root)
     assert done.returncode == 0, done.stderr

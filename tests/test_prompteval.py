@@ -10,7 +10,7 @@ import pytest
 
 from posixlab.data.mmlu import TEST_SPLIT_SIZES
 from posixlab.errors import ConfigError
-from posixlab.interop.dove import dove_summary, read_dove
+from posixlab.interop.dove import dove_summary, read_dove, summary_table
 from posixlab.interop.prompteval import read_prompteval
 
 
@@ -39,6 +39,9 @@ def test_a_file_reads_into_a_hand_computed_grid(tmp_path):
     assert summary["cps"] == pytest.approx(1.0 * (1 - (1.0 - 0.5)))   # MaxP · (1 − (MaxP − AvgP))
     assert summary["pss"] == pytest.approx(2 / 3)  # every question: right under 1 or 2 of 3 → 2 differing pairs of 3
     assert summary["consistency_rate"] is None  # the files say whether a model was right, not what it answered
+    # templates are shared by every question: 0 is ahead of 1 on 50 questions and of 2 on 100, none back
+    assert summary["best_prompts"]["prompts"] == [0] and summary["best_prompts"]["beaten_by"] == [None, 0, 0]
+    assert "| 1 of 3 |" in summary_table([summary])
 
 
 def test_questions_are_keyed_as_doves_and_join_a_run_on_them(tmp_path):
@@ -81,7 +84,8 @@ def test_the_command_sets_promptevals_models_side_by_side(tmp_path, root):
     done = subprocess.run([sys.executable, "-m", "posixlab", "dove", "summary", *files, "--dimensions"], cwd=root,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert "| meta_llama_llama_3_8b | 0 | 100 | 2 | 100% | 0.750 | 0.500 to 1.000 | as observed | 0.500 |" \
+    assert "| meta_llama_llama_3_8b | 0 | 100 | 2 | 100% | 0.750 | 0.500 to 1.000 | as observed | 1 of 2 | 0.500 |" \
         in done.stdout
-    assert "| google_flan_t5_xl | 0 | 100 | 2 | 100% | 0.250 | 0.000 to 0.500 | as observed | 0.000 |" in done.stdout
+    assert "| google_flan_t5_xl | 0 | 100 | 2 | 100% | 0.250 | 0.000 to 0.500 | as observed | 1 of 2 | 0.000 |" \
+        in done.stdout
     assert "| google_flan_t5_xl | 0 | instruction_phrasing (0.500) | prompteval.0 | 100 | 0.500 |" in done.stdout

@@ -3,8 +3,9 @@
 For each cell with gold answers: POSIX, then from each reading of the answers (the options' log-likelihoods; the
 greedy response parsed) the mean accuracy over prompts (AvgP) with its two-way bootstrap interval, the spread of
 the per-prompt accuracies (min to max, sd), worst-case accuracy (right under every prompt), MaxP and CPS, the
-consistency rate and PSS, the prompts needed for a stable mean, and the greedy parse rate. Prompt j is the j-th
-prompt of every set (0: the original).
+consistency rate and PSS, the prompts needed for a stable mean, and the greedy parse rate; for template and format
+cells (prompt j the same prompt for every set), how many prompts are within noise of the best
+(``metrics.selection.best_prompt_set``). Prompt j is the j-th prompt of every set (0: the original).
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ from __future__ import annotations
 from posixlab.analysis.collect import cell_workers, cells, decode_correct, decode_preds, process_map
 from posixlab.analysis.paper import label
 from posixlab.analysis.tables import VARIANT_ORDER
+from posixlab.answers import SHARED_PROMPT_KINDS
 from posixlab.metrics import accuracy as acc
-from posixlab.metrics import summarize
+from posixlab.metrics import best_prompt_set, summarize
 
 COLUMNS = ("model", "dataset", "variant", "shots", "num_sets", "num_prompts", "posix", "reading", "accuracy",
            "ci95_low", "ci95_high", "min", "max", "range", "sd", "worst_case", "best_case", "max_p", "cps",
-           "consistency_rate", "pss", "variants_needed", "parse_rate")
+           "consistency_rate", "pss", "variants_needed", "parse_rate", "near_best")
 
 
 def accuracy_rows(rows: list[dict], seed: int = 0, workers: int | None = None) -> list[dict]:
@@ -59,6 +61,9 @@ def _cell_accuracy(job: tuple) -> list[dict]:
             "pss": acc.prompt_sensitivity_score(matrix),
             "variants_needed": acc.variants_needed(matrix, seed=seed),
             "parse_rate": sum(parsed) / len(parsed) if reading == "greedy" and parsed else None,
+            # prompts within noise of the best, where prompt j is one prompt for every set
+            "near_best": len(best_prompt_set(matrix)["prompts"])
+            if cell.variant in SHARED_PROMPT_KINDS and width > 1 else None,
         })
     return out
 
@@ -73,18 +78,21 @@ def accuracy_table(rows: list[dict], seed: int = 0, records: list[dict] | None =
              "two-way bootstrap 95% interval (items and prompts resampled); the per-prompt accuracies' min, max and "
              "sd; worst case (right under every prompt of the set), CPS (MaxP · (1 − (MaxP − AvgP))), consistency "
              "rate (share of prompt pairs giving the same answer), PSS (mean |difference| of correctness over "
-             "prompt pairs), prompts needed for the mean to be within 0.01 with probability 0.9, greedy parse rate. "
+             "prompt pairs), prompts needed for the mean to be within 0.01 with probability 0.9, greedy parse rate, "
+             "and for template and format cells the prompts within noise of the best (95%, exact paired tests). "
              "options: the option with the highest log-likelihood; greedy: the greedy response parsed (unparsed = "
              "wrong).", "",
              "| model | data set | variant | shots | sets | POSIX | from | accuracy | 95% CI | min to max | sd | "
-             "worst case | CPS | consistency | PSS | prompts needed | parsed |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "worst case | CPS | consistency | PSS | prompts needed | parsed | near best |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         ci = "" if r["ci95_low"] is None else f"{r['ci95_low']:.3f} to {r['ci95_high']:.3f}"
+        near = "" if r["near_best"] is None else f"{r['near_best']} of {r['num_prompts']}"
         lines.append(f"| {label(r['model'])} | {r['dataset']} | {r['variant']} | {r['shots']} | {r['num_sets']} | "
                      f"{f(r['posix'])} | {r['reading']} | {f(r['accuracy'])} | {ci} | {f(r['min'])} to "
                      f"{f(r['max'])} | {f(r['sd'])} | {f(r['worst_case'])} | {f(r['cps'])} | "
-                     f"{f(r['consistency_rate'])} | {f(r['pss'])} | {r['variants_needed']} | {f(r['parse_rate'])} |")
+                     f"{f(r['consistency_rate'])} | {f(r['pss'])} | {r['variants_needed']} | {f(r['parse_rate'])} | "
+                     f"{near} |")
     return "\n".join(lines), [{k: r[k] for k in COLUMNS} for r in records]
 
 

@@ -416,10 +416,28 @@ def dove_summary(rows: list[dict], by=DEFAULT_BY, seed: int = 0, shared: bool = 
         full = filled == len(grid["items"]) * len(grid["prompts"])
         out.append({"model": model, "shots": shots, "items": len(grid["items"]), "prompts": len(grid["prompts"]),
                     "cells": filled, "by": list(by),
-                    **accuracy_block(grid["correct"], grid["preds"] if answered else None, seed),
+                    **accuracy_block(grid["correct"], grid["preds"] if answered else None, seed,
+                                     shared_prompts=_shares_prompts(grid)),
                     # a sampled grid (DOVE's): each prompt's accuracy over every question, PromptEval's estimate
                     "estimated": None if full else estimated_accuracy_spread(grid["correct"])})
     return out
+
+
+def _shares_prompts(grid: dict) -> bool:
+    """Whether each prompt of the grid is one prompt for every question, so the prompts can be compared (DOVE's and
+    PromptEval's are); not for a posixlab run's export whose prompt j is each item's own variant
+    (``posixlab.spelling.3``: a different misspelling of every question).
+
+    >>> _shares_prompts({"prompts": [("posixlab.original",), ("posixlab.format.1",)]})
+    True
+    >>> _shares_prompts({"prompts": [("posixlab.original",), ("posixlab.spelling.1",)]})
+    False
+    """
+    from posixlab.answers import SHARED_PROMPT_KINDS
+
+    kinds = {value.split(".")[1] for prompt in grid["prompts"] for value in prompt
+             if isinstance(value, str) and value.startswith("posixlab.")}
+    return kinds <= {"original", *SHARED_PROMPT_KINDS}
 
 
 def _restricted(grid: dict, keep: set) -> dict:
@@ -473,15 +491,19 @@ def dimension_table(effects: list[dict]) -> str:
 
 def summary_table(summaries: list[dict]) -> str:
     """The summaries as a Markdown table."""
+    from posixlab.metrics.selection import best_set_words
+
     lines = ["| model | shots | questions | prompts | filled | accuracy | over prompts | estimated over all questions "
-             "| worst case | CPS | PSS | consistency |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| within noise of the best (95%) | worst case | CPS | PSS | consistency |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     fmt = lambda v: "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"  # noqa: E731
     for s in summaries:
         size, est = s["items"] * s["prompts"], s.get("estimated")
         estimated = "as observed" if est is None else f"{fmt(est['mean'])}: {fmt(est['min'])} to {fmt(est['max'])}"
         lines.append(f"| {re.sub(r'[|]', '/', s['model'])} | {s['shots']} | {s['items']} | {s['prompts']} | "
                      f"{s['cells'] / size:.0%} | {fmt(s['accuracy'])} | {fmt(s['spread']['min'])} to "
-                     f"{fmt(s['spread']['max'])} | {estimated} | {fmt(s['worst_case'])} | {fmt(s['cps'])} | "
+                     f"{fmt(s['spread']['max'])} | {estimated} | {best_set_words(s.get('best_prompts'))} | "
+                     f"{fmt(s['worst_case'])} | {fmt(s['cps'])} | "
                      f"{fmt(s['pss'])} | "
                      f"{fmt(s['consistency_rate'])} |")
     return "\n".join(lines)

@@ -465,6 +465,8 @@ def accuracy_metrics(accuracy: dict | None) -> dict:
         out[f"accuracy/{reading}/variants_needed"] = block["variants_needed"]["n"]
         if block.get("parse_rate"):
             out[f"accuracy/{reading}/parse_rate"] = block["parse_rate"]["overall"]
+        if block.get("best_prompts"):  # template and format pools: how many prompts are within noise of the best
+            out[f"accuracy/{reading}/best_prompts_count"] = len(block["best_prompts"]["prompts"])
         for key in ("mean", "min", "max", "q05", "q50", "q95", "scored"):  # prompt_share < 1
             if block.get("estimated"):
                 out[f"accuracy/{reading}/estimated_{key}"] = block["estimated"][key]

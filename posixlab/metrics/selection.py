@@ -1,4 +1,5 @@
-"""Choosing a prompt without flattering it: pick on one half of the items, report on the other half.
+"""Choosing a prompt without flattering it: pick on one half of the items, report on the other half; and say which
+prompts the items cannot tell apart from the best (``best_prompt_set``).
 
 When every item is asked through the same prompts (the paper's 20 templates, format variants), prompt j is one
 template, and a user wants the best one. Picking the prompt with the best score on all items and reporting that
@@ -24,6 +25,7 @@ Input: ``values[i][j]``, item i under prompt j (1/0 correctness, or a per-prompt
 from __future__ import annotations
 
 import numpy as np
+from scipy.stats import binom
 
 from posixlab.errors import PromptSetError
 
@@ -75,3 +77,74 @@ def _pick(scores: np.ndarray) -> int:
 
 def _f(value) -> float | None:
     return None if value is None or np.isnan(value) else float(value)
+
+
+BEST_SET_CONFIDENCE = 0.95
+
+
+def best_prompt_set(correct, confidence: float = BEST_SET_CONFIDENCE) -> dict:
+    """The prompts the items cannot tell apart from the best: a ``confidence`` set for the prompt with the highest
+    accuracy over the population the items were drawn from.
+
+    ``correct[i][j]``: 1/0, item i under prompt j (None/NaN where not scored). Each ordered pair (k, j) is compared
+    on the items both scored, by an exact one-sided McNemar test: of the ``d`` items where exactly one of the two is
+    right, ``b`` are k's, and p = P(X ≥ b), X ~ Binomial(d, 1/2) (1 when d = 0). Prompt j leaves the set when some
+    prompt k is better at ``(K − 1) · p < 1 − confidence`` (Bonferroni over j's K − 1 rivals, which for "is any
+    rejected" is also Holm's). The best prompt leaves only when a prompt no better than it wins its test, so it is in
+    the set with probability at least ``confidence`` (items drawn independently; prompts are fixed, not sampled).
+
+    Returns ``prompts`` (the set, highest accuracy first, ties to the lower index), ``best`` (the highest observed
+    accuracy), ``adjusted_p`` per prompt (the Bonferroni-adjusted p-value that it is not the best; 1.0 for ``best``)
+    with ``beaten_by`` (the rival of that p-value, None where no rival is ahead), and ``confidence``.
+
+    >>> ten = [[1, 0, 1]] * 2 + [[1, 0, 0]] * 6 + [[1, 1, 1]] * 2   # prompt 0: 10/10, prompt 1: 2/10, prompt 2: 4/10
+    >>> s = best_prompt_set(ten)   # 0 against 1: 8 discordant items, all 0's: p = 2⁻⁸, adjusted 2 · 2⁻⁸ < 0.05
+    >>> s["prompts"], s["best"], s["beaten_by"], [round(p, 4) for p in s["adjusted_p"]]  # 0 vs 2: 2 · 2⁻⁶
+    ([0], 0, [None, 0, 0], [1.0, 0.0078, 0.0312])
+    >>> best_prompt_set(ten, confidence=0.99)["prompts"]     # 0.03125 is not below 0.01: prompt 2 stays
+    [0, 2]
+    """
+    matrix = np.array([[np.nan if v is None else float(v) for v in row] for row in correct], dtype=np.float64)
+    if matrix.ndim != 2 or matrix.shape[1] < 2:
+        raise PromptSetError(f"a best-prompt set needs a grid of items × at least 2 prompts, got shape {matrix.shape}")
+    if not 0 < confidence < 1:
+        raise PromptSetError(f"confidence is a probability between 0 and 1, not {confidence}")
+    scored = ~np.isnan(matrix)
+    if not np.isin(matrix[scored], (0.0, 1.0)).all():
+        raise PromptSetError("a best-prompt set compares right and wrong answers: every scored cell must be 1 or 0")
+    right = (scored & (matrix == 1)).astype(np.float64)
+    wrong = (scored & (matrix == 0)).astype(np.float64)
+    ahead = right.T @ wrong  # ahead[k, j]: items both scored where k is right and j is wrong (exact small integers)
+    discordant = ahead + ahead.T
+    # P(X >= b) for X ~ Binomial(d, 1/2): binom.sf(b - 1, d, 1/2); no discordant item, no evidence (p = 1)
+    p = np.where(discordant > 0, binom.sf(ahead - 1, discordant, 0.5), 1.0)
+    np.fill_diagonal(p, 1.0)
+    width = matrix.shape[1]
+    rival = np.argmin(p, axis=0)  # per prompt j, the rival k with the smallest p(k better than j); ties: lowest k
+    adjusted = np.minimum(1.0, (width - 1) * p[rival, np.arange(width)])
+    accuracy = _means(matrix)
+    order = sorted(range(width), key=lambda j: (-np.nan_to_num(accuracy[j], nan=-1.0), j))
+    alpha = 1.0 - confidence
+    return {
+        "prompts": [j for j in order if adjusted[j] >= alpha],
+        "best": order[0],
+        "adjusted_p": [float(a) for a in adjusted],
+        "beaten_by": [int(k) if ahead[k, j] > ahead[j, k] else None for j, k in enumerate(rival)],
+        "confidence": confidence,
+        "test": "exact one-sided McNemar per pair of prompts on the items both scored, Bonferroni over K - 1 rivals",
+    }
+
+
+def best_set_words(best: dict | None, named: bool = False) -> str:
+    """A best-prompt set (``best_prompt_set``) in words: "3 of 12", or with ``named`` "prompts 11,
+    1, 8 (3 of 12)"; "n/a" for none.
+
+    >>> best_set_words({"prompts": [2, 0], "adjusted_p": [0.5, 0.01, 1.0]}, named=True)
+    'prompts 2, 0 (2 of 3)'
+    """
+    if not best:
+        return "n/a"
+    count = f"{len(best['prompts'])} of {len(best['adjusted_p'])}"
+    if not named:
+        return count
+    return f"prompt{'s' if len(best['prompts']) > 1 else ''} {', '.join(map(str, best['prompts']))} ({count})"

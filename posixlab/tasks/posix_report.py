@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from posixlab.metrics.selection import best_set_words
 from posixlab.metrics.where import normalised_log_ratios
 from posixlab.report import html as h
 from posixlab.tasks.base import model_name
@@ -96,6 +97,9 @@ def _accuracy(summary: dict) -> str:
         rows.append([h.cell(None, h.esc(label)), *[_dig(block[r], key) for r in readings]])
     rows.append([h.cell(None, "95% interval"), *[h.cell(None, h.esc(" to ".join(h.fmt(v) for v in block[r]["ci95"])))
                                                  if block[r].get("ci95") else None for r in readings]])
+    if any(block[r].get("best_prompts") for r in readings):  # template and format pools
+        rows.append([h.cell(None, "within noise of the best (95%, paired exact tests)"),
+                     *[h.cell(None, h.esc(best_set_words(block[r].get("best_prompts"), True))) for r in readings]])
     return h.section("Accuracy across prompts", h.table(
         [("measure", "measure"), *[(r, r.replace("by_", "")) for r in readings]], rows, sortable=False)
         + f'<p class="small">{h.esc(block.get("note", ""))}</p>')
