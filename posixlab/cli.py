@@ -401,6 +401,44 @@ def dove_command(args: list[str]) -> int:
     return 0
 
 
+def compare_command(args: list[str]) -> int:
+    """``posixlab compare BASE_DIR NEW_DIR``: two POSIX runs on the same sets, paired by set (``posixlab.compare``).
+    0: compared (and, with ``--fail-if-worse``, no metric worse); 1: a metric worse with ``--fail-if-worse``; 2: an
+    error."""
+    import argparse
+
+    from posixlab.compare import compare_runs, compare_table
+
+    parser = argparse.ArgumentParser(
+        prog="posixlab compare", description="Compares two POSIX runs set by set (sets paired by set_id): ψ and "
+        "accuracy in each run over the shared sets, the mean difference with its 95%% bootstrap interval, the "
+        "Wilcoxon signed-rank p-value, and a verdict (worse, better, within noise). What a CI job runs after a "
+        "prompt or model change, against the run of the main branch. Exit status 0: compared; 1: a metric worse "
+        "with --fail-if-worse; 2: an error.")
+    parser.add_argument("base", metavar="BASE_DIR", help="the run to compare against")
+    parser.add_argument("new", metavar="NEW_DIR", help="the run of the change")
+    parser.add_argument("--fail-if-worse", action="store_true",
+                        help="exit 1 when a metric is worse beyond noise (its interval excludes 0)")
+    parser.add_argument("--metrics", help="the metrics to compare (and gate), comma-separated, from psi, "
+                        "accuracy_options, accuracy_greedy (default: every one both runs have); each verdict is at "
+                        "95%% on its own, so a gate names the metric it guards")
+    parser.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default: 0)")
+    parser.add_argument("--json", action="store_true", help="print the comparison as JSON instead of a table")
+    options = parser.parse_args(args)  # --help: exit 0; a usage error: exit 2
+    metrics = None if options.metrics is None else [m.strip() for m in options.metrics.split(",") if m.strip()]
+    try:
+        result = compare_runs(options.base, options.new, seed=options.seed, metrics=metrics)
+    except PosixlabError as exc:
+        print(f"posixlab error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=1, ensure_ascii=False) if options.json else compare_table(result))
+    worse = [m["metric"] for m in result["metrics"] if m["verdict"] == "worse"]
+    if options.fail_if_worse and worse:
+        print(f"posixlab compare: worse beyond noise: {', '.join(worse)}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def merge_command(args: list[str]) -> int:
     """``posixlab merge OUT SHARD_FOLDER...``: join the folders of a ``shard=K/N`` sweep into OUT."""
     from posixlab.merge import merge_shards
@@ -760,12 +798,12 @@ def check_override_keys(argv: list[str]) -> None:
 # ``posixlab NAME ...``: the commands besides a run, each taking --help (``posixlab --help`` lists them too:
 # conf/config.yaml's hydra.help)
 COMMANDS = {"report": report_command, "gate": gate_command, "status": status_command, "merge": merge_command,
-            "dove": dove_command, "gguf-path": gguf_path_command}
+            "dove": dove_command, "compare": compare_command, "gguf-path": gguf_path_command}
 
 
 def entry() -> None:
     """The ``posixlab`` console command: one of ``COMMANDS`` (``posixlab report RUN_DIR ...``, ``gate``, ``status``,
-    ``merge``, ``dove``, ``gguf-path``), ``posixlab help``, or else a Hydra job."""
+    ``merge``, ``dove``, ``compare``, ``gguf-path``), ``posixlab help``, or else a Hydra job."""
     prefer_expandable_segments()  # before anything touches a GPU
     sys.argv[1:] = expand_moved_settings(expand_model_aliases(sys.argv[1:]))
     if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:

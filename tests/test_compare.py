@@ -1,0 +1,130 @@
+"""Two POSIX runs compared set by set (``posixlab compare``): the paired statistics against scipy and the bootstrap
+recomputed, per-set accuracy by hand, what changed, the refusals, the command's exit codes, and real runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy.stats import wilcoxon
+
+from posixlab.compare import compare_runs, compare_table, set_values
+from posixlab.errors import ConfigError
+from posixlab.metrics.stats import bootstrap_ci
+
+
+def answer(options, greedy):
+    reading = lambda c: None if c is None else {"correct": c, "pred": "A"}  # noqa: E731
+    return {"gold": "A", "by_options": reading(options), "by_greedy": reading(greedy)}
+
+
+def write_run(folder, psis, correct=None, config=None, task="posix", ids=None):
+    """A finished run's folder as a run writes it: summary.json and one set record a line."""
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {"model": {"name": "m"}, "variant": "template", "output_dir": str(folder), **(config or {})}
+    (folder / "summary.json").write_text(json.dumps({"task": task, "config": config}))
+    with open(folder / "sets.jsonl", "w") as handle:
+        for n, psi in enumerate(psis):
+            record = {"set_index": n, "set_id": (ids or [f"mmlu/q{k}" for k in range(len(psis))])[n], "psi": psi}
+            if correct is not None:
+                record["answers"] = [answer(c, c) for c in correct[n]]
+            handle.write(json.dumps(record) + "\n")
+    return folder
+
+
+def test_a_sets_accuracy_is_over_the_prompts_it_answered():
+    record = {"set_id": "x", "psi": 0.5, "answers": [answer(1, None), answer(0, 1), answer(1, 1), None]}
+    assert set_values(record) == {"set_id": "x", "psi": 0.5, "accuracy_options": 2 / 3, "accuracy_greedy": 1.0}
+    assert set_values({"set_index": 4, "psi": None})["set_id"] == "#4"  # an older record without an id
+
+
+def test_paired_differences_against_scipy_and_the_bootstrap(tmp_path):
+    rng = np.random.default_rng(1)
+    base_psi = rng.gamma(2.0, 0.2, 30)
+    new_psi = base_psi + rng.normal(0.05, 0.05, 30)
+    base_correct = rng.integers(0, 2, (30, 4)).tolist()
+    new_correct = rng.integers(0, 2, (30, 4)).tolist()
+    # the new run lacks the base run's last 2 sets and has 3 of its own
+    ids = [f"mmlu/q{k}" for k in range(30)]
+    base = write_run(tmp_path / "base", base_psi.tolist(), base_correct, ids=ids)
+    new = write_run(tmp_path / "new", new_psi[:28].tolist() + [9.0, 9.0, 9.0], new_correct[:28] + [[1] * 4] * 3,
+                    config={"model": {"name": "other"}}, ids=ids[:28] + ["x1", "x2", "x3"])
+    result = compare_runs(base, new, seed=3)
+    assert result["sets"] == {"shared": 28, "base_only": 2, "new_only": 3}
+    assert result["changed"] == {"model.name": ["m", "other"]}  # output_dir differs too, and is not a change
+    psi = next(m for m in result["metrics"] if m["metric"] == "psi")
+    diff = new_psi[:28] - base_psi[:28]
+    assert psi["sets"] == 28 and psi["difference"] == pytest.approx(diff.mean())
+    assert psi["base"] == pytest.approx(base_psi[:28].mean()) and psi["new"] == pytest.approx(new_psi[:28].mean())
+    assert psi["interval"] == list(bootstrap_ci(diff, seed=3))
+    assert psi["wilcoxon_p"] == pytest.approx(wilcoxon(new_psi[:28], base_psi[:28]).pvalue)
+    assert psi["interval"][0] > 0 and psi["verdict"] == "worse"  # ψ up by 0.05 ± 0.05 a set: lower is better
+    accuracy = next(m for m in result["metrics"] if m["metric"] == "accuracy_options")
+    per_set = np.array(new_correct[:28]).mean(axis=1) - np.array(base_correct[:28]).mean(axis=1)
+    assert accuracy["difference"] == pytest.approx(per_set.mean())
+    assert accuracy["verdict"] == ("better" if accuracy["interval"][0] > 0 else "worse"
+                                   if accuracy["interval"][1] < 0 else "within noise")
+    table = compare_table(result)
+    assert "Changed: model.name: m → other." in table and "| psi | lower | 28 |" in table and "| worse |" in table
+
+
+def test_a_rerun_is_identical_and_a_change_that_moves_nothing_is_within_noise(tmp_path):
+    rng = np.random.default_rng(2)
+    psis = rng.gamma(2.0, 0.2, 40).tolist()
+    base = write_run(tmp_path / "a", psis)
+    assert [m["verdict"] for m in compare_runs(base, write_run(tmp_path / "b", psis))["metrics"]] == ["identical"]
+    shuffled = write_run(tmp_path / "c", list(rng.permutation(psis)))  # the same values, paired at random
+    (psi,) = compare_runs(base, shuffled)["metrics"]
+    assert psi["interval"][0] < 0 < psi["interval"][1] and psi["verdict"] == "within noise"
+
+
+def test_runs_that_cannot_be_compared_are_refused(tmp_path):
+    base = write_run(tmp_path / "base", [0.1, 0.2])
+    with pytest.raises(ConfigError, match="holds no summary.json"):
+        compare_runs(base, tmp_path / "missing")
+    with pytest.raises(ConfigError, match="is a classification run"):
+        compare_runs(base, write_run(tmp_path / "cls", [0.1], task="classification"))
+    with pytest.raises(ConfigError, match="share no set"):
+        compare_runs(base, write_run(tmp_path / "other", [0.1, 0.2], ids=["a", "b"]))
+    with pytest.raises(ConfigError, match="the same set_id"):
+        compare_runs(base, write_run(tmp_path / "twice", [0.1, 0.2], ids=["mmlu/q0", "mmlu/q0"]))
+    with pytest.raises(ConfigError, match="unknown metric"):
+        compare_runs(base, base, metrics=["psy"])
+
+
+def test_the_command_exits_1_on_a_worse_metric_only_when_asked(tmp_path, root):
+    base = write_run(tmp_path / "base", [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8], [[1, 1]] * 8)
+    new = write_run(tmp_path / "new", [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0], [[1, 1]] * 8)
+
+    def command(*args):
+        return subprocess.run([sys.executable, "-m", "posixlab", "compare", *map(str, args)], cwd=root,
+                              capture_output=True, text=True, timeout=300)
+
+    shown = command(base, new)
+    assert shown.returncode == 0 and "| psi | lower | 8 | 0.4500 | 0.6500 | +0.2000 |" in shown.stdout
+    assert "| accuracy_options | higher | 8 | 1.0000 | 1.0000 | +0.0000 |" in shown.stdout
+    gated = command(base, new, "--fail-if-worse")
+    assert gated.returncode == 1 and "worse beyond noise: psi" in gated.stderr
+    assert command(base, new, "--fail-if-worse", "--metrics", "accuracy_greedy").returncode == 0
+    assert json.loads(command(new, base, "--json").stdout)["metrics"][0]["verdict"] == "better"
+    missing = command(base, tmp_path / "nothing")
+    assert missing.returncode == 2 and "holds no summary.json" in missing.stderr
+
+
+@pytest.mark.slow
+def test_real_runs_one_shot_against_zero_shots(small_results):
+    """The packaged model's spelling sets at 0 and 1 shot: the same items, so every set pairs."""
+    from posixlab.results import read_sets
+
+    zero, one = small_results / "0_mmlu_spelling_0shot", small_results / "5_mmlu_spelling_1shot"
+    result = compare_runs(zero, one)
+    assert result["changed"]["shots"] == [0, 1] or result["changed"].get("task.shots") == [0, 1]
+    psi = {m["metric"]: m for m in result["metrics"]}["psi"]
+    by_id = {r["set_id"]: r["psi"] for r in read_sets(one)}
+    expected = [by_id[r["set_id"]] - r["psi"] for r in read_sets(zero)]
+    assert result["sets"]["shared"] == len(expected) == 4
+    assert psi["difference"] == pytest.approx(np.mean(expected))
+    assert {"accuracy_options", "accuracy_greedy"} <= {m["metric"] for m in result["metrics"]}
