@@ -7,9 +7,8 @@ means over the shared sets, the mean difference with a percentile bootstrap inte
 (``metrics.stats.bootstrap_ci``, seeded) and the two-sided Wilcoxon signed-rank p-value
 (``metrics.stats.paired_wilcoxon``), and a verdict from the interval: ``worse`` or ``better`` when it excludes 0
 (ψ: lower is better; accuracy: higher is better), ``identical`` when every set's value is the same, else
-``within noise``. Each verdict is at 95 % on its own: with three metrics a change that moves nothing is called worse
-in one of them up to about 7 % of the time (2.5 % a metric), so a CI gate names the metric it guards (``metrics``). The
-metrics:
+``within noise``. Each verdict is at 95 % on its own (2.5 % a side; the percentile interval is a little narrow on few
+sets: 4 % at 20 sets, docs/choices.md), so a CI gate names the metrics it guards (``metrics``). The metrics:
 
 - ``psi``: the set's ψ (its mean over sets is POSIX);
 - ``accuracy_options`` / ``accuracy_greedy``: the set's accuracy over the prompts it answered, in each reading.
