@@ -402,7 +402,8 @@ def dove_command(args: list[str]) -> int:
 
 
 def compare_command(args: list[str]) -> int:
-    """``posixlab compare BASE_DIR NEW_DIR``: two POSIX runs on the same sets, paired by set (``posixlab.compare``).
+    """``posixlab compare BASE_DIR NEW_DIR``: two runs on the same items, paired by set or sample
+    (``posixlab.compare``).
     0: compared (and, with ``--fail-if-worse``, no metric worse); 1: a metric worse with ``--fail-if-worse``; 2: an
     error."""
     import argparse
@@ -410,17 +411,19 @@ def compare_command(args: list[str]) -> int:
     from posixlab.compare import compare_runs, compare_table
 
     parser = argparse.ArgumentParser(
-        prog="posixlab compare", description="Compares two POSIX runs set by set (sets paired by set_id): ψ and "
-        "accuracy in each run over the shared sets, the mean difference with its 95%% bootstrap interval, the "
-        "Wilcoxon signed-rank p-value, and a verdict (worse, better, within noise). What a CI job runs after a "
-        "prompt or model change, against the run of the main branch. Exit status 0: compared; 1: a metric worse "
-        "with --fail-if-worse; 2: an error.")
+        prog="posixlab compare", description="Compares two runs item by item: POSIX runs by set (set_id: ψ and "
+        "accuracy in each reading), classification runs by sample (sample_id: sensitivity and accuracy). For each "
+        "metric: the means over the shared items, the mean difference with its 95%% bootstrap interval, the "
+        "Wilcoxon signed-rank p-value, and a verdict (worse, better, identical, within noise). What a CI job runs "
+        "after a prompt or model change, against the run of the main branch. Exit status 0: compared; 1: a metric "
+        "worse with --fail-if-worse; 2: an error.")
     parser.add_argument("base", metavar="BASE_DIR", help="the run to compare against")
     parser.add_argument("new", metavar="NEW_DIR", help="the run of the change")
     parser.add_argument("--fail-if-worse", action="store_true",
                         help="exit 1 when a metric is worse beyond noise (its interval excludes 0)")
-    parser.add_argument("--metrics", help="the metrics to compare (and gate), comma-separated, from psi, "
-                        "accuracy_options, accuracy_greedy (default: every one both runs have); each verdict is at "
+    parser.add_argument("--metrics", help="the metrics to compare (and gate), comma-separated: psi, "
+                        "accuracy_options, accuracy_greedy (POSIX); sensitivity, accuracy (classification) "
+                        "(default: every one both runs have); each verdict is at "
                         "95%% on its own, so a gate names the metric it guards")
     parser.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default: 0)")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON instead of a table")

@@ -1,8 +1,9 @@
-"""Two POSIX runs on the same prompt sets, compared set by set: did a change (a prompt, a model, a quantisation, a
-backend, a shot count) move ψ or accuracy beyond the noise of the sets drawn?
+"""Two runs on the same items, compared item by item: did a change (a prompt, a model, a quantisation, a backend, a
+shot count) move ψ, sensitivity or accuracy beyond the noise of the items drawn?
 
-The sets are matched by ``set_id`` (the item a set was built from), so the comparison is paired: each set's value
-under the new run minus its value under the base run. For each metric both runs have, ``compare_runs`` reports the
+POSIX runs are matched set by set (``set_id``: the item a set was built from), classification runs sample by sample
+(``sample_id``), so the comparison is paired: each unit's value under the new run minus its value under the base
+run. For each metric both runs have, ``compare_runs`` reports the
 means over the shared sets, the mean difference with a percentile bootstrap interval over the sets
 (``metrics.stats.bootstrap_ci``, seeded) and the two-sided Wilcoxon signed-rank p-value
 (``metrics.stats.paired_wilcoxon``), and a verdict from the interval: ``worse`` or ``better`` when it excludes 0
@@ -10,15 +11,18 @@ means over the shared sets, the mean difference with a percentile bootstrap inte
 ``within noise``. Each verdict is at 95 % on its own (2.5 % a side; the percentile interval is a little narrow on few
 sets: 4 % at 20 sets, docs/choices.md), so a CI gate names the metrics it guards (``metrics``). The metrics:
 
-- ``psi``: the set's ψ (its mean over sets is POSIX);
-- ``accuracy_options`` / ``accuracy_greedy``: the set's accuracy over the prompts it answered, in each reading.
+- POSIX: ``psi``, the set's ψ (its mean over sets is POSIX); ``accuracy_options`` / ``accuracy_greedy``, the set's
+  accuracy over the prompts it answered, in each reading;
+- classification: ``sensitivity``, the sample's S_τ (its mean is S); ``accuracy``, the share of its rephrasings
+  answered with the gold class (N/A is wrong). Consistency C pairs samples of a class with each other, so it has no
+  per-sample value to pair and is not compared.
 
-A set's prompts may differ between the runs (that may be the change): only the sets are paired, never prompt j.
+A set's prompts may differ between the runs (that may be the change): only the units are paired, never prompt j.
 Records are read one at a time (``results.iter_records``), so a paper-sized cell compares in little memory.
 
->>> sets = lambda psis: [{"set_id": f"q{n}", "psi": p} for n, p in enumerate(psis)]
+>>> sets = lambda psis: [{"id": f"q{n}", "psi": p} for n, p in enumerate(psis)]
 >>> psi = paired_metrics(sets([0.2, 0.3, 0.4, 0.5, 0.6]), sets([0.3, 0.5, 0.5, 0.8, 0.7]))[0]
->>> psi["metric"], psi["sets"], round(psi["difference"], 4), psi["verdict"]   # every set higher: worse
+>>> psi["metric"], psi["units"], round(psi["difference"], 4), psi["verdict"]   # every set higher: worse
 ('psi', 5, 0.16, 'worse')
 >>> round(psi["wilcoxon_p"], 4)     # five differences, all positive: the exact two-sided p is 2 · 2⁻⁵
 0.0625
@@ -28,24 +32,26 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 from posixlab.errors import ConfigError
+from posixlab.metrics.classification import NA
 from posixlab.metrics.stats import bootstrap_ci, paired_wilcoxon
-from posixlab.results import SETS_FILE, SUMMARY_FILE, iter_records
+from posixlab.results import SAMPLES_FILE, SETS_FILE, SUMMARY_FILE, iter_records
 
-METRICS = (("psi", "lower"), ("accuracy_options", "higher"), ("accuracy_greedy", "higher"))  # name, better
 CONFIDENCE = 0.95
 # settings that say where a run wrote or cached, not what it computed: left out of "what changed"
 UNCOMPARED = {"output_dir", "score_cache", "score_cache_dir", "cache_dir", "shard", "dry_run", "progress"}
 
 
 def set_values(record: dict) -> dict:
-    """One set's metrics (``METRICS``): ψ, and the accuracy over the prompts answered in each reading (None where
-    the set has none)."""
-    out = {"set_id": record.get("set_id", f"#{record.get('set_index')}"), "psi": record.get("psi")}
+    """One set's values: ψ, and the accuracy over the prompts answered in each reading (None where the set has
+    none)."""
+    out = {"id": record.get("set_id", f"#{record.get('set_index')}"), "psi": record.get("psi")}
     for reading in ("options", "greedy"):
         marks = [a[f"by_{reading}"]["correct"] for a in record.get("answers") or []
                  if a and a.get(f"by_{reading}") and a[f"by_{reading}"].get("correct") is not None]
@@ -53,34 +59,64 @@ def set_values(record: dict) -> dict:
     return out
 
 
-def run_values(folder: str | Path) -> tuple[dict, list[dict]]:
-    """A POSIX run folder's summary and per-set values (``set_values``), in file order; a clear error for a folder
-    that holds no finished POSIX run."""
+def sample_values(record: dict) -> dict:
+    """One classification sample's values: S_τ, and the share of its rephrasings answered with the gold class
+    (None without a gold label)."""
+    gold, labels = record.get("gold"), [p["label"] for p in record.get("predictions") or []]
+    accuracy = sum(label == gold and label != NA for label in labels) / len(labels) if gold is not None and labels \
+        else None
+    return {"id": record.get("sample_id", f"#{record.get('sample_index')}"), "sensitivity": record.get("sensitivity"),
+            "accuracy": accuracy}
+
+
+@dataclass(frozen=True)
+class Units:
+    """What a task's runs are compared by: the records file, the unit's name, its values, and each metric with the
+    direction that is better."""
+
+    file: str
+    name: str
+    values: Callable[[dict], dict]
+    metrics: tuple[tuple[str, str], ...]
+
+
+UNITS = {"posix": Units(SETS_FILE, "set", set_values,
+                        (("psi", "lower"), ("accuracy_options", "higher"), ("accuracy_greedy", "higher"))),
+         "classification": Units(SAMPLES_FILE, "sample", sample_values, (("sensitivity", "lower"),
+                                                                          ("accuracy", "higher")))}
+METRICS = tuple(dict.fromkeys(name for units in UNITS.values() for name, _ in units.metrics))
+
+
+def run_values(folder: str | Path) -> tuple[dict, Units, list[dict]]:
+    """A run folder's summary, its task's ``Units`` and its per-unit values, in file order; a clear error for a
+    folder that holds no finished run of a task compared here."""
     folder = Path(folder)
-    summary_path, sets_path = folder / SUMMARY_FILE, folder / SETS_FILE
+    summary_path = folder / SUMMARY_FILE
     if not summary_path.is_file():
         raise ConfigError(f"{folder} holds no {SUMMARY_FILE}: compare the folders of finished runs (a run writes it "
                           f"at its end; `posixlab merge` writes it for shards)")
     summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    if summary.get("task", "posix") != "posix" or not sets_path.is_file():
-        raise ConfigError(f"{folder} is a {summary.get('task')} run: posixlab compare reads POSIX runs "
-                          f"({SETS_FILE}), whose sets are paired by their set_id")
-    values = [set_values(r) for r in iter_records(folder, SETS_FILE)]
-    ids = [v["set_id"] for v in values]
+    task = summary.get("task", "posix")
+    units = UNITS.get(task)
+    if units is None or not (folder / units.file).is_file():
+        raise ConfigError(f"{folder} is a {task} run without its records: posixlab compare reads the POSIX runs' "
+                          f"{SETS_FILE} and the classification runs' {SAMPLES_FILE}")
+    values = [units.values(r) for r in iter_records(folder, units.file)]
+    ids = [v["id"] for v in values]
     if len(set(ids)) != len(ids):
-        raise ConfigError(f"{folder} has sets with the same set_id: sets cannot be paired by it")
-    return summary, values
+        raise ConfigError(f"{folder} has {units.name}s with the same {units.name}_id: they cannot be paired by it")
+    return summary, units, values
 
 
 def paired_metrics(base: list[dict], new: list[dict], seed: int = 0, confidence: float = CONFIDENCE,
-                   metrics=None) -> list[dict]:
-    """Each metric of ``METRICS`` (or of ``metrics``, names) that both runs have on at least one shared set: means,
+                   metrics=None, units: Units = UNITS["posix"]) -> list[dict]:
+    """Each metric of ``units`` (or of ``metrics``, names) that both runs have on at least one shared unit: means,
     mean difference (new − base), its bootstrap interval, the Wilcoxon p-value and the verdict. ``base``/``new``:
-    ``set_values`` rows."""
-    by_id = {v["set_id"]: v for v in new}
-    pairs = [(b, by_id[b["set_id"]]) for b in base if b["set_id"] in by_id]
+    per-unit values (``set_values``, ``sample_values``)."""
+    by_id = {v["id"]: v for v in new}
+    pairs = [(b, by_id[b["id"]]) for b in base if b["id"] in by_id]
     out = []
-    for metric, better in METRICS:
+    for metric, better in units.metrics:
         if metrics is not None and metric not in metrics:
             continue
         both = [(b[metric], n[metric]) for b, n in pairs if b.get(metric) is not None and n.get(metric) is not None]
@@ -93,7 +129,7 @@ def paired_metrics(base: list[dict], new: list[dict], seed: int = 0, confidence:
         lower = "better" if better == "lower" else "worse"
         verdict = "identical" if not diff.any() else higher if lo > 0 else lower if hi < 0 else "within noise"
         test = paired_wilcoxon(now, old)
-        out.append({"metric": metric, "better": better, "sets": len(both), "base": float(old.mean()),
+        out.append({"metric": metric, "better": better, "units": len(both), "base": float(old.mean()),
                     "new": float(now.mean()), "difference": float(diff.mean()), "interval": [lo, hi],
                     "wilcoxon_p": test["pvalue"], "verdict": verdict})
     return out
@@ -120,36 +156,42 @@ def _flatten(node: dict, prefix: str = "") -> dict:
 
 def compare_runs(base_folder: str | Path, new_folder: str | Path, seed: int = 0, confidence: float = CONFIDENCE,
                  metrics=None) -> dict:
-    """Compare the run in ``new_folder`` with the one in ``base_folder`` on the sets both hold (module docstring);
-    ``metrics``: names from ``METRICS`` (default: all). Refuses runs that share no set, and unknown metrics."""
-    unknown = sorted(set(metrics or ()) - {name for name, _ in METRICS})
+    """Compare the run in ``new_folder`` with the one in ``base_folder`` on the units both hold (module docstring);
+    ``metrics``: names of the task's metrics (default: all). Refuses runs of different tasks, runs that share no
+    unit, and metrics the task has not."""
+    base_summary, units, base = run_values(base_folder)
+    new_summary, new_units, new = run_values(new_folder)
+    if new_units is not units:
+        raise ConfigError(f"{base_folder} and {new_folder} are runs of different tasks ({base_summary.get('task')}, "
+                          f"{new_summary.get('task')}): compare runs of one task")
+    names = [name for name, _ in units.metrics]
+    unknown = sorted(set(metrics or ()) - set(names))
     if unknown:
-        raise ConfigError(f"unknown metric(s) {', '.join(unknown)}: name some of {', '.join(n for n, _ in METRICS)}")
-    base_summary, base = run_values(base_folder)
-    new_summary, new = run_values(new_folder)
-    shared = {v["set_id"] for v in base} & {v["set_id"] for v in new}
+        raise ConfigError(f"unknown metric(s) {', '.join(unknown)} for {units.name}s: name some of {', '.join(names)}")
+    shared = {v["id"] for v in base} & {v["id"] for v in new}
     if not shared:
-        raise ConfigError(f"{base_folder} and {new_folder} share no set (by set_id): compare runs of the same data "
-                          f"set, sample and seed (task.num_sets, dataset, seed)")
-    return {"base": str(base_folder), "new": str(new_folder), "confidence": confidence, "seed": seed,
-            "sets": {"shared": len(shared), "base_only": len(base) - len(shared), "new_only": len(new) - len(shared)},
+        raise ConfigError(f"{base_folder} and {new_folder} share no {units.name} (by {units.name}_id): compare runs "
+                          f"of the same data set, sample and seed")
+    return {"base": str(base_folder), "new": str(new_folder), "unit": units.name, "confidence": confidence,
+            "seed": seed, "units": {"shared": len(shared), "base_only": len(base) - len(shared),
+                                    "new_only": len(new) - len(shared)},
             "changed": config_changes(base_summary.get("config") or {}, new_summary.get("config") or {}),
-            "metrics": paired_metrics(base, new, seed, confidence, metrics)}
+            "metrics": paired_metrics(base, new, seed, confidence, metrics, units)}
 
 
 def compare_table(result: dict) -> str:
     """``compare_runs``'s result as Markdown: what changed, then one row per metric."""
     f = lambda v: "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"  # noqa: E731
-    sets = result["sets"]
+    units, unit = result["units"], result["unit"]
     changed = "; ".join(f"{k}: {a} → {b}" for k, (a, b) in result["changed"].items()) or "nothing in the configs"
-    lines = [f"{result['new']} against {result['base']}, on {sets['shared']} shared sets ({sets['base_only']} only in "
-             f"the base run, {sets['new_only']} only in the new one).", "", f"Changed: {changed}.", "",
-             f"| metric | better | sets | base | new | new − base | {result['confidence']:.0%} interval | Wilcoxon p "
-             "| verdict |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"{result['new']} against {result['base']}, on {units['shared']} shared {unit}s ({units['base_only']} "
+             f"only in the base run, {units['new_only']} only in the new one).", "", f"Changed: {changed}.", "",
+             f"| metric | better | {unit}s | base | new | new − base | {result['confidence']:.0%} interval | "
+             "Wilcoxon p | verdict |", "|---|---|---|---|---|---|---|---|---|"]
     for m in result["metrics"]:
-        lines.append(f"| {m['metric']} | {m['better']} | {m['sets']} | {f(m['base'])} | {f(m['new'])} | "
+        lines.append(f"| {m['metric']} | {m['better']} | {m['units']} | {f(m['base'])} | {f(m['new'])} | "
                      f"{m['difference']:+.4f} | {m['interval'][0]:+.4f} to {m['interval'][1]:+.4f} | "
                      f"{f(m['wilcoxon_p'])} | {m['verdict']} |")
-    lines += ["", "Paired by set: each set's value in the new run minus the base run's; interval: percentile "
-                  "bootstrap of the mean difference over the sets; verdict from the interval (0 outside it)."]
+    lines += ["", f"Paired by {unit}: each {unit}'s value in the new run minus the base run's; interval: percentile "
+                  f"bootstrap of the mean difference over the {unit}s; verdict from the interval (0 outside it)."]
     return "\n".join(lines)

@@ -327,6 +327,13 @@ def test_a_run_is_deterministic(lm, tmp_path, rephrasings_file):
         return (tmp_path / name / "samples.jsonl").read_bytes()
 
     assert once("a") == once("b")
+    # posixlab compare pairs the samples of the two runs: the same numbers, nothing changed
+    from posixlab.compare import compare_runs
+
+    compared = compare_runs(tmp_path / "a", tmp_path / "b")
+    assert compared["unit"] == "sample" and compared["units"] == {"shared": 3, "base_only": 0, "new_only": 0}
+    assert compared["changed"] == {} and {m["metric"] for m in compared["metrics"]} == {"sensitivity", "accuracy"}
+    assert {m["verdict"] for m in compared["metrics"]} == {"identical"}
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy.stats import wilcoxon
 
-from posixlab.compare import compare_runs, compare_table, set_values
+from posixlab.compare import compare_runs, compare_table, sample_values, set_values
 from posixlab.errors import ConfigError
 from posixlab.metrics.stats import bootstrap_ci
 
@@ -35,10 +35,24 @@ def write_run(folder, psis, correct=None, config=None, task="posix", ids=None):
     return folder
 
 
+def write_sample(sample_id, sensitivity, gold, labels):
+    return {"sample_id": sample_id, "sensitivity": sensitivity, "gold": gold,
+            "predictions": [{"label": label} for label in labels]}
+
+
+def write_samples(folder, samples, config=None):
+    """A finished classification run's folder: summary.json and one sample record a line."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "summary.json").write_text(json.dumps({"task": "classification", "config": config or {}}))
+    (folder / "samples.jsonl").write_text("".join(json.dumps({"sample_index": n, **s}) + "\n"
+                                                  for n, s in enumerate(samples)))
+    return folder
+
+
 def test_a_sets_accuracy_is_over_the_prompts_it_answered():
     record = {"set_id": "x", "psi": 0.5, "answers": [answer(1, None), answer(0, 1), answer(1, 1), None]}
-    assert set_values(record) == {"set_id": "x", "psi": 0.5, "accuracy_options": 2 / 3, "accuracy_greedy": 1.0}
-    assert set_values({"set_index": 4, "psi": None})["set_id"] == "#4"  # an older record without an id
+    assert set_values(record) == {"id": "x", "psi": 0.5, "accuracy_options": 2 / 3, "accuracy_greedy": 1.0}
+    assert set_values({"set_index": 4, "psi": None})["id"] == "#4"  # an older record without an id
 
 
 def test_paired_differences_against_scipy_and_the_bootstrap(tmp_path):
@@ -53,11 +67,11 @@ def test_paired_differences_against_scipy_and_the_bootstrap(tmp_path):
     new = write_run(tmp_path / "new", new_psi[:28].tolist() + [9.0, 9.0, 9.0], new_correct[:28] + [[1] * 4] * 3,
                     config={"model": {"name": "other"}}, ids=ids[:28] + ["x1", "x2", "x3"])
     result = compare_runs(base, new, seed=3)
-    assert result["sets"] == {"shared": 28, "base_only": 2, "new_only": 3}
+    assert result["units"] == {"shared": 28, "base_only": 2, "new_only": 3}
     assert result["changed"] == {"model.name": ["m", "other"]}  # output_dir differs too, and is not a change
     psi = next(m for m in result["metrics"] if m["metric"] == "psi")
     diff = new_psi[:28] - base_psi[:28]
-    assert psi["sets"] == 28 and psi["difference"] == pytest.approx(diff.mean())
+    assert psi["units"] == 28 and psi["difference"] == pytest.approx(diff.mean())
     assert psi["base"] == pytest.approx(base_psi[:28].mean()) and psi["new"] == pytest.approx(new_psi[:28].mean())
     assert psi["interval"] == list(bootstrap_ci(diff, seed=3))
     assert psi["wilcoxon_p"] == pytest.approx(wilcoxon(new_psi[:28], base_psi[:28]).pvalue)
@@ -81,12 +95,35 @@ def test_a_rerun_is_identical_and_a_change_that_moves_nothing_is_within_noise(tm
     assert psi["interval"][0] < 0 < psi["interval"][1] and psi["verdict"] == "within noise"
 
 
+def test_classification_runs_are_paired_by_sample(tmp_path):
+    assert sample_values(write_sample("s", 0.25, "B", ["B", "N/A", "A", "B"])) == \
+        {"id": "s", "sensitivity": 0.25, "accuracy": 0.5}          # N/A is wrong
+    assert sample_values(write_sample("s", 0.0, None, ["B"]))["accuracy"] is None  # no gold label, no accuracy
+    base = write_samples(tmp_path / "base", [write_sample(f"t{k}", 0.1 * k, "A", ["A", "B"]) for k in range(6)],
+                         config={"strategy": "simple"})
+    new = write_samples(tmp_path / "new", [write_sample(f"t{k}", 0.1 * k + 0.05, "A", ["A", "A"]) for k in range(1, 7)],
+                        config={"strategy": "detail"})
+    result = compare_runs(base, new)
+    assert result["unit"] == "sample" and result["units"] == {"shared": 5, "base_only": 1, "new_only": 1}
+    assert result["changed"] == {"strategy": ["simple", "detail"]}
+    by_metric = {m["metric"]: m for m in result["metrics"]}
+    assert by_metric["sensitivity"]["difference"] == pytest.approx(0.05) and by_metric["sensitivity"]["verdict"] == \
+        "worse"                                                     # S up on every shared sample: lower is better
+    assert by_metric["accuracy"]["base"] == 0.5 and by_metric["accuracy"]["new"] == 1.0
+    assert by_metric["accuracy"]["verdict"] == "better"
+    assert "on 5 shared samples" in compare_table(result) and "| sensitivity | lower | 5 |" in compare_table(result)
+    with pytest.raises(ConfigError, match="unknown metric.*psi.*for samples"):
+        compare_runs(base, new, metrics=["psi"])
+
+
 def test_runs_that_cannot_be_compared_are_refused(tmp_path):
     base = write_run(tmp_path / "base", [0.1, 0.2])
     with pytest.raises(ConfigError, match="holds no summary.json"):
         compare_runs(base, tmp_path / "missing")
-    with pytest.raises(ConfigError, match="is a classification run"):
+    with pytest.raises(ConfigError, match="is a classification run without its records"):
         compare_runs(base, write_run(tmp_path / "cls", [0.1], task="classification"))
+    with pytest.raises(ConfigError, match="different tasks"):
+        compare_runs(base, write_samples(tmp_path / "samples", [write_sample("a", 0.1, "x", ["x"])]))
     with pytest.raises(ConfigError, match="share no set"):
         compare_runs(base, write_run(tmp_path / "other", [0.1, 0.2], ids=["a", "b"]))
     with pytest.raises(ConfigError, match="the same set_id"):
@@ -125,6 +162,6 @@ def test_real_runs_one_shot_against_zero_shots(small_results):
     psi = {m["metric"]: m for m in result["metrics"]}["psi"]
     by_id = {r["set_id"]: r["psi"] for r in read_sets(one)}
     expected = [by_id[r["set_id"]] - r["psi"] for r in read_sets(zero)]
-    assert result["sets"]["shared"] == len(expected) == 4
+    assert result["units"]["shared"] == len(expected) == 4
     assert psi["difference"] == pytest.approx(np.mean(expected))
     assert {"accuracy_options", "accuracy_greedy"} <= {m["metric"] for m in result["metrics"]}
