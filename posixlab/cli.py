@@ -800,13 +800,13 @@ def check_override_keys(argv: list[str]) -> None:
 
 # ``posixlab NAME ...``: the commands besides a run, each taking --help (``posixlab --help`` lists them too:
 # conf/config.yaml's hydra.help)
-COMMANDS = {"report": report_command, "gate": gate_command, "status": status_command, "merge": merge_command,
-            "dove": dove_command, "compare": compare_command, "gguf-path": gguf_path_command}
+COMMANDS = {"report": report_command, "gate": gate_command, "compare": compare_command, "status": status_command,
+            "merge": merge_command, "dove": dove_command, "gguf-path": gguf_path_command}
 
 
 def entry() -> None:
-    """The ``posixlab`` console command: one of ``COMMANDS`` (``posixlab report RUN_DIR ...``, ``gate``, ``status``,
-    ``merge``, ``dove``, ``compare``, ``gguf-path``), ``posixlab help``, or else a Hydra job."""
+    """The ``posixlab`` console command: one of ``COMMANDS`` (``posixlab report RUN_DIR ...``, ``gate``, ``compare``,
+    ``status``, ``merge``, ``dove``, ``gguf-path``), ``posixlab help``, or else a Hydra job."""
     prefer_expandable_segments()  # before anything touches a GPU
     sys.argv[1:] = expand_moved_settings(expand_model_aliases(sys.argv[1:]))
     if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:

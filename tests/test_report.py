@@ -298,6 +298,10 @@ def test_two_runs_are_compared_and_the_gate_is_shown(posix_run, cls_run, tmp_pat
     assert '<section id="compare">' in page and "POSIX = " in h1(page) and "sensitivity S = " in h1(page)
     assert 'id="units"' in page and 'id="r2-units"' in page and 'data-detail="r2-unit-0"' in page
     assert "ψ per set" in page and "S per sample" in page and page.count("<svg") == 2
+    assert "paired-table" not in page  # runs of two tasks share no item to pair
+    rerun = build_report([posix_run, posix_run], tmp_path / "again.html").read_text(encoding="utf-8")
+    paired = re.search(r'<table id="paired-table"[^>]*>(.*?)</table>', rerun, re.S).group(1)
+    assert "psi" in paired and paired.count("identical") == paired.count("<tr") - 1  # the same run: nothing moved
 
     out = tmp_path / "gated.html"
     assert report_command([str(posix_run), "gate.max_posix=0.0", "--out", str(out)]) == 0

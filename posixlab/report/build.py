@@ -4,8 +4,8 @@ Each folder is read and checked before any page is written: its task comes from 
 (``posixlab.tasks.task_of_summary``), or, in a run killed before its summary, from its ``config.yaml`` and records
 file (the page is then marked PARTIAL and built from the records written so far, summarised by the task's own
 ``summarize``). The page asks each run's task for its sections (``Task.report_sections``); several runs get a
-comparison (headline numbers side by side, and each run's per-unit values, ``Task.report_values``, on one axis); a
-gated run gets a section of its thresholds, with what is behind a failed one (``Task.report_gate_detail``).
+comparison (headline numbers side by side, each run's per-unit values, ``Task.report_values``, on one axis, and each
+later finished run of run 1's task paired with run 1 item by item, ``posixlab.compare``); a gated run gets a section of its thresholds, with what is behind a failed one (``Task.report_gate_detail``).
 
 This is the only module of ``posixlab.report`` that imports the tasks; no Hydra here (``posixlab.cli`` calls it).
 """
@@ -16,7 +16,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from posixlab.errors import ConfigError
+from posixlab.compare import compare_runs
+from posixlab.errors import ConfigError, PosixlabError
 from posixlab.report import html as h
 from posixlab.results import SCHEMA_VERSION, SUMMARY_FILE
 from posixlab.tasks import TASK_TYPES, task_named, task_of_records, task_of_summary
@@ -276,7 +277,35 @@ def _compare(runs: list[Run], values: list[list[float]]) -> str:
         plots.append(f"<h3>{h.esc(label)}</h3>" + h.distributions(named, label=label))
     return h.section("Runs compared", table + "".join(plots)
                      + '<p class="small">A dot per unit (its value on hover); red bar: median; green diamond: '
-                       "mean.</p>", id="compare")
+                       "mean.</p>" + _paired(runs), id="compare")
+
+
+def _paired(runs: list[Run]) -> str:
+    """Each later run against run 1 on the items both hold (``posixlab.compare``): the mean difference of each
+    metric, its interval and verdict. Runs of another task, partial runs and runs sharing no item are left out."""
+    rows = []
+    for n, run in enumerate(runs[1:], 2):
+        if run.partial or runs[0].partial or run.task is not runs[0].task:
+            continue
+        try:
+            result = compare_runs(runs[0].folder, run.folder)
+        except PosixlabError:  # a task compare does not read, or no shared item
+            continue
+        for m in result["metrics"]:
+            rows.append([n, h.cell(None, h.esc(m["metric"])), h.cell(None, m["better"]), m["units"], m["base"],
+                         m["new"], m["difference"], h.cell(None, h.esc(f"{m['interval'][0]:+.4f} to "
+                                                                       f"{m['interval'][1]:+.4f}")),
+                         m["wilcoxon_p"], h.cell(None, m["verdict"])])
+    if not rows:
+        return ""
+    table = h.table([("run", "run"), ("metric", "metric"), ("better", "better"), ("units", "paired units"),
+                     ("base", "run 1"), ("new", "this run"), ("difference", "difference"),
+                     ("interval", "95% interval"), ("p", "Wilcoxon p"), ("verdict", "verdict")], rows,
+                    id="paired-table")
+    return ("<h3>Paired with run 1, item by item</h3>" + table
+            + '<p class="small">Each unit (set, sample) both runs hold: its value in this run minus run 1\'s; the '
+              "interval is a percentile bootstrap of the mean difference; worse or better when it excludes 0 "
+              "(posixlab compare).</p>")
 
 
 def _gate(run: Run, rows: list, prefix: str) -> str:
