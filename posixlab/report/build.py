@@ -5,7 +5,8 @@ Each folder is read and checked before any page is written: its task comes from 
 file (the page is then marked PARTIAL and built from the records written so far, summarised by the task's own
 ``summarize``). The page asks each run's task for its sections (``Task.report_sections``); several runs get a
 comparison (headline numbers side by side, each run's per-unit values, ``Task.report_values``, on one axis, and each
-later finished run of run 1's task paired with run 1 item by item, ``posixlab.compare``); a gated run gets a section of its thresholds, with what is behind a failed one (``Task.report_gate_detail``).
+later finished run of run 1's task paired with run 1 item by item, ``posixlab.compare``); a gated run gets a
+section of its thresholds, with what is behind a failed one (``Task.report_gate_detail``).
 
 This is the only module of ``posixlab.report`` that imports the tasks; no Hydra here (``posixlab.cli`` calls it).
 """
