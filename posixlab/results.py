@@ -24,7 +24,7 @@ from posixlab.answers import accuracy_summary, shares_prompts
 from posixlab.rephrase.quality import describe_summary
 from posixlab.metrics import psi_per_prompt, summarize
 from posixlab.metrics.factors import FACTOR_NAMES
-from posixlab.metrics.selection import best_set_words, choose_prompt
+from posixlab.metrics.selection import best_set_words, choose_prompt, lowest_prompt_set
 from posixlab.metrics.stats import bootstrap_ci
 from posixlab.metrics.where import most_moved_pair
 
@@ -248,6 +248,7 @@ def prompt_choice(records: list[dict], seed: int = 0) -> dict | None:
     if all("logprob_matrix" in r for r in records):  # a run with ψ (psi=false keeps the answers only)
         rows = [r.get("psi_per_prompt") or psi_per_prompt(r["logprob_matrix"], r["lengths"]) for r in records]
         by_psi = choose_prompt(rows, higher_is_better=False, seed=seed)
+        by_psi["within_noise"] = lowest_prompt_set(rows)  # the prompts the sets cannot tell from the least sensitive
     out["by_psi"] = by_psi
     for reading in ("by_options", "by_greedy"):
         rows = [[(a[reading] or {}).get("correct") for a in r["answers"]] for r in records if r.get("answers")]
@@ -404,6 +405,11 @@ def prompt_choice_lines(choice: dict | None, fmt) -> list[str]:
         if held:
             lines.append(f"| ψ's choice, its held-out accuracy ({reading[3:]}) | {psi_choice['best']['prompt']} | "
                          f"{fmt(held['best'])} | {psi_choice['worst']['prompt']} | {fmt(held['worst'])} | | |")
+    near = psi_choice.get("within_noise")
+    if near:  # over every set, not a half: which prompts are as little sensitive as the least, within noise
+        lines += ["", f"Within noise of the least sensitive prompt by ψ per prompt ({near['confidence']:.0%}; "
+                      f"one-sided Wilcoxon signed-rank tests per pair, Bonferroni over the rivals): "
+                      f"{best_set_words(near, True)}."]
     return lines + ["", "Prompt j is the j-th prompt of every set (0: the original); the halves are a seeded split "
                         "of the sets.", ""]
 

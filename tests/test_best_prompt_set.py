@@ -1,6 +1,7 @@
-"""Which prompts are within noise of the best (``posixlab.metrics.selection.best_prompt_set``): hand-computed cases,
-the exact test against a brute-force enumeration and scipy's ``binomtest``, its coverage and power on simulated
-grids, and where a run's summary, printed lines and W&B keys show it."""
+"""Which prompts are within noise of the best (``posixlab.metrics.selection.best_prompt_set``) and of the least
+sensitive (``lowest_prompt_set``, ψ per prompt): hand-computed cases, the exact tests against brute-force
+enumerations (and scipy's ``binomtest``), coverage and power on simulated grids, and where a run's summary, printed
+lines and W&B keys show them."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from scipy.stats import binomtest
 
 from posixlab.errors import PromptSetError
-from posixlab.metrics import best_prompt_set
+from posixlab.metrics import best_prompt_set, lowest_prompt_set
 from posixlab.metrics.accuracy import accuracy_metrics
 
 
@@ -80,6 +81,45 @@ def test_the_true_best_stays_in_the_set_and_clear_losers_leave():
     assert np.mean([s == [0] for s in apart]) >= 0.95  # a clear winner is found alone
 
 
+def signed_rank_p(lower: list, higher: list) -> float:
+    """The exact one-sided p that ``lower``'s values are below ``higher``'s: the share of the 2^d sign patterns of
+    the d nonzero differences' midranks whose positive rank sum is at most the one observed."""
+    from scipy.stats import rankdata
+
+    diff = np.array([a - b for a, b in zip(lower, higher) if a is not None and b is not None and a != b])
+    if diff.size == 0:
+        return 1.0
+    ranks = rankdata(np.abs(diff))
+    observed = ranks[diff > 0].sum()
+    hits = sum((ranks * np.array(signs)).sum() <= observed + 1e-9
+               for signs in itertools.product((0, 1), repeat=diff.size))
+    return hits / 2 ** diff.size
+
+
+def test_the_lowest_set_against_enumeration_and_simulated_grids():
+    rng = np.random.default_rng(5)
+    for trial in range(20):
+        items, width = int(rng.integers(3, 9)), int(rng.integers(2, 5))
+        grid = np.round(rng.gamma(2.0, 0.3, (items, width)), 1).astype(object)  # rounded: ties and zeros
+        grid[rng.random((items, width)) < 0.1] = None
+        grid = grid.tolist()
+        column = [[row[j] for row in grid] for j in range(width)]
+        expected = [min(1.0, (width - 1) * min(signed_rank_p(column[k], column[j]) for k in range(width) if k != j))
+                    for j in range(width)]
+        got = lowest_prompt_set(grid)
+        assert got["adjusted_p"] == pytest.approx(expected, abs=1e-12), trial
+        assert sorted(got["prompts"]) == [j for j in range(width) if expected[j] >= 0.05], trial
+    # ψ-like values: each set's own level, prompts shifted; prompt 0 lowest by a little, then a clear gap
+    shifts = np.array([0.0, 0.02, 0.04, 0.5])
+    kept, alone = [], []
+    for _ in range(200):
+        grid = rng.gamma(2.0, 0.3, (100, 1)) + shifts + rng.normal(0, 0.1, (100, 4))
+        found = lowest_prompt_set(grid.tolist())["prompts"]
+        kept.append(0 in found)
+        alone.append(3 not in found)
+    assert np.mean(kept) >= 0.95 and np.mean(alone) >= 0.95
+
+
 def test_bad_grids_are_refused():
     with pytest.raises(PromptSetError, match="at least 2 prompts"):
         best_prompt_set([[1], [0]])
@@ -87,6 +127,8 @@ def test_bad_grids_are_refused():
         best_prompt_set([[1, 0.5], [0, 1]])
     with pytest.raises(PromptSetError, match="between 0 and 1"):
         best_prompt_set([[1, 0], [0, 1]], confidence=95)
+    with pytest.raises(PromptSetError, match="at least 2 prompts"):
+        lowest_prompt_set([[0.1], [0.2]])
 
 
 def format_records(correct: list[list[int]], kind: str = "format") -> list[dict]:
@@ -113,3 +155,15 @@ def test_a_runs_summary_names_the_set_for_shared_prompts_only():
     assert accuracy_metrics({"by_greedy": block})["accuracy/by_greedy/best_prompts_count"] == 1
     spelling = accuracy_summary(format_records(grid, kind="spelling"), seed=0)["by_greedy"]
     assert spelling["best_prompts"] is None  # prompt j is a different misspelling of each item: nothing to choose
+
+
+def test_the_prompt_choice_names_the_prompts_within_noise_of_the_least_sensitive():
+    from posixlab.results import prompt_choice, prompt_choice_lines
+
+    records = format_records([[1, 0, 1]] * 8)
+    for n, r in enumerate(records):  # prompt 1 always the most sensitive, 0 and 2 alike
+        r["psi_per_prompt"], r["logprob_matrix"], r["lengths"] = [0.2 + n / 100, 0.9, 0.2 + (n % 3) / 50], [], []
+    near = prompt_choice(records)["by_psi"]["within_noise"]
+    assert near == lowest_prompt_set([r["psi_per_prompt"] for r in records])
+    assert near["prompts"] == [2, 0]  # 1 is above both on all 8 sets: p = 2⁻⁸, adjusted 2 · 2⁻⁸
+    assert "least sensitive prompt by ψ per prompt (95%" in "\n".join(prompt_choice_lines(prompt_choice(records), str))

@@ -14,6 +14,6 @@ __all__ += ["accuracy_per_prompt", "accuracy_spread", "average_performance", "be
             "estimated_accuracy_spread", "max_performance", "prompt_sensitivity_score",
             "two_way_bootstrap_ci", "variants_needed", "worst_case_accuracy"]
 
-from posixlab.metrics.selection import best_prompt_set, choose_prompt
+from posixlab.metrics.selection import best_prompt_set, choose_prompt, lowest_prompt_set
 
-__all__ += ["best_prompt_set", "choose_prompt"]
+__all__ += ["best_prompt_set", "choose_prompt", "lowest_prompt_set"]

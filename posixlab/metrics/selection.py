@@ -24,8 +24,10 @@ Input: ``values[i][j]``, item i under prompt j (1/0 correctness, or a per-prompt
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
-from scipy.stats import binom
+from scipy.stats import binom, wilcoxon
 
 from posixlab.errors import PromptSetError
 
@@ -132,6 +134,55 @@ def best_prompt_set(correct, confidence: float = BEST_SET_CONFIDENCE) -> dict:
         "beaten_by": [int(k) if ahead[k, j] > ahead[j, k] else None for j, k in enumerate(rival)],
         "confidence": confidence,
         "test": "exact one-sided McNemar per pair of prompts on the items both scored, Bonferroni over K - 1 rivals",
+    }
+
+
+def lowest_prompt_set(values, confidence: float = BEST_SET_CONFIDENCE) -> dict:
+    """The prompts the items cannot tell apart from the one with the lowest mean value (ψ per prompt: the least
+    sensitive prompt): ``best_prompt_set`` for continuous values, lower is better.
+
+    ``values[i][j]``: item i under prompt j (None/NaN where missing). Each ordered pair (k, j) is compared on the
+    items both have by the one-sided Wilcoxon signed-rank test that k's values are lower than j's (zero differences
+    dropped; exact for small samples without ties, scipy's normal approximation otherwise; p = 1 without a nonzero
+    difference); j leaves the set when some k is lower at ``(K − 1) · p < 1 − confidence``.
+
+    >>> five = [[0.1, 0.5, 0.2], [0.2, 0.9, 0.1], [0.3, 0.4, 0.6], [0.1, 0.8, 0.3], [0.2, 0.3, 0.4]]
+    >>> s = lowest_prompt_set(five)   # 0 lower than 1 on all five items: exact p = 2⁻⁵, adjusted 2 · 2⁻⁵ = 0.0625
+    >>> s["prompts"], s["lowest"], [round(p, 4) for p in s["adjusted_p"]]   # 2: 0 lower on 4 of 5 (next line)
+    ([0, 2, 1], 0, [1.0, 0.0625, 0.1875])
+
+    Prompt 2 against 0: differences −0.1, +0.1, −0.3, −0.2, −0.2, signed ranks 1.5 (twice), 5, 3.5 (twice); the one
+    positive rank sums to 1.5, and 3 of the 2⁵ sign patterns sum to 1.5 or less (none, either 1.5): p = 3/32,
+    adjusted 2 · 3/32 = 0.1875.
+    >>> lowest_prompt_set(five, confidence=0.9)["prompts"]   # 0.0625 < 0.1
+    [0, 2]
+    """
+    matrix = np.array([[np.nan if v is None else float(v) for v in row] for row in values], dtype=np.float64)
+    if matrix.ndim != 2 or matrix.shape[1] < 2:
+        raise PromptSetError(f"a lowest-prompt set needs a grid of items × at least 2 prompts, got {matrix.shape}")
+    if not 0 < confidence < 1:
+        raise PromptSetError(f"confidence is a probability between 0 and 1, not {confidence}")
+    width = matrix.shape[1]
+    p = np.ones((width, width))  # p[k, j]: that prompt k's values are lower than prompt j's
+    for k in range(width):
+        for j in range(width):
+            both = ~np.isnan(matrix[:, k]) & ~np.isnan(matrix[:, j])
+            diff = matrix[both, k] - matrix[both, j]
+            if k != j and np.count_nonzero(diff):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # scipy's note on small samples: the p-value is still its own
+                    p[k, j] = wilcoxon(diff, zero_method="wilcox", alternative="less").pvalue
+    rival = np.argmin(p, axis=0)
+    adjusted = np.minimum(1.0, (width - 1) * p[rival, np.arange(width)])
+    means = _means(matrix)
+    order = sorted(range(width), key=lambda j: (np.nan_to_num(means[j], nan=np.inf), j))
+    return {
+        "prompts": [j for j in order if adjusted[j] >= 1.0 - confidence],
+        "lowest": order[0],
+        "adjusted_p": [float(a) for a in adjusted],
+        "confidence": confidence,
+        "test": "one-sided Wilcoxon signed-rank per pair of prompts on the items both have, Bonferroni over K - 1 "
+                "rivals",
     }
 
 
