@@ -106,11 +106,7 @@ def best_prompt_set(correct, confidence: float = BEST_SET_CONFIDENCE) -> dict:
     >>> best_prompt_set(ten, confidence=0.99)["prompts"]     # 0.03125 is not below 0.01: prompt 2 stays
     [0, 2]
     """
-    matrix = np.array([[np.nan if v is None else float(v) for v in row] for row in correct], dtype=np.float64)
-    if matrix.ndim != 2 or matrix.shape[1] < 2:
-        raise PromptSetError(f"a best-prompt set needs a grid of items × at least 2 prompts, got shape {matrix.shape}")
-    if not 0 < confidence < 1:
-        raise PromptSetError(f"confidence is a probability between 0 and 1, not {confidence}")
+    matrix = _prompt_grid(correct, confidence, "a best-prompt set")
     scored = ~np.isnan(matrix)
     if not np.isin(matrix[scored], (0.0, 1.0)).all():
         raise PromptSetError("a best-prompt set compares right and wrong answers: every scored cell must be 1 or 0")
@@ -121,14 +117,9 @@ def best_prompt_set(correct, confidence: float = BEST_SET_CONFIDENCE) -> dict:
     # P(X >= b) for X ~ Binomial(d, 1/2): binom.sf(b - 1, d, 1/2); no discordant item, no evidence (p = 1)
     p = np.where(discordant > 0, binom.sf(ahead - 1, discordant, 0.5), 1.0)
     np.fill_diagonal(p, 1.0)
-    width = matrix.shape[1]
-    rival = np.argmin(p, axis=0)  # per prompt j, the rival k with the smallest p(k better than j); ties: lowest k
-    adjusted = np.minimum(1.0, (width - 1) * p[rival, np.arange(width)])
-    accuracy = _means(matrix)
-    order = sorted(range(width), key=lambda j: (-np.nan_to_num(accuracy[j], nan=-1.0), j))
-    alpha = 1.0 - confidence
+    rival, adjusted, order = _bonferroni(p, -_means(matrix))
     return {
-        "prompts": [j for j in order if adjusted[j] >= alpha],
+        "prompts": [j for j in order if adjusted[j] >= 1.0 - confidence],
         "best": order[0],
         "adjusted_p": [float(a) for a in adjusted],
         "beaten_by": [int(k) if ahead[k, j] > ahead[j, k] else None for j, k in enumerate(rival)],
@@ -157,11 +148,7 @@ def lowest_prompt_set(values, confidence: float = BEST_SET_CONFIDENCE) -> dict:
     >>> lowest_prompt_set(five, confidence=0.9)["prompts"]   # 0.0625 < 0.1
     [0, 2]
     """
-    matrix = np.array([[np.nan if v is None else float(v) for v in row] for row in values], dtype=np.float64)
-    if matrix.ndim != 2 or matrix.shape[1] < 2:
-        raise PromptSetError(f"a lowest-prompt set needs a grid of items × at least 2 prompts, got {matrix.shape}")
-    if not 0 < confidence < 1:
-        raise PromptSetError(f"confidence is a probability between 0 and 1, not {confidence}")
+    matrix = _prompt_grid(values, confidence, "a lowest-prompt set")
     width = matrix.shape[1]
     p = np.ones((width, width))  # p[k, j]: that prompt k's values are lower than prompt j's
     for k in range(width):
@@ -172,10 +159,7 @@ def lowest_prompt_set(values, confidence: float = BEST_SET_CONFIDENCE) -> dict:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # scipy's note on small samples: the p-value is still its own
                     p[k, j] = wilcoxon(diff, zero_method="wilcox", alternative="less").pvalue
-    rival = np.argmin(p, axis=0)
-    adjusted = np.minimum(1.0, (width - 1) * p[rival, np.arange(width)])
-    means = _means(matrix)
-    order = sorted(range(width), key=lambda j: (np.nan_to_num(means[j], nan=np.inf), j))
+    _, adjusted, order = _bonferroni(p, _means(matrix))
     return {
         "prompts": [j for j in order if adjusted[j] >= 1.0 - confidence],
         "lowest": order[0],
@@ -184,6 +168,28 @@ def lowest_prompt_set(values, confidence: float = BEST_SET_CONFIDENCE) -> dict:
         "test": "one-sided Wilcoxon signed-rank per pair of prompts on the items both have, Bonferroni over K - 1 "
                 "rivals",
     }
+
+
+def _prompt_grid(values, confidence: float, what: str) -> np.ndarray:
+    """``values`` as an items × prompts float matrix (NaN where missing), checked: at least 2 prompts, a confidence
+    between 0 and 1."""
+    matrix = np.array([[np.nan if v is None else float(v) for v in row] for row in values], dtype=np.float64)
+    if matrix.ndim != 2 or matrix.shape[1] < 2:
+        raise PromptSetError(f"{what} needs a grid of items × at least 2 prompts, got shape {matrix.shape}")
+    if not 0 < confidence < 1:
+        raise PromptSetError(f"confidence is a probability between 0 and 1, not {confidence}")
+    return matrix
+
+
+def _bonferroni(p: np.ndarray, rank_by: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """From ``p[k, j]`` (that rival k beats prompt j): each prompt's rival of smallest p (ties: the lowest k), its
+    p-value times the K − 1 rivals (capped at 1), and the prompts in order of ``rank_by`` (lowest first; NaN last;
+    ties: the lower index)."""
+    width = p.shape[1]
+    rival = np.argmin(p, axis=0)
+    adjusted = np.minimum(1.0, (width - 1) * p[rival, np.arange(width)])
+    order = sorted(range(width), key=lambda j: (np.nan_to_num(rank_by[j], nan=np.inf), j))
+    return rival, adjusted, order
 
 
 def best_set_words(best: dict | None, named: bool = False) -> str:
