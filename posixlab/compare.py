@@ -4,12 +4,13 @@ shot count) move ψ, sensitivity or accuracy beyond the noise of the items drawn
 POSIX runs are matched set by set (``set_id``: the item a set was built from), classification runs sample by sample
 (``sample_id``), so the comparison is paired: each unit's value under the new run minus its value under the base
 run. For each metric both runs have, ``compare_runs`` reports the
-means over the shared sets, the mean difference with a percentile bootstrap interval over the sets
-(``metrics.stats.bootstrap_ci``, seeded) and the two-sided Wilcoxon signed-rank p-value
-(``metrics.stats.paired_wilcoxon``), and a verdict from the interval: ``worse`` or ``better`` when it excludes 0
-(ψ: lower is better; accuracy: higher is better), ``identical`` when every set's value is the same, else
-``within noise``. Each verdict is at 95 % on its own (2.5 % a side; the percentile interval is a little narrow on few
-sets: 4 % at 20 sets, docs/choices.md), so a CI gate names the metrics it guards (``metrics``). The metrics:
+means over the shared sets, the mean difference with an expanded percentile bootstrap interval over the sets
+(``metrics.stats.bootstrap_ci(expanded=True)``, seeded: POSIX's resampling, read at t-corrected tails so that few
+sets do not make it too narrow) and the two-sided Wilcoxon signed-rank p-value (``metrics.stats.paired_wilcoxon``),
+and a verdict from the interval: ``worse`` or ``better`` when it excludes 0 (ψ: lower is better; accuracy: higher is
+better), ``identical`` when every set's value is the same, else ``within noise`` (one shared set has no interval:
+never worse or better). Each verdict is at 95 % on its own (2.5 % a side), so a CI gate names the metrics it guards
+(``metrics``). The metrics:
 
 - POSIX: ``psi``, the set's ψ (its mean over sets is POSIX); ``accuracy_options`` / ``accuracy_greedy``, the set's
   accuracy over the prompts it answered, in each reading;
@@ -124,10 +125,12 @@ def paired_metrics(base: list[dict], new: list[dict], seed: int = 0, confidence:
             continue
         old, now = np.array(both, dtype=np.float64).T
         diff = now - old
-        lo, hi = bootstrap_ci(diff, confidence=confidence, seed=seed)
+        # one set has no spread to read: no interval, and never a verdict but "identical" or "within noise"
+        lo, hi = bootstrap_ci(diff, confidence, seed=seed, expanded=True) if diff.size > 1 else (None, None)
         higher = "worse" if better == "lower" else "better"
         lower = "better" if better == "lower" else "worse"
-        verdict = "identical" if not diff.any() else higher if lo > 0 else lower if hi < 0 else "within noise"
+        verdict = "identical" if not diff.any() else "within noise" if lo is None else higher if lo > 0 \
+            else lower if hi < 0 else "within noise"
         test = paired_wilcoxon(now, old)
         out.append({"metric": metric, "better": better, "units": len(both), "base": float(old.mean()),
                     "new": float(now.mean()), "difference": float(diff.mean()), "interval": [lo, hi],
@@ -190,8 +193,15 @@ def compare_table(result: dict) -> str:
              "Wilcoxon p | verdict |", "|---|---|---|---|---|---|---|---|---|"]
     for m in result["metrics"]:
         lines.append(f"| {m['metric']} | {m['better']} | {m['units']} | {f(m['base'])} | {f(m['new'])} | "
-                     f"{m['difference']:+.4f} | {m['interval'][0]:+.4f} to {m['interval'][1]:+.4f} | "
-                     f"{f(m['wilcoxon_p'])} | {m['verdict']} |")
-    lines += ["", f"Paired by {unit}: each {unit}'s value in the new run minus the base run's; interval: percentile "
-                  f"bootstrap of the mean difference over the {unit}s; verdict from the interval (0 outside it)."]
+                     f"{m['difference']:+.4f} | {interval_words(m['interval'])} | {f(m['wilcoxon_p'])} | "
+                     f"{m['verdict']} |")
+    lines += ["", f"Paired by {unit}: each {unit}'s value in the new run minus the base run's; interval: expanded "
+                  f"percentile bootstrap of the mean difference over the {unit}s; verdict from the interval (0 "
+                  f"outside it)."]
     return "\n".join(lines)
+
+
+def interval_words(interval) -> str:
+    """A difference's interval as a table shows it (n/a for a single unit's, which has none)."""
+    lo, hi = interval
+    return "n/a (one unit)" if lo is None else f"{lo:+.4f} to {hi:+.4f}"

@@ -73,7 +73,7 @@ def test_paired_differences_against_scipy_and_the_bootstrap(tmp_path):
     diff = new_psi[:28] - base_psi[:28]
     assert psi["units"] == 28 and psi["difference"] == pytest.approx(diff.mean())
     assert psi["base"] == pytest.approx(base_psi[:28].mean()) and psi["new"] == pytest.approx(new_psi[:28].mean())
-    assert psi["interval"] == list(bootstrap_ci(diff, seed=3))
+    assert psi["interval"] == list(bootstrap_ci(diff, seed=3, expanded=True))
     assert psi["wilcoxon_p"] == pytest.approx(wilcoxon(new_psi[:28], base_psi[:28]).pvalue)
     assert psi["interval"][0] > 0 and psi["verdict"] == "worse"  # ψ up by 0.05 ± 0.05 a set: lower is better
     accuracy = next(m for m in result["metrics"] if m["metric"] == "accuracy_options")
@@ -93,6 +93,16 @@ def test_a_rerun_is_identical_and_a_change_that_moves_nothing_is_within_noise(tm
     shuffled = write_run(tmp_path / "c", list(rng.permutation(psis)))  # the same values, paired at random
     (psi,) = compare_runs(base, shuffled)["metrics"]
     assert psi["interval"][0] < 0 < psi["interval"][1] and psi["verdict"] == "within noise"
+
+
+def test_one_shared_set_has_no_interval_and_no_verdict_but_noise(tmp_path):
+    base = write_run(tmp_path / "a", [0.2, 0.3], ids=["q1", "q2"])
+    new = write_run(tmp_path / "b", [0.9, 0.5], ids=["q1", "q9"])
+    result = compare_runs(base, new)
+    (psi,) = result["metrics"]
+    assert psi["units"] == 1 and psi["interval"] == [None, None] and psi["verdict"] == "within noise"
+    assert "| +0.7000 | n/a (one unit) |" in compare_table(result)
+    json.dumps(result, allow_nan=False)   # what --json prints: valid JSON
 
 
 def test_classification_runs_are_paired_by_sample(tmp_path):

@@ -91,6 +91,40 @@ def test_bootstrap_matches_a_plain_loop_and_is_seeded():
         bootstrap_ci([])
 
 
+def test_the_expanded_interval_reads_the_same_draws_at_t_corrected_tails():
+    values = [0.1, 0.4, 0.2, 0.9, 0.3, 0.5, 0.05]       # n = 7
+    # by hand: t(0.975, 6) = 2.446912, √(7/6) = 1.080123, Φ(−2.642971) = 0.004109
+    tail = 0.004109
+    rng = np.random.Generator(np.random.PCG64(3))
+    means = np.array(values)[rng.integers(0, 7, size=(2000, 7))].mean(axis=1)
+    lo, hi = bootstrap_ci(values, resamples=2000, seed=3, expanded=True)
+    assert (lo, hi) == pytest.approx(tuple(np.quantile(means, [tail, 1 - tail])), abs=2e-4)
+    assert lo < bootstrap_ci(values, resamples=2000, seed=3)[0] and hi > bootstrap_ci(values, resamples=2000,
+                                                                                        seed=3)[1]
+    # on normal values it is the t interval, mean ± t·s/√n (s with n − 1), which the plain one undercuts
+    normal = np.random.default_rng(5).normal(size=12)
+    half = scipy_stats.t.ppf(0.975, 11) * normal.std(ddof=1) / math.sqrt(12)
+    lo, hi = bootstrap_ci(normal, resamples=200_000, seed=0, expanded=True)
+    assert lo == pytest.approx(normal.mean() - half, abs=0.04 * half) and hi == pytest.approx(normal.mean() + half,
+                                                                                                abs=0.04 * half)
+    with pytest.raises(PromptSetError, match="at least two"):
+        bootstrap_ci([2.0], expanded=True)
+
+
+def test_the_expanded_interval_keeps_false_alarms_near_nominal_on_ten_values():
+    """1,000 seeded comparisons of ten normal differences with mean 0: how often the interval lies above 0 (a
+    "worse" verdict in posixlab compare; nominal 2.5 %), against the exact t interval on the same draws."""
+    rng = np.random.default_rng(11)
+    plain = expanded = exact = 0
+    for k in range(1000):
+        d = rng.normal(size=10)
+        plain += bootstrap_ci(d, resamples=2000, seed=k)[0] > 0
+        expanded += bootstrap_ci(d, resamples=2000, seed=k, expanded=True)[0] > 0
+        exact += d.mean() - scipy_stats.t.ppf(0.975, 9) * d.std(ddof=1) / math.sqrt(10) > 0
+    # measured: plain 63, expanded 40, t 37 (with 3,000 draws on three seeds: 4.2-5.4 %, 2.2-3.2 %, 2.1-3.0 %)
+    assert abs(expanded - exact) <= 8 and plain >= exact + 15
+
+
 def test_bootstrap_chunks_give_the_same_interval_as_one_pass():
     values = np.random.default_rng(0).random(3000)  # 2e6 // 3000 = 666 resamples per chunk
     lo, hi = bootstrap_ci(values, resamples=1500, seed=0)

@@ -39,15 +39,29 @@ BOOTSTRAP_RESAMPLES = 10_000
 
 
 def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
-                 seed: int = 0) -> tuple[float, float]:
+                 seed: int = 0, expanded: bool = False) -> tuple[float, float]:
     """Percentile bootstrap interval for the mean (POSIX) of ``values``: resample the sets with replacement
     ``resamples`` times from a seeded generator, take the mean of each resample, return the middle ``confidence``
-    share of those means. Deterministic for a given seed."""
+    share of those means. Deterministic for a given seed.
+
+    ``expanded``: Hesterberg's expanded percentile interval ("What teachers should know about the bootstrap", The
+    American Statistician 69, 2015): the same resampled means, read at the tail Φ(−√(n/(n−1))·t₍₁₋α/2, n−1₎)
+    instead of α/2. It corrects the plain interval's narrowness on few values (a resample's spread divides by n, not
+    n − 1, and has normal, not t, tails): on normal values it is the t interval. One-sided misses for a nominal
+    2.5 % (2,000 seeded draws of normal values, tests/test_factors_and_stats.py): plain 8.1 % at 5 values, 4.5 % at
+    10, 3.5 % at 20; expanded 4.3 %, 2.5 %, 2.3 %. It needs two values or more.
+
+    >>> lo, hi = bootstrap_ci([0.1, 0.4, 0.2, 0.9, 0.3, 0.5], seed=0, expanded=True)
+    >>> lo < bootstrap_ci([0.1, 0.4, 0.2, 0.9, 0.3, 0.5], seed=0)[0]     # the same draws, read further out
+    True
+    """
     data = np.asarray([float(v) for v in values], dtype=np.float64)
     if data.size == 0:
         raise PromptSetError("a bootstrap interval needs at least one value")
     if not 0 < confidence < 1:
         raise PromptSetError(f"confidence must lie between 0 and 1, got {confidence}")
+    if expanded and data.size < 2:
+        raise PromptSetError("an expanded bootstrap interval needs at least two values (one has no spread to read)")
     rng = np.random.Generator(np.random.PCG64(seed))
     means = np.empty(resamples)
     chunk = max(1, 2_000_000 // data.size)  # bounded memory on the full MMLU (14,042 sets)
@@ -55,6 +69,9 @@ def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, resamples: i
         stop = min(resamples, start + chunk)
         means[start:stop] = data[rng.integers(0, data.size, size=(stop - start, data.size))].mean(axis=1)
     tail = (1 - confidence) / 2
+    if expanded:
+        n = data.size
+        tail = float(_stats.norm.cdf(-math.sqrt(n / (n - 1)) * _stats.t.ppf(1 - tail, n - 1)))
     lo, hi = np.quantile(means, [tail, 1 - tail])
     return float(lo), float(hi)
 

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from posixlab.compare import compare_runs
+from posixlab.compare import compare_runs, interval_words
 from posixlab.errors import ConfigError, PosixlabError
 from posixlab.report import html as h
 from posixlab.results import SCHEMA_VERSION, SUMMARY_FILE
@@ -294,8 +294,7 @@ def _paired(runs: list[Run]) -> str:
             continue
         for m in result["metrics"]:
             rows.append([n, h.cell(None, h.esc(m["metric"])), h.cell(None, m["better"]), m["units"], m["base"],
-                         m["new"], m["difference"], h.cell(None, h.esc(f"{m['interval'][0]:+.4f} to "
-                                                                       f"{m['interval'][1]:+.4f}")),
+                         m["new"], m["difference"], h.cell(None, h.esc(interval_words(m["interval"]))),
                          m["wilcoxon_p"], h.cell(None, m["verdict"])])
     if not rows:
         return ""
@@ -305,8 +304,8 @@ def _paired(runs: list[Run]) -> str:
                     id="paired-table")
     return ("<h3>Paired with run 1, item by item</h3>" + table
             + '<p class="small">Each unit (set, sample) both runs hold: its value in this run minus run 1\'s; the '
-              "interval is a percentile bootstrap of the mean difference; worse or better when it excludes 0 "
-              "(posixlab compare).</p>")
+              "interval is an expanded percentile bootstrap of the mean difference; worse or better when it "
+              "excludes 0 (posixlab compare).</p>")
 
 
 def _gate(run: Run, rows: list, prefix: str) -> str:
