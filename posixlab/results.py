@@ -24,6 +24,7 @@ from posixlab.answers import accuracy_summary, shares_prompts
 from posixlab.rephrase.quality import describe_summary
 from posixlab.metrics import psi_per_prompt, summarize
 from posixlab.metrics.factors import FACTOR_NAMES
+from posixlab.metrics.race import race_prompts
 from posixlab.metrics.selection import best_set_words, choose_prompt, lowest_prompt_set
 from posixlab.metrics.stats import bootstrap_ci
 from posixlab.metrics.where import most_moved_pair
@@ -226,10 +227,48 @@ def build_answers_summary(records: list[dict], meta: dict) -> dict:
     return {"schema_version": SCHEMA_VERSION, **meta, "psi": None, "factors": None, "psi_reference_compat": None,
             "most_sensitive": None, "num_sets": len(records),
             "accuracy": accuracy_summary(records, seed=seed), "prompt_choice": prompt_choice(records, seed=seed),
+            "race": race_summary(records, meta["config"]) if (meta.get("config") or {}).get("race_sets") else None,
             "compute": {"engine": meta.get("engine", {}).get("kind", "in-process"),
                         "forward_tokens": meta.get("engine", {}).get("forward_tokens"),
                         "processed_tokens": meta.get("engine", {}).get("processed_tokens")},
             "note": "psi=false: greedy answers only; no ψ, factors or option log-likelihoods"}
+
+
+def race_row(record: dict) -> list:
+    """A set's greedy answers as a race reads them: 1/0 per prompt (an unparsed answer is wrong), None where the set
+    did not ask the prompt or has no gold answer."""
+    answers = record.get("answers") or [None] * len(record["prompts"])
+    return [None if not a or not a.get("by_greedy") or a["by_greedy"].get("correct") is None
+            else int(a["by_greedy"]["correct"]) for a in answers]
+
+
+def race_words(race: dict | None) -> str | None:
+    """A prompt race (``race_summary``) in one line: what is left racing, what was dropped when, what was asked.
+
+    >>> race = {"alive": [0, 1], "eliminated": [{"prompt": 2, "sets": 8}, {"prompt": 3, "sets": 8}],
+    ...         "round_sets": 4, "looks": 4, "confidence": 0.95, "asked": {"cells": 48, "of": 64}}
+    >>> for part in race_words(race).split("; "):
+    ...     print(part)
+    prompt race (rounds of 4 sets, 95%): prompts 0, 1 left (2 of 4)
+    dropped 2 after 8 sets, 3 after 8 sets
+    48 of 64 answers asked (75%)
+    """
+    if not race:
+        return None
+    width = len(race["alive"]) + len(race["eliminated"])
+    dropped = ", ".join(f"{e['prompt']} after {e['sets']} sets" for e in race["eliminated"]) or "none"
+    left = f"prompt{'s' if len(race['alive']) > 1 else ''} {', '.join(map(str, race['alive']))}"
+    asked = race["asked"]
+    return (f"prompt race (rounds of {race['round_sets']} sets, {race['confidence']:.0%}): {left} left "
+            f"({len(race['alive'])} of {width}); dropped {dropped}; {asked['cells']} of {asked['of']} answers asked "
+            f"({asked['cells'] / max(1, asked['of']):.0%})")
+
+
+def race_summary(records: list[dict], config: dict) -> dict:
+    """The race a run's records tell (records in the cell's order, the order the rounds asked them), with the run's
+    ``race_sets`` and ``race_confidence``."""
+    return race_prompts([race_row(r) for r in records], config["race_sets"], len(records),
+                        config.get("race_confidence", 0.95))
 
 
 def prompt_choice(records: list[dict], seed: int = 0) -> dict | None:
@@ -465,6 +504,8 @@ def write_summary(folder: str | Path, summary: dict) -> None:
         lines = [f"# Answers across prompts: {summary.get('model', {}).get('name', '?')}, "
                  f"{summary.get('dataset', '?')}, {summary.get('variant', '?')} variants", "",
                  f"{summary['num_sets']} prompt sets; {summary['note']}.", "",
+                 *([f"{race_words(summary['race'])}: the prompts left are a {summary['race']['confidence']:.0%} set "
+                    f"for the best by greedy accuracy (posixlab.metrics.race).", ""] if summary.get("race") else []),
                  *accuracy_table_lines(summary.get("accuracy"), fmt),
                  *prompt_choice_lines(summary.get("prompt_choice"), fmt),
                  *paraphrase_quality_lines(summary.get("variant_details", {}).get("paraphrase_quality"))]

@@ -179,28 +179,23 @@ def dry_run(task: Task, lm, units: list, requests: list, cache) -> dict:
 def _work(task: Task, lm, units: list, positions: list[int], requests: list, cache, out: Path,
           progress: bool, lines: bool = False) -> list:
     """Run every request, one engine per response length (and repeat); write each unit's record when its last one is
-    done."""
-    flat = [(u, k, request) for u, unit_requests in enumerate(requests) for k, request in enumerate(unit_requests)]
-    results = [[None] * len(unit_requests) for unit_requests in requests]
-    remaining = [len(unit_requests) for unit_requests in requests]
+    done. A task that works in rounds (``Task.rounds``: a prompt race) has each later round's requests made again
+    once the rounds before it are recorded."""
+    results = [None] * len(units)
+    remaining = [0] * len(units)
     desc = f"{lm.name} · {task.describe()}"
     engines = []
     bar = tqdm(total=len(units), desc=desc, unit=task.unit_name, disable=not progress, file=sys.stderr)
     started, done = time.monotonic(), 0
     with SetWriter(out, task.records_file) as writer:
-        # one engine per response length; where the cache does not key on the repeat (a model that computes here or
-        # on a vLLM server), also one per repeat (task.repeats): a repeat runs again, in waves of its own and past
-        # the score cache, so the noise floor of such a model is a measurement of the stack, not a cache hit
-        shared = backend_of(lm).repeats_in_cache_key
-        for length, repeat in sorted({(r.max_new_tokens, 0 if shared else r.repeat) for _, _, r in flat}):
-            group = [(u, k, request) for u, k, request in flat
-                     if request.max_new_tokens == length and (shared or request.repeat == repeat)]
-            group_requests = [request for _, _, request in group]
-            engine = engine_for(lm, length, task.cfg.engine, cache if repeat == 0 else None, group_requests)
-            answers = engine.run(group_requests, in_order=task.in_order)
-            engines.append(engine)
-            for local, scores in answers:
-                u, k, _ = group[local]
+        for number, members in enumerate(task.rounds(units)):
+            if number:  # what the finished rounds decided (the prompts still racing)
+                for u in members:
+                    requests[u] = task.requests(units[u], lm)
+            for u in members:
+                results[u], remaining[u] = [None] * len(requests[u]), len(requests[u])
+            flat = [(u, k, request) for u in members for k, request in enumerate(requests[u])]
+            for u, k, scores in _answers(task, lm, flat, cache, engines):
                 results[u][k] = scores
                 remaining[u] -= 1
                 if remaining[u]:
@@ -219,3 +214,21 @@ def _work(task: Task, lm, units: list, positions: list[int], requests: list, cac
                           file=sys.stderr, flush=True)
     bar.close()
     return engines
+
+
+def _answers(task: Task, lm, flat: list, cache, engines: list):
+    """``(unit, request, scores)`` for each of ``flat``'s ``(unit, request, Request)`` as the engines finish them:
+    one engine per response length; where the cache does not key on the repeat (a model that computes here or on a
+    vLLM server), also one per repeat (task.repeats): a repeat runs again, in waves of its own and past the score
+    cache, so the noise floor of such a model is a measurement of the stack, not a cache hit. Each engine is added
+    to ``engines`` (what the run's summary counts)."""
+    shared = backend_of(lm).repeats_in_cache_key
+    for length, repeat in sorted({(r.max_new_tokens, 0 if shared else r.repeat) for _, _, r in flat}):
+        group = [(u, k, request) for u, k, request in flat
+                 if request.max_new_tokens == length and (shared or request.repeat == repeat)]
+        group_requests = [request for _, _, request in group]
+        engine = engine_for(lm, length, task.cfg.engine, cache if repeat == 0 else None, group_requests)
+        engines.append(engine)
+        for local, scores in engine.run(group_requests, in_order=task.in_order):
+            u, k, _ = group[local]
+            yield u, k, scores

@@ -17,3 +17,7 @@ __all__ += ["accuracy_per_prompt", "accuracy_spread", "average_performance", "be
 from posixlab.metrics.selection import best_prompt_set, choose_prompt, lowest_prompt_set
 
 __all__ += ["best_prompt_set", "choose_prompt", "lowest_prompt_set"]
+
+from posixlab.metrics.race import race_on_grid, race_prompts
+
+__all__ += ["race_on_grid", "race_prompts"]

@@ -195,6 +195,12 @@ class Task:
         """The unit's requests, encoded and checked to fit the model's context."""
         raise NotImplementedError
 
+    def rounds(self, units: list) -> list[list[int]]:
+        """The units (their positions in ``units``) in rounds: a round's requests are made again, and run, once every
+        unit of the rounds before it is recorded (a prompt race asks what the earlier rounds left racing). Default:
+        one round of every unit."""
+        return [list(range(len(units)))]
+
     # --- results --------------------------------------------------------------------------------------------------
     def record(self, unit, requests: list[Request], scores: list, lm) -> dict:
         """The unit's record from its requests and their ``SetScores`` (in the order ``requests`` gave them)."""

@@ -31,13 +31,14 @@ from posixlab.rephrase import RephraserConfig, make_paraphrase_source
 from posixlab.metrics.accuracy import accuracy_metrics
 from posixlab.rephrase.quality import describe_summary
 from posixlab.results import (SETS_FILE, accuracy_lines, api_lines, build_summary, choice_lines, iter_records,
-                              summary_records, without_texts, write_summary)
+                              race_words, summary_records, without_texts, write_summary)
 from posixlab.scoring import EngineOptions
 from posixlab.seeding import rng_for
 from posixlab.shards import parse_shard
 from posixlab.tasks.base import (ACCURACY_GATES, ACCURACY_MISSING, ACCURACY_RANGES, GENERATE, SCORE, Request, Task,
                                  Tracked, answer_texts, check_max_new_tokens, model_name, read_setting,
                                  shared_settings)
+from posixlab.tasks.race import PromptRace
 from posixlab.variants import VARIANT_TYPES, PromptSet, PromptVariant, VariantGenerator, get_variant_generator
 
 USER_SETS = "prompt_sets"  # the data set name of the user's own prompt sets (conf/dataset/prompt_sets.yaml)
@@ -80,6 +81,11 @@ class PosixConfig:
     # with psi=false and a shared prompt pool (variant=template or format): the share of each set's prompts answered,
     # a seeded sample per set; each prompt's accuracy over every set is then estimated (PromptEval's Rasch model)
     prompt_share: float = 1.0
+    # with psi=false and a shared prompt pool: race the prompts (posixlab.metrics.race) in rounds of this many sets,
+    # dropping after each round the prompts a racing prompt beats beyond noise; later sets ask only those left. None:
+    # every set asks every prompt
+    race_sets: int | None = None
+    race_confidence: float = 0.95  # the probability that the best prompt is among those left racing
 
 
 def make_generator(cfg: PosixConfig) -> VariantGenerator:
@@ -114,11 +120,38 @@ def check_settings(cfg: PosixConfig) -> None:
         raise ConfigError(f"prompt_share={share} samples a pool of prompts every item shares, whose accuracies are "
                           f"then estimated over every item: variant=template or variant=format, not "
                           f"{USER_VARIANT if cfg.dataset.name == USER_SETS else cfg.variant}")
+    check_race(cfg)
     if cfg.shots < 0:
         raise ConfigError(f"shots must be 0 or more, got {cfg.shots}")
     check_max_new_tokens(cfg.max_new_tokens)
     if cfg.num_sets is not None and cfg.num_sets < 1:
         raise ConfigError(f"num_sets must be at least 1 (or null for every set), got {cfg.num_sets}")
+
+
+def check_race(cfg: PosixConfig) -> None:
+    """A prompt race (``race_sets``) compares the answers of a pool of prompts every set shares, one round of sets
+    after another, over the whole cell."""
+    rounds = cfg.race_sets
+    if rounds is None:
+        return
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ConfigError(f"race_sets is the number of sets in each round of a prompt race, at least 1, not {rounds!r}")
+    if cfg.psi:
+        raise ConfigError(f"race_sets={rounds} races the prompts by their answers, but ψ scores every response under "
+                          f"every prompt of its set: add task.psi=false (accuracy only), or drop race_sets")
+    if cfg.variant not in SHARED_POOLS or cfg.dataset.name == USER_SETS:
+        raise ConfigError(f"race_sets={rounds} races a pool of prompts every item shares: variant=template or "
+                          f"variant=format, not {USER_VARIANT if cfg.dataset.name == USER_SETS else cfg.variant}")
+    confidence = cfg.race_confidence
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
+        raise ConfigError(f"race_confidence is the probability that the best prompt stays racing, between 0 and 1 "
+                          f"(0.95), not {confidence!r}")
+    if cfg.prompt_share < 1:
+        raise ConfigError(f"race_sets and prompt_share={cfg.prompt_share} both choose which prompts a set asks: use "
+                          f"one")
+    if cfg.shard is not None:
+        raise ConfigError(f"a prompt race decides each round from every set before it, so it cannot be split into "
+                          f"shards (shard={cfg.shard}): run it whole, or drop race_sets")
 
 
 def _sets(n: int) -> str:
@@ -325,8 +358,9 @@ class PosixTask(Task):
     gate_ranges = {"max_posix": (0.0, math.inf), **ACCURACY_RANGES}
     gate_missing = ACCURACY_MISSING
     config_groups = ("variant", "embedding")
-    task_settings = ("num_variants", "shots", "perturb_shots", "score_options", "psi", "option_text", "prompt_share")
-    moved_settings = ("num_sets", *task_settings[:-1])  # prompt_share is newer than the top-level spellings
+    task_settings = ("num_variants", "shots", "perturb_shots", "score_options", "psi", "option_text", "prompt_share",
+                     "race_sets", "race_confidence")
+    moved_settings = ("num_sets", *task_settings[:-3])  # prompt_share and the race's are newer than top-level spellings
     records_file = SETS_FILE
     index_key = "set_index"
     unit_name = "set"
@@ -340,6 +374,7 @@ class PosixTask(Task):
         self.about: dict = {}
         self.embedder = None
         self.lead = "" if cfg.chat_template else " "
+        self.race: PromptRace | None = None  # race_sets: the rounds and each finished set's answers
 
     def check(self) -> None:
         check_settings(self.cfg)
@@ -376,7 +411,15 @@ class PosixTask(Task):
         options = self._continuations(prompt_set)
         return [Request(texts, ids, length, lm.encode_batch(options, add_special_tokens=False))]
 
+    def rounds(self, units: list[PromptSet]) -> list[list[int]]:
+        if self.cfg.race_sets is None:
+            return super().rounds(units)
+        self.race = PromptRace(units, self.cfg.race_sets, self.cfg.race_confidence)
+        return self.race.rounds
+
     def _asked(self, prompt_set: PromptSet) -> list[int]:
+        if self.race is not None:
+            return self.race.asked(prompt_set)
         return asked_prompts(prompt_set.set_id, len(prompt_set.prompts), self.cfg.prompt_share, self.cfg.seed)
 
     def _answer_requests(self, prompt_set: PromptSet, lm, length: int) -> list[Request]:
@@ -399,7 +442,10 @@ class PosixTask(Task):
 
     def record(self, prompt_set: PromptSet, requests: list[Request], scores: list, lm) -> dict:
         if not self.cfg.psi:
-            return _answers_record(prompt_set, requests, scores, lm, self.lead, self._asked(prompt_set))
+            record = _answers_record(prompt_set, requests, scores, lm, self.lead, self._asked(prompt_set))
+            if self.race is not None:
+                self.race.answered(prompt_set, record)
+            return record
         (request,), (set_scores,) = requests, scores
         return _set_record(prompt_set, request.texts, request.ids, set_scores, lm, request.max_new_tokens,
                            self.embedder, self._continuations(prompt_set), self.lead, self.cfg.option_text)
@@ -462,6 +508,8 @@ class PosixTask(Task):
             psi=bool(task["psi"]),
             option_text=bool(task.get("option_text", False)),
             prompt_share=task.get("prompt_share", 1.0),
+            race_sets=task.get("race_sets"),
+            race_confidence=task.get("race_confidence", 0.95),
         )
 
     @classmethod
@@ -475,7 +523,9 @@ class PosixTask(Task):
         accuracy = accuracy_lines(summary.get("accuracy")) + choice_lines(summary.get("prompt_choice"))
         p = summary["psi"]
         if p is None:  # psi=false: the answers alone
-            return [f"answers only (psi=false): {_sets(summary['num_sets'])} · {about}", *accuracy, *api_lines(summary)]
+            race = race_words(summary.get("race"))
+            return [f"answers only (psi=false): {_sets(summary['num_sets'])} · {about}", *([race] if race else []),
+                    *accuracy, *api_lines(summary)]
         sd = "n/a" if p["sd"] is None else f"{p['sd']:.4f}"
         quality = describe_summary(summary.get("variant_details", {}).get("paraphrase_quality"))
         return [f"POSIX = {p['posix']:.4f} (95% CI {p['ci95'][0]:.4f} to {p['ci95'][1]:.4f}, sd {sd}, median "
@@ -487,7 +537,10 @@ class PosixTask(Task):
         """ψ and its statistics, the factors, compute and accuracy in the summary; one table row per set."""
         p = summary["psi"]
         if p is None:  # psi=false: the answers alone
-            return Tracked({"num_sets": summary["num_sets"], **accuracy_metrics(summary.get("accuracy"))},
+            race = summary.get("race")  # task.race_sets: how many prompts are left, and what share was asked
+            raced = {} if not race else {"race/prompts_left": len(race["alive"]),
+                                         "race/asked_share": race["asked"]["cells"] / max(1, race["asked"]["of"])}
+            return Tracked({"num_sets": summary["num_sets"], **accuracy_metrics(summary.get("accuracy")), **raced},
                            artifact_type="posix-answers", artifact_metadata={"num_sets": summary["num_sets"]})
         rows = []  # (set index, table row): records streamed, so a large run holds its table, not its records
         for r in iter_records(folder, cls.records_file):

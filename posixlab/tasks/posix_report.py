@@ -14,6 +14,7 @@ import numpy as np
 from posixlab.metrics.selection import best_set_words
 from posixlab.metrics.where import normalised_log_ratios
 from posixlab.report import html as h
+from posixlab.results import race_words
 from posixlab.tasks.base import model_name
 
 TOP_PAIRS = 5  # per set: the pairs whose terms of ψ are largest
@@ -100,8 +101,10 @@ def _accuracy(summary: dict) -> str:
     if any(block[r].get("best_prompts") for r in readings):  # template and format pools
         rows.append([h.cell(None, "within noise of the best (95%, paired exact tests)"),
                      *[h.cell(None, h.esc(best_set_words(block[r].get("best_prompts"), True))) for r in readings]])
+    race = race_words(summary.get("race"))  # task.race_sets: what the race left and asked
     return h.section("Accuracy across prompts", h.table(
         [("measure", "measure"), *[(r, r.replace("by_", "")) for r in readings]], rows, sortable=False)
+        + (f'<p id="race">{h.esc(race)}</p>' if race else "")
         + f'<p class="small">{h.esc(block.get("note", ""))}</p>')
 
 
