@@ -224,10 +224,15 @@ def build_answers_summary(records: list[dict], meta: dict) -> dict:
     """A run without ψ (``psi=false``: greedy answers only, the only POSIX measurement a chat API allows): the
     accuracy block (per prompt, spread, worst case, consistency rate) and the held-out prompt choice by accuracy."""
     seed = meta.get("seed", 0)
+    accuracy = accuracy_summary(records, seed=seed)
+    race = race_summary(records, meta["config"]) if (meta.get("config") or {}).get("race_sets") else None
+    if race is not None and accuracy is not None:  # a race asked what earlier answers chose: tests on its grid that
+        for reading in ("by_options", "by_greedy"):  # ignore its looks promise nothing; the race's set does
+            if accuracy.get(reading):
+                accuracy[reading]["best_prompts"] = None
     return {"schema_version": SCHEMA_VERSION, **meta, "psi": None, "factors": None, "psi_reference_compat": None,
             "most_sensitive": None, "num_sets": len(records),
-            "accuracy": accuracy_summary(records, seed=seed), "prompt_choice": prompt_choice(records, seed=seed),
-            "race": race_summary(records, meta["config"]) if (meta.get("config") or {}).get("race_sets") else None,
+            "accuracy": accuracy, "prompt_choice": prompt_choice(records, seed=seed), "race": race,
             "compute": {"engine": meta.get("engine", {}).get("kind", "in-process"),
                         "forward_tokens": meta.get("engine", {}).get("forward_tokens"),
                         "processed_tokens": meta.get("engine", {}).get("processed_tokens")},
