@@ -225,7 +225,8 @@ def build_answers_summary(records: list[dict], meta: dict) -> dict:
     accuracy block (per prompt, spread, worst case, consistency rate) and the held-out prompt choice by accuracy."""
     seed = meta.get("seed", 0)
     accuracy = accuracy_summary(records, seed=seed)
-    race = race_summary(records, meta["config"]) if (meta.get("config") or {}).get("race_sets") else None
+    race = race_summary(records, meta["config"], meta.get("race_sets_planned")) \
+        if (meta.get("config") or {}).get("race_sets") else None
     if race is not None and accuracy is not None:  # a race asked what earlier answers chose: tests on its grid that
         for reading in ("by_options", "by_greedy"):  # ignore its looks promise nothing; the race's set does
             if accuracy.get(reading):
@@ -269,10 +270,10 @@ def race_words(race: dict | None) -> str | None:
             f"({asked['cells'] / max(1, asked['of']):.0%})")
 
 
-def race_summary(records: list[dict], config: dict) -> dict:
+def race_summary(records: list[dict], config: dict, planned: int | None = None) -> dict:
     """The race a run's records tell (records in the cell's order, the order the rounds asked them), with the run's
-    ``race_sets`` and ``race_confidence``."""
-    return race_prompts([race_row(r) for r in records], config["race_sets"], len(records),
+    ``race_sets`` and ``race_confidence``; ``planned``: the sets the run planned (its looks), default every record."""
+    return race_prompts([race_row(r) for r in records], config["race_sets"], planned or len(records),
                         config.get("race_confidence", 0.95))
 
 

@@ -140,6 +140,15 @@ def test_later_rounds_send_a_chat_api_only_the_prompts_left_racing(tmp_path):
     assert f'<p id="race">{said}' in page
     tracked = PosixTask.tracked(summary, tmp_path / "race").scalars
     assert tracked["race/prompts_left"] == 2 and tracked["race/asked_share"] == 0.75
+    # a request budget that stops the run in its third round (9 sets recorded, 3 rounds' worth): the summary replays
+    # the 4 looks the run planned
+    with ChatServer(lambda body, n: (200, {}, completion(answer[prompt_of(body)]))) as server:
+        cfg = replace(cfg, output_dir=str(tmp_path / "capped"), score_cache=False,
+                      model=replace(cfg.model, server=replace(cfg.model.server, base_url=server.base_url,
+                                                              max_requests=35)))
+        capped = run(cfg, progress=False)
+    assert server.requests == 35 and "max_requests=35" in capped["stopped"] and capped["num_sets"] == 9
+    assert capped["race"]["looks"] == 4 and capped["race"]["eliminated"] == race["eliminated"]
 
 
 @pytest.mark.slow

@@ -464,6 +464,9 @@ class PosixTask(Task):
         return {"dataset": cfg.dataset.name, "dataset_source": cfg.dataset.source, "variant": cfg.variant,
                 "max_new_tokens": cfg.max_new_tokens, "chat_template": cfg.chat_template,
                 "embedding": self.embedder.identity if self.embedder is not None else None, "psi_computed": cfg.psi,
+                # a race's looks are counted from the sets planned, which a run stopped early (a request budget)
+                # did not all record: the summary replays the race with the run's count
+                **({"race_sets_planned": len(self.race.order)} if self.race is not None else {}),
                 **self.about}
 
     @classmethod
