@@ -221,11 +221,11 @@ def build_summary(records: list[dict], meta: dict) -> dict:
 
 
 def build_answers_summary(records: list[dict], meta: dict) -> dict:
-    """A run without ψ (``psi=false``: greedy answers only, the only POSIX measurement a chat API allows): the
+    """A run without ψ (``psi=false``: answers only, the only POSIX measurement a chat API allows): the
     accuracy block (per prompt, spread, worst case, consistency rate) and the held-out prompt choice by accuracy."""
     seed = meta.get("seed", 0)
     accuracy = accuracy_summary(records, seed=seed)
-    race = race_summary(records, meta["config"], meta.get("race_sets_planned")) \
+    race = race_summary(records, meta["config"], meta.get("race_sets_planned"), meta.get("race_reading", "greedy")) \
         if (meta.get("config") or {}).get("race_sets") else None
     if race is not None and accuracy is not None:  # a race asked what earlier answers chose: tests on its grid that
         for reading in ("by_options", "by_greedy"):  # ignore its looks promise nothing; the race's set does
@@ -237,15 +237,17 @@ def build_answers_summary(records: list[dict], meta: dict) -> dict:
             "compute": {"engine": meta.get("engine", {}).get("kind", "in-process"),
                         "forward_tokens": meta.get("engine", {}).get("forward_tokens"),
                         "processed_tokens": meta.get("engine", {}).get("processed_tokens")},
-            "note": "psi=false: greedy answers only; no ψ, factors or option log-likelihoods"}
+            "note": "psi=false: answers only (the greedy response, and each option's log-likelihood where the model "
+                    "scores); no ψ or factors"}
 
 
-def race_row(record: dict) -> list:
-    """A set's greedy answers as a race reads them: 1/0 per prompt (an unparsed answer is wrong), None where the set
-    did not ask the prompt or has no gold answer."""
+def race_row(record: dict, reading: str = "greedy") -> list:
+    """A set's answers as a race reads them (``reading``: options, greedy): 1/0 per prompt (an unparsed greedy answer
+    is wrong), None where the set did not ask the prompt or has no gold answer."""
+    key = f"by_{reading}"
     answers = record.get("answers") or [None] * len(record["prompts"])
-    return [None if not a or not a.get("by_greedy") or a["by_greedy"].get("correct") is None
-            else int(a["by_greedy"]["correct"]) for a in answers]
+    return [None if not a or not a.get(key) or a[key].get("correct") is None else int(a[key]["correct"])
+            for a in answers]
 
 
 def race_words(race: dict | None) -> str | None:
@@ -255,7 +257,7 @@ def race_words(race: dict | None) -> str | None:
     ...         "round_sets": 4, "looks": 4, "confidence": 0.95, "asked": {"cells": 48, "of": 64}}
     >>> for part in race_words(race).split("; "):
     ...     print(part)
-    prompt race (rounds of 4 sets, 95%): prompts 0, 1 left (2 of 4)
+    prompt race (greedy, rounds of 4 sets, 95%): prompts 0, 1 left (2 of 4)
     dropped 2 after 8 sets, 3 after 8 sets
     48 of 64 answers asked (75%)
     """
@@ -265,16 +267,19 @@ def race_words(race: dict | None) -> str | None:
     dropped = ", ".join(f"{e['prompt']} after {e['sets']} sets" for e in race["eliminated"]) or "none"
     left = f"prompt{'s' if len(race['alive']) > 1 else ''} {', '.join(map(str, race['alive']))}"
     asked = race["asked"]
-    return (f"prompt race (rounds of {race['round_sets']} sets, {race['confidence']:.0%}): {left} left "
+    return (f"prompt race ({race.get('reading', 'greedy')}, rounds of {race['round_sets']} sets, "
+            f"{race['confidence']:.0%}): {left} left "
             f"({len(race['alive'])} of {width}); dropped {dropped}; {asked['cells']} of {asked['of']} answers asked "
             f"({asked['cells'] / max(1, asked['of']):.0%})")
 
 
-def race_summary(records: list[dict], config: dict, planned: int | None = None) -> dict:
+def race_summary(records: list[dict], config: dict, planned: int | None = None, reading: str = "greedy") -> dict:
     """The race a run's records tell (records in the cell's order, the order the rounds asked them), with the run's
-    ``race_sets`` and ``race_confidence``; ``planned``: the sets the run planned (its looks), default every record."""
-    return race_prompts([race_row(r) for r in records], config["race_sets"], planned or len(records),
+    ``race_sets`` and ``race_confidence``; ``planned``: the sets the run planned (its looks), default every record;
+    ``reading``: what it compared (options, greedy)."""
+    race = race_prompts([race_row(r, reading) for r in records], config["race_sets"], planned or len(records),
                         config.get("race_confidence", 0.95))
+    return {**race, "reading": reading}
 
 
 def prompt_choice(records: list[dict], seed: int = 0) -> dict | None:
@@ -511,7 +516,7 @@ def write_summary(folder: str | Path, summary: dict) -> None:
                  f"{summary.get('dataset', '?')}, {summary.get('variant', '?')} variants", "",
                  f"{summary['num_sets']} prompt sets; {summary['note']}.", "",
                  *([f"{race_words(summary['race'])}: the prompts left are a {summary['race']['confidence']:.0%} set "
-                    f"for the best by greedy accuracy (posixlab.metrics.race).", ""] if summary.get("race") else []),
+                    f"for the best by accuracy (posixlab.metrics.race).", ""] if summary.get("race") else []),
                  *accuracy_table_lines(summary.get("accuracy"), fmt),
                  *prompt_choice_lines(summary.get("prompt_choice"), fmt),
                  *paraphrase_quality_lines(summary.get("variant_details", {}).get("paraphrase_quality"))]

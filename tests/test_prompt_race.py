@@ -133,7 +133,8 @@ def test_later_rounds_send_a_chat_api_only_the_prompts_left_racing(tmp_path):
     assert summary["accuracy"]["asked"] == {"cells": 48, "of": 64}
     assert summary["accuracy"]["by_greedy"]["estimated"]["scored"] == 0.75
     assert summary["accuracy"]["by_greedy"]["best_prompts"] is None  # the race's set, not a test blind to its looks
-    said = "prompt race (rounds of 4 sets, 95%): prompts 0, 1 left (2 of 4); dropped 2 after 8 sets, 3 after 8 sets"
+    said = ("prompt race (greedy, rounds of 4 sets, 95%): prompts 0, 1 left (2 of 4); dropped 2 after 8 sets, 3 after "
+            "8 sets")
     assert said in (tmp_path / "race" / "summary.md").read_text()
     assert any(line.startswith(said) for line in PosixTask.report_lines(summary))
     page = build_report([tmp_path / "race"], tmp_path / "race.html").read_text(encoding="utf-8")
@@ -153,7 +154,8 @@ def test_later_rounds_send_a_chat_api_only_the_prompts_left_racing(tmp_path):
 
 @pytest.mark.slow
 def test_a_race_in_process_answers_each_cell_as_a_run_that_asks_every_prompt(lm, tmp_path):
-    """Three rounds on the packaged model: each set's greedy answers are the full run's wherever the race asked."""
+    """Three rounds on the packaged model: each set's answers (greedy, and the options' log-likelihoods, which a
+    model that scores reads without ψ too, and which the race compares) are the full run's wherever it asked."""
     common = {**RACE, "num_sets": 9, "score_cache": False}
     run(PosixConfig(**{**common, "race_sets": None}, output_dir=str(tmp_path / "full")), lm=lm, progress=False)
     summary = run(PosixConfig(**{**common, "race_sets": 3}, output_dir=str(tmp_path / "race")), lm=lm,
@@ -162,9 +164,18 @@ def test_a_race_in_process_answers_each_cell_as_a_run_that_asks_every_prompt(lm,
     assert [r["set_id"] for r in full] == [r["set_id"] for r in race]
     for f, r in zip(full, race):
         for j in r.get("asked", range(4)):
-            assert r["responses"][j]["text"] == f["responses"][j]["text"] and r["answers"][j] == f["answers"][j]
-    assert summary["race"] == race_summary(race, summary["config"]) and summary["race"]["looks"] == 3
-    assert summary["race"] == race_on_grid([race_row(f) for f in full], 3)[0]  # what the full grid says the race asks
+            assert r["responses"][j]["text"] == f["responses"][j]["text"]
+            assert r["answers"][j]["by_greedy"] == f["answers"][j]["by_greedy"]
+            options, whole = r["answers"][j]["by_options"], f["answers"][j]["by_options"]
+            # the same pick; log-likelihoods within the engine's batch-shape rounding (other waves: README, ≤3.1e-5)
+            assert options["pred"] == whole["pred"]
+            assert options["logprobs"] == pytest.approx(whole["logprobs"], abs=1e-4)
+    assert all(a["by_options"] is not None for f in full for a in f["answers"]) and summary["race"]["reading"] == \
+        "options"
+    assert summary["race"] == race_summary(race, summary["config"], reading="options")
+    assert summary["race"]["looks"] == 3
+    # what the full grid says the race asks
+    assert summary["race"] == {**race_on_grid([race_row(f, "options") for f in full], 3)[0], "reading": "options"}
     check = subprocess.run([sys.executable, "-m", "experiments.race_check", str(tmp_path / "full"), "--round-sets",
                             "3,9"], capture_output=True, text=True, check=True,
                            cwd=Path(__file__).resolve().parents[1]).stdout

@@ -75,8 +75,8 @@ class PosixConfig:
     option_text: bool = False
     shard: str | None = None  # "K/N": run the K-th of N deterministic slices of the sets (posixlab/shards.py)
     dry_run: bool = False  # say what the run would do (for a chat API: what it would send), do nothing
-    # False: greedy answers only (no ψ, no option log-likelihoods): what a text-only model (a chat API) allows, and a
-    # cheap accuracy run for any model: every prompt is answered once, nothing is scored
+    # False: answers only (no ψ): what a text-only model (a chat API) allows, and a cheap accuracy run for any model:
+    # every prompt is answered once; a model that scores also scores each option after it (score_options), nothing else
     psi: bool = True
     # with psi=false and a shared prompt pool (variant=template or format): the share of each set's prompts answered,
     # a seeded sample per set; each prompt's accuracy over every set is then estimated (PromptEval's Rasch model)
@@ -313,11 +313,12 @@ def _prompt_entry(prompt: PromptVariant, request: Request | None) -> dict:
 
 
 def _answers_record(prompt_set: PromptSet, requests: list[Request], results: list, lm, lead: str,
-                    asked: list[int]) -> dict:
-    """A set's record without ψ (``psi=false``): every prompt's greedy answer and its reading against the gold answer.
-    The same keys as a ψ record where they apply; no matrix, ψ or factors. With ``prompt_share`` below 1 only the
-    ``asked`` prompts were answered (``requests`` and ``results`` are theirs): the others keep their place with no
-    response (``{"text": None, "asked": False}``) and no reading, and the record lists ``asked``."""
+                    asked: list[int], continuations: list[str] = (), option_text: bool = False) -> dict:
+    """A set's record without ψ (``psi=false``): every prompt's greedy answer and its readings against the gold
+    answer (the options' too, where ``continuations`` were scored under each prompt). The same keys as a ψ record
+    where they apply; no matrix, ψ or factors. With ``prompt_share`` below 1 (or a race) only the ``asked`` prompts
+    were answered (``requests`` and ``results`` are theirs): the others keep their place with no response
+    (``{"text": None, "asked": False}``) and no reading, and the record lists ``asked``."""
     texts = [answer_texts(result, lm)[0] for result in results]
     responses = []
     for text, result in zip(texts, results):
@@ -331,7 +332,10 @@ def _answers_record(prompt_set: PromptSet, requests: list[Request], results: lis
                                                                                answer.system_fingerprint]})
         responses.append(response)
     item, prompts = prompt_set.item, prompt_set.prompts
-    answers = set_answers(item.options, item.gold, [prompts[j].record for j in asked], texts, [], None, lead)
+    scored = [getattr(result, "candidates", None) for result in results]  # each request's one prompt's row
+    rows = [row[0] for row in scored] if continuations and all(row is not None for row in scored) else None
+    answers = set_answers(item.options, item.gold, [prompts[j].record for j in asked], texts,
+                          list(continuations) if rows is not None else [], rows, lead, option_text)
     by_prompt = dict(zip(asked, zip(requests, responses, answers or [None] * len(asked))))
     record = {
         "set_id": prompt_set.set_id, "item_id": item.item_id, "subject": item.subject, **answer_fields(item),
@@ -375,6 +379,7 @@ class PosixTask(Task):
         self.embedder = None
         self.lead = "" if cfg.chat_template else " "
         self.race: PromptRace | None = None  # race_sets: the rounds and each finished set's answers
+        self.answer_options = False  # psi=false on a model that scores: each prompt's options scored too (prepare)
 
     def check(self) -> None:
         check_settings(self.cfg)
@@ -395,6 +400,9 @@ class PosixTask(Task):
         # responses are embedded for a factor of ψ (semantic coherence): not needed without ψ, nor by a dry run
         use = self.cfg.embedding is not None and self.cfg.psi and not self.cfg.dry_run
         self.embedder = SentenceEmbedder(self.cfg.embedding) if use else None
+        # without ψ, a model that scores still reads each prompt's options (lm-evaluation-harness's reading, one
+        # short continuation each after the prompt it already runs); a chat API answers in text alone
+        self.answer_options = not self.cfg.psi and self.cfg.score_options and not text_only(lm)
 
     def requests(self, prompt_set: PromptSet, lm) -> list[Request]:
         cfg = self.cfg
@@ -414,7 +422,7 @@ class PosixTask(Task):
     def rounds(self, units: list[PromptSet]) -> list[list[int]]:
         if self.cfg.race_sets is None:
             return super().rounds(units)
-        self.race = PromptRace(units, self.cfg.race_sets, self.cfg.race_confidence)
+        self.race = PromptRace(units, self.cfg.race_sets, self.cfg.race_confidence, self.race_reading)
         return self.race.rounds
 
     def _asked(self, prompt_set: PromptSet) -> list[int]:
@@ -422,27 +430,35 @@ class PosixTask(Task):
             return self.race.asked(prompt_set)
         return asked_prompts(prompt_set.set_id, len(prompt_set.prompts), self.cfg.prompt_share, self.cfg.seed)
 
+    @property
+    def race_reading(self) -> str:
+        """What a race compares: the options' log-likelihoods where the run scores them, else the greedy answers."""
+        return "options" if self.answer_options else "greedy"
+
     def _answer_requests(self, prompt_set: PromptSet, lm, length: int) -> list[Request]:
         asked = [(k, prompt_set.prompts[k]) for k in self._asked(prompt_set)]
         if text_only(lm):  # a chat API: each prompt as the text of one user message (exemplars inline)
             return [Request([p.text], [], length) for _, p in asked]
         chat = self.cfg.chat_template
         texts = [lm.apply_chat_template(p.messages()) if chat else p.text for _, p in asked]
+        # every option string of the set under each prompt (a prompt reads its own: answers.set_answers)
+        options = lm.encode_batch(self._continuations(prompt_set), add_special_tokens=False)
         out = []
         for (k, _), text, ids in zip(asked, texts, lm.encode_batch(texts, add_special_tokens=not chat)):
             lm.check_fits(ids, length, what=f"prompt {k} of set {prompt_set.set_id}")
-            out.append(Request([text], [ids], length))
+            out.append(Request([text], [ids], length, options))
         return out
 
     def _continuations(self, prompt_set: PromptSet) -> list[str]:
-        if not self.cfg.psi or not self.cfg.score_options or prompt_set.item.gold is None:
+        if not (self.cfg.psi or self.answer_options) or not self.cfg.score_options or prompt_set.item.gold is None:
             return []
         return candidate_strings(prompt_set.item.options, [v.record for v in prompt_set.prompts], self.lead,
                                  self.cfg.option_text)
 
     def record(self, prompt_set: PromptSet, requests: list[Request], scores: list, lm) -> dict:
         if not self.cfg.psi:
-            record = _answers_record(prompt_set, requests, scores, lm, self.lead, self._asked(prompt_set))
+            record = _answers_record(prompt_set, requests, scores, lm, self.lead, self._asked(prompt_set),
+                                     self._continuations(prompt_set), self.cfg.option_text)
             if self.race is not None:
                 self.race.answered(prompt_set, record)
             return record
@@ -466,7 +482,8 @@ class PosixTask(Task):
                 "embedding": self.embedder.identity if self.embedder is not None else None, "psi_computed": cfg.psi,
                 # a race's looks are counted from the sets planned, which a run stopped early (a request budget)
                 # did not all record: the summary replays the race with the run's count
-                **({"race_sets_planned": len(self.race.order)} if self.race is not None else {}),
+                **({"race_sets_planned": len(self.race.order), "race_reading": self.race.reading}
+                   if self.race is not None else {}),
                 **self.about}
 
     @classmethod

@@ -53,7 +53,7 @@ def _headline(summary: dict) -> str:
                                      + (f" ({summary['dataset_source']})" if summary.get("dataset_source") else "")),
              ("variant", str(summary.get("variant"))), ("shots", str(summary.get("shots", "—")))]
     if not p:
-        return h.section("Headline", h.cards([("POSIX", "n/a", "psi=false: greedy answers only"),
+        return h.section("Headline", h.cards([("POSIX", "n/a", "psi=false: answers only"),
                                                ("sets", str(summary.get("num_sets"))), *about]))
     ci = p.get("ci95") or [None, None]
     n = summary.get("num_prompts_per_set") or "varies"

@@ -11,10 +11,11 @@ from posixlab.variants import PromptSet
 
 
 class PromptRace:
-    """The rounds of a run's sets (consecutive slices of ``round_sets``) and the answers recorded so far."""
+    """The rounds of a run's sets (consecutive slices of ``round_sets``) and the answers recorded so far, read by
+    ``reading`` (options, greedy)."""
 
-    def __init__(self, sets: list[PromptSet], round_sets: int, confidence: float):
-        self.round_sets, self.confidence = round_sets, confidence
+    def __init__(self, sets: list[PromptSet], round_sets: int, confidence: float, reading: str = "greedy"):
+        self.round_sets, self.confidence, self.reading = round_sets, confidence, reading
         self.order = [s.set_id for s in sets]
         self.width = max((len(s.prompts) for s in sets), default=0)
         self.rounds = [list(range(start, min(start + round_sets, len(sets))))
@@ -38,4 +39,4 @@ class PromptRace:
         return self.racing(self.round_of[prompt_set.set_id])
 
     def answered(self, prompt_set: PromptSet, record: dict) -> None:
-        self.rows[prompt_set.set_id] = race_row(record)
+        self.rows[prompt_set.set_id] = race_row(record, self.reading)
