@@ -49,8 +49,8 @@ def race_prompts(correct, round_sets: int, num_sets: int | None = None,
                  confidence: float = BEST_SET_CONFIDENCE) -> dict:
     """Replay a race over ``correct`` (rows: the sets in the order they were asked; ``correct[i][j]`` 1/0, None
     where set i did not ask prompt j): the looks after each complete round of ``round_sets`` sets (and after the
-    last set of ``num_sets``, the sets planned: default ``len(correct)``). The same function decides what a run asks
-    next (on the rounds finished) and what its summary reports (on every set), so the two agree.
+    last set of ``num_sets``, the sets planned: default ``len(correct)``). Its looks (``race_look``) are the ones a
+    run takes to decide what it asks next, so what a run asked and what its summary reports agree.
 
     Returns ``alive`` (the prompts still racing, highest accuracy first over the sets they all answered, ties to
     the lower index), ``eliminated`` (each dropped prompt: the ``look`` and number of ``sets`` when it was dropped,
@@ -74,21 +74,35 @@ def race_prompts(correct, round_sets: int, num_sets: int | None = None,
         seen = min(look * round_sets, planned)
         if seen > len(grid) or len(alive) < 2:
             break
-        # rivals are the prompts still racing: best_prompt_set adjusts by their number (A − 1); the race's level is
-        # spread over every rival (K − 1) and look, so the threshold on its adjusted p is (1 − c)(A − 1)/((K − 1) L)
-        level = (1 - confidence) * (len(alive) - 1) / ((width - 1) * looks)
-        kept = best_prompt_set(grid[:seen, alive], confidence=1 - level)
-        for i in sorted(set(range(len(alive))) - set(kept["prompts"]), key=lambda i: alive[i]):
-            p = kept["adjusted_p"][i] / (len(alive) - 1)  # below the threshold, so never capped at 1: McNemar's p
-            eliminated.append({"prompt": alive[i], "look": look, "sets": seen, "beaten_by": alive[kept["beaten_by"][i]],
-                               "adjusted_p": min(1.0, p * (width - 1) * looks)})
-        alive = [alive[i] for i in kept["prompts"]]  # best first
+        alive, dropped = race_look(grid[:seen], alive, look, looks, confidence)
+        eliminated += dropped
     if len(alive) > 1:  # the order of the final set: accuracy over the sets every prompt still racing answered
         block = grid[:, alive]
         means = np.nansum(block, axis=0) / np.maximum(1, np.sum(~np.isnan(block), axis=0))
         alive = [alive[i] for i in sorted(range(len(alive)), key=lambda i: (-means[i], alive[i]))]
     return {"alive": alive, "eliminated": eliminated, "looks": looks, "round_sets": round_sets,
             "confidence": confidence, "asked": {"cells": int(np.sum(~np.isnan(grid))), "of": int(grid.size)}}
+
+
+def race_look(seen: np.ndarray, alive: list[int], look: int, looks: int,
+              confidence: float = BEST_SET_CONFIDENCE) -> tuple[list[int], list[dict]]:
+    """One look of a race: the prompts still racing after it (best first) and those it drops, from ``seen`` (the
+    sets answered so far, NaN where not asked: a float grid of the whole pool's width) and ``alive`` (the prompts
+    racing before it). ``race_prompts`` replays every look with it; a run (``tasks/race.py``) and ``race_on_grid``
+    take one look a round, so a long race costs one test per look, not a replay of every look before it."""
+    width = seen.shape[1]
+    if len(alive) < 2:
+        return list(alive), []
+    # rivals are the prompts still racing: best_prompt_set adjusts by their number (A − 1); the race's level is
+    # spread over every rival (K − 1) and look, so the threshold on its adjusted p is (1 − c)(A − 1)/((K − 1) L)
+    level = (1 - confidence) * (len(alive) - 1) / ((width - 1) * looks)
+    kept = best_prompt_set(seen[:, alive], confidence=1 - level)
+    dropped = []
+    for i in sorted(set(range(len(alive))) - set(kept["prompts"]), key=lambda i: alive[i]):
+        p = kept["adjusted_p"][i] / (len(alive) - 1)  # below the threshold, so never capped at 1: McNemar's p
+        dropped.append({"prompt": alive[i], "look": look, "sets": len(seen), "beaten_by": alive[kept["beaten_by"][i]],
+                        "adjusted_p": min(1.0, p * (width - 1) * looks)})
+    return [alive[i] for i in kept["prompts"]], dropped
 
 
 def race_on_grid(full, round_sets: int, confidence: float = BEST_SET_CONFIDENCE) -> tuple[dict, list[list]]:
@@ -101,9 +115,12 @@ def race_on_grid(full, round_sets: int, confidence: float = BEST_SET_CONFIDENCE)
     >>> result["alive"], result["asked"], rows[8]
     ([0], {'cells': 40, 'of': 48}, [1, None, 0])
     """
-    rows: list[list] = []
-    for start in range(0, len(full), round_sets):
-        racing = set(race_prompts(rows, round_sets, len(full), confidence)["alive"]) if rows else None
-        rows += [[c if racing is None or j in racing else None for j, c in enumerate(row)]
-                 for row in full[start:start + round_sets]]
+    asked = np.array([[np.nan if v is None else float(v) for v in row] for row in full], dtype=np.float64)
+    looks = max(1, math.ceil(len(full) / round_sets))
+    alive = list(range(asked.shape[1] if asked.ndim == 2 else 0))
+    for look in range(1, looks):  # after each round but the last: what the next round asks
+        seen = look * round_sets
+        alive, _ = race_look(asked[:seen], alive, look, looks, confidence)
+        asked[seen:, [j for j in range(asked.shape[1]) if j not in alive]] = np.nan
+    rows = [[None if np.isnan(v) else int(v) for v in row] for row in asked]
     return race_prompts(rows, round_sets, len(full), confidence), rows

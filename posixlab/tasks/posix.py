@@ -482,7 +482,7 @@ class PosixTask(Task):
                 "embedding": self.embedder.identity if self.embedder is not None else None, "psi_computed": cfg.psi,
                 # a race's looks are counted from the sets planned, which a run stopped early (a request budget)
                 # did not all record: the summary replays the race with the run's count
-                **({"race_sets_planned": len(self.race.order), "race_reading": self.race.reading}
+                **({"race_sets_planned": len(self.race.position), "race_reading": self.race.reading}
                    if self.race is not None else {}),
                 **self.about}
 
