@@ -442,6 +442,66 @@ def compare_command(args: list[str]) -> int:
     return 0
 
 
+def judge_command(args: list[str]) -> int:
+    """``posixlab judge RUN_DIR [--judge MODEL]``: a judge model reads a POSIX run's responses (``posixlab.judge``).
+    0: judged; 2: an error (the verdicts written so far are kept)."""
+    import argparse
+
+    from posixlab.judge import INSTRUCTION, ROWS_FILE, SUMMARY_FILE, judge_run, judge_table
+
+    parser = argparse.ArgumentParser(
+        prog="posixlab judge", description="Asks a judge model, for each prompt set of a POSIX run, whether each "
+        "variant's response gives the same answer as the original prompt's, and reports the share identical (what "
+        "ψ counts as the same), the share judged the same, Spearman's ρ between ψ and judged inconsistency, and "
+        "the judge's own controls: a decoy (another question's response) and, where the run read options, its "
+        "agreement with the answer parser. "
+        f"Writes {ROWS_FILE} (every verdict and reply) and {SUMMARY_FILE}; a rerun asks only what is missing. "
+        "Exit status 0: judged; 2: an error.")
+    parser.add_argument("run", metavar="RUN_DIR", help="a finished (or stopped) POSIX run's folder")
+    parser.add_argument("--judge", default=DEFAULT_JUDGE, metavar="MODEL",
+                        help="a packaged or configured model, a local folder or a hub id, in this process; with "
+                             "--base-url, the model name a chat API serves (default: %(default)s)")
+    parser.add_argument("--base-url", help="an OpenAI-compatible chat endpoint to ask (vLLM, llama.cpp, a hosted "
+                                           "API); its key from --api-key-env")
+    parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="the variable holding the endpoint's key "
+                                                                        "(default: %(default)s)")
+    parser.add_argument("--sets", type=int, help="judge the first SETS sets only (default: all)")
+    parser.add_argument("--both-orders", action="store_true",
+                        help="ask each pair twice, the original's response first and second; the same only if both "
+                             "say yes (judges favour a position)")
+    parser.add_argument("--instruction", metavar="FILE",
+                        help="the judge's request, with {task}, {first} and {second} (default: posixlab.judge's)")
+    parser.add_argument("--out", help="the folder to write to (default: RUN_DIR)")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
+    options = parser.parse_args(args)  # --help: exit 0; a usage error: exit 2
+    try:
+        if options.sets is not None and options.sets < 1:
+            raise ConfigError(f"--sets must be at least 1, got {options.sets}")
+        instruction = Path(options.instruction).read_text(encoding="utf-8") if options.instruction else INSTRUCTION
+        summary = judge_run(options.run, judge_spec(options.judge, options.base_url, options.api_key_env),
+                            sets=options.sets, out=options.out, instruction=instruction,
+                            both_orders=options.both_orders)
+    except (PosixlabError, OSError) as exc:  # OSError: an instruction file that cannot be read
+        print(f"posixlab error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(summary, indent=1, ensure_ascii=False) if options.json else judge_table(summary))
+    return 0
+
+
+DEFAULT_JUDGE = "qwen2.5-coder-1.5b-instruct"  # the strongest packaged instruct model (the paraphrases' writer too)
+
+
+def judge_spec(name: str, base_url: str | None, api_key_env: str):
+    """The judge's ModelSpec: a chat API's model with ``base_url``, else every form ``posixlab.evaluate`` takes."""
+    if base_url:
+        from posixlab.chat.model import chat_model
+
+        return chat_model(name, base_url, api_key_env=api_key_env)
+    from posixlab.api import _model
+
+    return _model(name, None)[0]
+
+
 def merge_command(args: list[str]) -> int:
     """``posixlab merge OUT SHARD_FOLDER...``: join the folders of a ``shard=K/N`` sweep into OUT."""
     from posixlab.merge import merge_shards
@@ -801,12 +861,13 @@ def check_override_keys(argv: list[str]) -> None:
 # ``posixlab NAME ...``: the commands besides a run, each taking --help (``posixlab --help`` lists them too:
 # conf/config.yaml's hydra.help)
 COMMANDS = {"report": report_command, "gate": gate_command, "compare": compare_command, "status": status_command,
-            "merge": merge_command, "dove": dove_command, "gguf-path": gguf_path_command}
+            "merge": merge_command, "dove": dove_command, "judge": judge_command,
+            "gguf-path": gguf_path_command}
 
 
 def entry() -> None:
     """The ``posixlab`` console command: one of ``COMMANDS`` (``posixlab report RUN_DIR ...``, ``gate``, ``compare``,
-    ``status``, ``merge``, ``dove``, ``gguf-path``), ``posixlab help``, or else a Hydra job."""
+    ``status``, ``merge``, ``dove``, ``judge``, ``gguf-path``), ``posixlab help``, or else a Hydra job."""
     prefer_expandable_segments()  # before anything touches a GPU
     sys.argv[1:] = expand_moved_settings(expand_model_aliases(sys.argv[1:]))
     if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:

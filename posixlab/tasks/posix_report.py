@@ -6,6 +6,7 @@ and the prompt pairs that contribute most to ψ."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -26,7 +27,7 @@ def sections(folder: Path, summary: dict, records: list[dict], prefix: str = "",
     """Every section of a POSIX run's page. ``whole``: reads the records of the sets whose details the page opens
     (by set index) when ``records`` are kept without texts (``results.without_texts``)."""
     return "".join([
-        _headline(summary), _factors(summary), _accuracy(summary), _where(summary, prefix),
+        _headline(summary), _factors(summary), _judged(folder), _accuracy(summary), _where(summary, prefix),
         _sets(records, prefix, whole), _figures(folder)])
 
 
@@ -85,6 +86,21 @@ ACCURACY_ROWS = (("accuracy", "accuracy (mean over prompts)"), ("spread.range", 
 ESTIMATED_ROWS = (("estimated.mean", "estimated over every set (PromptEval): mean"),  # task.prompt_share < 1
                   ("estimated.range", "estimated: spread (max − min)"), ("estimated.argmax", "estimated: best prompt"),
                   ("estimated.scored", "share of cells asked"))
+
+
+def _judged(folder: Path) -> str:
+    """What ``posixlab judge`` found, where the run's folder holds its summary (judge.json)."""
+    from posixlab.judge import SUMMARY_FILE, judge_rows, judge_words
+
+    try:
+        summary = json.loads((Path(folder) / SUMMARY_FILE).read_text(encoding="utf-8"))
+        rows, words = judge_rows(summary), judge_words(summary)
+    except (OSError, ValueError, KeyError, TypeError):  # none, or not a judge's summary: no section
+        return ""
+    return h.section("Judged by a model: which differing responses say the same", h.table(
+        [("measure", "measure"), ("value", "value")], [[h.cell(None, h.esc(a)), h.cell(None, h.esc(b))]
+                                                       for a, b in rows], sortable=False)
+        + f'<p id="judged" class="small">{h.esc(words)} (posixlab judge; its verdicts: judge.jsonl)</p>')
 
 
 def _accuracy(summary: dict) -> str:

@@ -1,0 +1,341 @@
+"""A judge reads a finished POSIX run: which responses that differ from the original prompt's say the same thing.
+
+ψ sees tokens: "(B)" and "B. Wireless security", or two wordings of one recipe, are different responses to it. An
+evaluator that reads meaning may call them the same, and measured sensitivity then shrinks ("Flaw or Artifact?";
+arXiv 2605.02038: log-probability sensitivity can overstate judged sensitivity). ``posixlab judge RUN_DIR`` asks a
+judge model, for every prompt set of a run, whether each variant's response gives the same answer as the first
+prompt's (the original's), and reports beside ψ:
+
+- ``identical_share``: the variants whose response is the original's, text for text (what ψ counts as the same);
+- ``judged_share``: the variants judged to say the same (identical ones count, and are never asked): a judged
+  consistency rate against the original, per set and its mean over the sets;
+- ``judged_away``: the share of all variants whose response differs but was judged the same, the part of the
+  measured change an evaluator reading meaning would not see;
+- Spearman's ρ between a set's ψ and its judged inconsistency (1 − ``judged_share``): whether ψ ranks the sets as the
+  judge does.
+
+The judge is any model that writes replies to a chat (``posixlab.backends.open_to_generate``: a packaged or hub model
+in this process, a vLLM server, a chat API), asked greedily (temperature 0) with ``INSTRUCTION``; its reply is read
+by ``parse_verdict`` (a first word other than yes or no is ``unparsed``, counted and left out of the shares).
+``both_orders`` asks each pair twice, the original's response first and second, and calls it the same only when both
+say yes (LLM judges favour a position). Verdicts go to ``judge.jsonl`` in the run's folder as each set is judged, so
+a stopped judge goes on from where it stopped; the file holds one judge's verdicts (its ``key``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from posixlab.errors import ConfigError
+from posixlab.results import SETS_FILE, iter_records
+
+ROWS_FILE = "judge.jsonl"
+SUMMARY_FILE = "judge.json"
+REPLY_TOKENS = 4  # "Yes", a leading space or "**" around it: a verdict, not an essay
+
+SYSTEM = "You compare two responses to the same task. You reply with one word: Yes or No."
+INSTRUCTION = ("Prompt A:\n{first_prompt}\n\nResponse A:\n{first}\n\n"
+               "Prompt B:\n{second_prompt}\n\nResponse B:\n{second}\n\n"
+               "The two prompts ask the same thing in different forms (options may be labelled or ordered "
+               "differently). Do responses A and B give the same answer, with the same meaning? Wording, formatting "
+               "and length may differ. Reply Yes or No.")
+PLACEHOLDERS = ("{first_prompt}", "{first}", "{second_prompt}", "{second}")
+
+_VERDICT = re.compile(r"^[\W_]*(yes|no)\b", re.IGNORECASE)
+
+
+def parse_verdict(reply: str) -> bool | None:
+    """True for a reply whose first word is yes, False for no, None for anything else (unparsed).
+
+    >>> parse_verdict("Yes."), parse_verdict(" **No**, they differ"), parse_verdict("noted"), parse_verdict("A")
+    (True, False, None, None)
+    """
+    found = _VERDICT.match(reply or "")
+    return None if found is None else found.group(1).lower() == "yes"
+
+
+def judge_messages(first: tuple[str, str], second: tuple[str, str], instruction: str = INSTRUCTION) -> list[dict]:
+    """The chat the judge answers for one pair of (prompt, response): each response beside the prompt it answers (a
+    format variant's "b" is another option than the original's "B")."""
+    content = instruction.format(first_prompt=first[0], first=first[1], second_prompt=second[0], second=second[1])
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": content}]
+
+
+def same_response(a: dict, b: dict) -> bool:
+    """Identical responses (never sent to the judge): the same token ids where the run kept them (what ψ counts as
+    the same), else the same text once the white space at its ends is dropped (a chat API's)."""
+    if a.get("token_ids") is not None and b.get("token_ids") is not None:
+        return a["token_ids"] == b["token_ids"]
+    return a["text"].strip() == b["text"].strip()
+
+
+def judge_set(record: dict, ask: Callable[[list[dict]], str], *, instruction: str = INSTRUCTION,
+              both_orders: bool = False, decoy: str | None = None) -> dict:
+    """The verdicts for one set (a record of ``sets.jsonl``): each variant's response against the first prompt's
+    (a prompt the run did not ask is left out). ``ask(messages) -> reply`` is the judge. ``decoy``: a response to
+    another set's question, shown as a response to this one's (the control: a judge worth reading says No).
+
+    >>> record = {"set_id": "s", "set_index": 0, "psi": 0.5, "prompts": [{"text": "2+2?"}] * 5,
+    ...           "responses": [{"text": t} for t in ("4", " 4", "four", "5")] + [{"text": None, "asked": False}]}
+    >>> row = judge_set(record, lambda m: "Yes" if "four" in m[1]["content"] else "No", decoy="Paris")
+    >>> [v["equivalent"] for v in row["verdicts"]], row["identical_share"], row["judged_share"], row["asked"]
+    ([True, True, False], 0.333333, 0.666667, 3)
+    >>> row["control"]
+    {'replies': ['No'], 'equivalent': False}
+    """
+    prompts, responses = record["prompts"], record["responses"]
+    original = responses[0]
+    preds = [_greedy_pred(a) for a in record.get("answers") or []]  # the run's own reading, where it has options
+    verdicts, asked = [], 0
+
+    def verdict(first: tuple[str, str], second: tuple[str, str]) -> dict:
+        nonlocal asked
+        pairs = [(first, second)] + ([(second, first)] if both_orders else [])
+        replies = [ask(judge_messages(a, b, instruction)) for a, b in pairs]
+        asked += len(replies)
+        read = [parse_verdict(r) for r in replies]
+        return {"replies": replies, "equivalent": None if None in read else all(read)}
+
+    for i, response in enumerate(responses[1:], 1):
+        if original["text"] is None or response["text"] is None:
+            continue  # a prompt the run did not ask (a budgeted run, a race): nothing to judge
+        if same_response(response, original):
+            verdicts.append({"prompt": i, "identical": True, "equivalent": True, "replies": []})
+            continue
+        found = verdict((prompts[0]["text"], original["text"]), (prompts[i]["text"], response["text"]))
+        # the check: both responses read as an option by the run's parser, the same option or not
+        parser_same = preds[0] == preds[i] if len(preds) > i and None not in (preds[0], preds[i]) else None
+        verdicts.append({"prompt": i, "identical": False, **found, "parser_same": parser_same})
+    control = None
+    if decoy is not None and original["text"] is not None and decoy.strip() != original["text"].strip():
+        control = verdict((prompts[0]["text"], original["text"]), (prompts[0]["text"], decoy))
+    return {"set_id": record["set_id"], "set_index": record["set_index"], "variant_type": record.get("variant_type"),
+            "psi": record.get("psi"), "asked": asked, **set_shares(verdicts), "verdicts": verdicts,
+            "control": control}
+
+
+def set_shares(verdicts: list[dict]) -> dict:
+    """A set's shares: identical and judged the same (over the verdicts read), and the count unparsed."""
+    read = [v for v in verdicts if v["equivalent"] is not None]
+    identical = sum(v["identical"] for v in verdicts)
+    return {"identical_share": round(identical / len(verdicts), 6) if verdicts else None,
+            "judged_share": round(sum(v["equivalent"] for v in read) / len(read), 6) if read else None,
+            "unparsed": len(verdicts) - len(read)}
+
+
+def judge_summary(rows: list[dict]) -> dict:
+    """The run's numbers from its judged sets (``judge_set`` rows).
+
+    >>> rows = [{"psi": 0.2, "identical_share": 0.5, "judged_share": 1.0, "unparsed": 0, "asked": 1,
+    ...          "verdicts": [{"identical": True, "equivalent": True}, {"identical": False, "equivalent": True}]},
+    ...         {"psi": 1.0, "identical_share": 0.0, "judged_share": 0.0, "unparsed": 0, "asked": 2,
+    ...          "verdicts": [{"identical": False, "equivalent": False}] * 2}]
+    >>> s = judge_summary(rows)
+    >>> s["identical_share"], s["judged_share"], s["judged_away"], s["differing_judged_same"], s["spearman"]
+    (0.25, 0.5, 0.25, 0.333333, None)
+    >>> s["controls"], s["control_judged_same"]  # no decoys asked
+    (0, None)
+    """
+    def mean(values):
+        values = [v for v in values if v is not None]
+        return round(sum(values) / len(values), 6) if values else None
+
+    verdicts = [v for row in rows for v in row["verdicts"]]
+    differing = [v for v in verdicts if not v["identical"] and v["equivalent"] is not None]
+    controls = [r["control"]["equivalent"] for r in rows if r.get("control") and r["control"]["equivalent"] is not None]
+    checked = [v for v in differing if v.get("parser_same") is not None]
+    away = [None if r["judged_share"] is None else _judged_away(r) for r in rows]
+    return {"sets": len(rows), "variants": len(verdicts), "asked": sum(r["asked"] for r in rows),
+            "unparsed": sum(r["unparsed"] for r in rows), "psi": mean(r.get("psi") for r in rows),
+            "identical_share": mean(r["identical_share"] for r in rows),
+            "judged_share": mean(r["judged_share"] for r in rows), "judged_away": mean(away),
+            "differing_judged_same": round(sum(v["equivalent"] for v in differing) / len(differing), 6)
+            if differing else None, "spearman": _spearman(rows), "controls": len(controls),
+            "control_judged_same": round(sum(controls) / len(controls), 6) if controls else None,
+            **_parser_check(checked)}
+
+
+def _parser_check(checked: list[dict]) -> dict:
+    """The judge against the run's answer parser, on differing responses both read as an option: how often they
+    agree, and the judge's verdicts on the pairs the parser reads as the same option and as different ones."""
+    def share(pairs, wanted):
+        return round(sum(v["equivalent"] == wanted for v in pairs) / len(pairs), 6) if pairs else None
+
+    same = [v for v in checked if v["parser_same"]]
+    different = [v for v in checked if not v["parser_same"]]
+    return {"parser_checked": len(checked),
+            "parser_agreement": round(sum(v["equivalent"] == v["parser_same"] for v in checked) / len(checked), 6)
+            if checked else None,
+            "parser_same_judged_same": share(same, True), "parser_different_judged_different": share(different, False)}
+
+
+def _judged_away(row: dict) -> float:
+    """The share of a set's variants read by the judge whose response differs and was judged the same."""
+    read = [v for v in row["verdicts"] if v["equivalent"] is not None]
+    return sum(v["equivalent"] and not v["identical"] for v in read) / len(read)
+
+
+def _spearman(rows: list[dict]) -> dict | None:
+    """Spearman's ρ (and its p-value) between the sets' ψ and judged inconsistency; None with fewer than three sets
+    that have both, or where either is constant (no ranking to compare)."""
+    pairs = [(r["psi"], 1 - r["judged_share"]) for r in rows
+             if r.get("psi") is not None and r["judged_share"] is not None]
+    if len(pairs) < 3 or len({p for p, _ in pairs}) < 2 or len({q for _, q in pairs}) < 2:
+        return None
+    from scipy.stats import spearmanr
+
+    result = spearmanr([p for p, _ in pairs], [q for _, q in pairs])
+    return {"rho": round(float(result.statistic), 6), "p_value": round(float(result.pvalue), 6), "sets": len(pairs)}
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """Who judges and how; its ``key`` names the verdicts in ``judge.jsonl`` (a file holds one judge's)."""
+
+    model: dict  # the judge's ModelSpec, as a dict
+    instruction: str = INSTRUCTION
+    both_orders: bool = False
+    reply_tokens: int = REPLY_TOKENS
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out: str | Path | None = None,
+              instruction: str = INSTRUCTION, both_orders: bool = False, cache_dir=None,
+              progress: bool = True) -> dict:
+    """Judge the sets of the POSIX run in ``folder`` (the first ``sets`` by index; None: all) with the model ``spec``
+    names (``lm``: that model, already open), writing ``judge.jsonl`` and ``judge.json`` to ``out`` (default: the
+    run's folder); verdicts already on file for this judge are used, not asked again, and the model opens only if
+    one is missing. Returns the summary (``judge.json``)."""
+    from posixlab.openai_client import Generation
+
+    folder, out = Path(folder), Path(out or folder)
+    if not (folder / SETS_FILE).is_file():
+        raise ConfigError(f"{folder} has no {SETS_FILE}: posixlab judge reads a POSIX run's folder (its prompt sets "
+                          f"and responses); a classification run's answers are labels, compared without a judge")
+    missing = [p for p in PLACEHOLDERS if p not in instruction]
+    if missing:
+        raise ConfigError(f"the judge's instruction must contain {', '.join(PLACEHOLDERS)} (each response beside "
+                          f"the prompt it answers); it lacks {', '.join(missing)}")
+    settings = JudgeSettings(asdict(spec), instruction, both_orders)
+    every = sorted(map(_what_is_judged, iter_records(folder, SETS_FILE, skip_unreadable=True)),
+                   key=lambda r: r["set_index"])
+    records = every[:sets] if sets is not None else every
+    if not records:
+        raise ConfigError(f"{folder / SETS_FILE} holds no finished prompt set to judge")
+    out.mkdir(parents=True, exist_ok=True)
+    done = _rows_on_file(out / ROWS_FILE, settings.key)
+    opened = {"lm": lm}
+
+    def ask(messages: list[dict]) -> str:
+        from posixlab.backends import generate, open_to_generate
+
+        if opened["lm"] is None:
+            print(f"posixlab: opening the judge {spec.name}", file=sys.stderr)
+            role = {"role": judge_role()} if spec.backend == "chat" else {}  # its errors name the judge's endpoint
+            opened["lm"] = open_to_generate(spec, cache_dir, **role)
+        return generate(opened["lm"], messages, Generation(settings.reply_tokens, temperature=0.0))[0]
+
+    from tqdm.auto import tqdm
+
+    rows = []
+    with open(out / ROWS_FILE, "a", encoding="utf-8") as handle:
+        for k, record in enumerate(tqdm(records, desc=f"judging with {spec.name}", unit="set", disable=not progress,
+                                        file=sys.stderr, leave=False)):
+            row = done.get(record["set_id"])
+            if row is None:
+                # the control's decoy: the next set's original response (of the whole run: --sets does not move it)
+                decoy = every[(k + 1) % len(every)]["responses"][0]["text"] if len(every) > 1 else None
+                row = {"key": settings.key, **judge_set(record, ask, instruction=instruction, both_orders=both_orders,
+                                                        decoy=decoy)}
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+                handle.flush()  # a stopped judge keeps every set it finished
+            rows.append(row)
+    summary = {"run": str(folder), "judge": {"model": spec.name, "key": settings.key, "both_orders": both_orders,
+                                             "instruction_sha256": hashlib.sha256(instruction.encode()).hexdigest(),
+                                             "identity": getattr(opened["lm"], "identity", None)},
+               "sets_in_run": len(every),
+               **judge_summary(rows)}
+    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return summary
+
+
+def _what_is_judged(record: dict) -> dict:
+    """A set record without its matrix, log-probabilities and variant records (a paper-sized cell's file is most of a
+    gigabyte): the prompts' texts and the responses' texts and token ids."""
+    return {"set_id": record["set_id"], "set_index": record["set_index"], "variant_type": record.get("variant_type"),
+            "psi": record.get("psi"), "prompts": [{"text": p["text"]} for p in record["prompts"]],
+            "responses": [{"text": r.get("text"), "token_ids": r.get("token_ids")} for r in record["responses"]],
+            "answers": [{"by_greedy": {"pred": _greedy_pred(a)}} for a in record.get("answers") or []]}
+
+
+def _greedy_pred(answer) -> str | None:
+    """The option a greedy response was read as, in the original's labels (``posixlab.answers``), or None."""
+    return ((answer or {}).get("by_greedy") or {}).get("pred")
+
+
+def judge_role():
+    """How a chat API judge's failures read: the endpoint named as the judge's, and what a rerun keeps."""
+    from posixlab.openai_client import Role
+
+    return Role(server="judge's chat endpoint", settings="judge", who="posixlab judge", model_setting="--judge",
+                kept="the verdicts of the sets judged so far are kept in judge.jsonl, so a rerun asks only the rest",
+                remedy="Start the server or fix --base-url")
+
+
+def _rows_on_file(path: Path, key: str) -> dict[str, dict]:
+    """The verdicts already in ``path`` by set id; another judge's is an error (its verdicts are kept, unmixed)."""
+    if not path.is_file():
+        return {}
+    rows = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # a last line cut short by a judge stopped while writing: that set is judged again
+        if row.get("key") != key:
+            raise ConfigError(f"{path} holds another judge's verdicts (key {row.get('key')}, this judge's {key}: "
+                              f"another model, instruction or --both-orders); give --out another folder, or delete "
+                              f"the file to judge again")
+        rows[row["set_id"]] = row
+    return rows
+
+
+# (key of the summary, what the table calls it): ``posixlab judge``'s table and the report page's section
+JUDGE_ROWS = (("psi", "mean ψ"), ("identical_share", "identical to the original's response"),
+              ("judged_share", "judged the same (judged consistency)"),
+              ("judged_away", "differing but judged the same (judged away)"),
+              ("differing_judged_same", "of the differing responses, judged the same"),
+              ("control_judged_same", "control: another question's response judged the same (a good judge: 0)"),
+              ("parser_agreement", "agreement with the run's answer parser (options read from both responses)"),
+              ("parser_same_judged_same", "… the same option by the parser, judged the same (a good judge: 1)"),
+              ("parser_different_judged_different", "… different options by the parser, judged different (1)"))
+
+
+def judge_rows(summary: dict) -> list[tuple[str, str]]:
+    """(label, value as shown) for each number of the summary, Spearman's ρ last."""
+    rho = summary["spearman"]
+    rows = [(label, "n/a" if summary[key] is None else f"{summary[key]:.3f}") for key, label in JUDGE_ROWS]
+    return rows + [("Spearman ρ, ψ vs judged inconsistency",
+                    "n/a" if rho is None else f"{rho['rho']:+.3f} (p {rho['p_value']:.3g}, {rho['sets']} sets)")]
+
+
+def judge_words(summary: dict) -> str:
+    """Who judged what, in one line."""
+    return (f"judge {summary['judge']['model']}{' (both orders)' if summary['judge']['both_orders'] else ''}: "
+            f"{summary['sets']} of {summary['sets_in_run']} sets, {summary['variants']} variant responses, "
+            f"{summary['asked']} asked, {summary['unparsed']} unparsed")
+
+
+def judge_table(summary: dict) -> str:
+    """The summary as a short Markdown table, what ``posixlab judge`` prints."""
+    return "\n".join([f"{judge_words(summary)} ({summary['run']})", "", "| metric | value |", "|---|---|",
+                      *[f"| {label} | {value} |" for label, value in judge_rows(summary)]])

@@ -1,0 +1,218 @@
+"""``posixlab judge``: a judge model reads a run's responses; which differing ones say the same (posixlab/judge.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from posixlab.cli import judge_command
+from posixlab.errors import ConfigError
+from posixlab.judge import ROWS_FILE, SUMMARY_FILE, judge_run, judge_set, judge_summary, parse_verdict
+
+
+def record(responses, psi=1.0, index=0, ids=None):
+    """A sets.jsonl record with these responses (texts, None: not asked), token ids where given; prompt i is
+    "Task <index>, form i: name a colour."."""
+    made = [{"text": None, "asked": False} if t is None else {"text": t} for t in responses]
+    for response, token_ids in zip(made, ids or []):
+        response["token_ids"] = token_ids
+    return {"set_id": f"s{index}", "set_index": index, "variant_type": "template", "psi": psi,
+            "prompts": [{"text": f"Task {index}, form {i}: name a colour."} for i in range(len(responses))],
+            "responses": made}
+
+
+def scripted_judge(replies: dict):
+    """A judge that answers by the second response shown to it (``replies``), and records what it was asked."""
+    asked = []
+
+    def ask(messages):
+        content = messages[-1]["content"]
+        asked.append(content)
+        second = content.split("Response B:\n", 1)[1].split("\n\nThe two prompts", 1)[0]
+        return replies[second]
+
+    return ask, asked
+
+
+def test_verdicts_and_shares_by_hand():
+    """Five variants: one identical (not asked), two judged the same, one not, one unparsed, one not asked by the
+    run. identical 1/5, judged (1 + 2) / 4 (the unparsed left out), 4 asked, and the control: a decoy response
+    under the original prompt, judged different. Each response is shown beside the prompt it answers."""
+    ask, asked = scripted_judge({"Blue.": "Yes", "It is blue": "yes, the same", "Red": "No", "Hmm": "Maybe",
+                                 "Paris": "No"})
+    row = judge_set(record(["blue", " blue\n", "Blue.", "It is blue", "Red", "Hmm", None]), ask, decoy="Paris")
+    assert [(v["prompt"], v["identical"], v["equivalent"]) for v in row["verdicts"]] == [
+        (1, True, True), (2, False, True), (3, False, True), (4, False, False), (5, False, None)]
+    assert row["identical_share"] == 0.2 and row["judged_share"] == 0.75 and row["unparsed"] == 1
+    assert row["asked"] == len(asked) == 5 and row["control"] == {"replies": ["No"], "equivalent": False}
+    assert all(a.startswith("Prompt A:\nTask 0, form 0: name a colour.\n\nResponse A:\nblue\n\n") for a in asked)
+    assert "Prompt B:\nTask 0, form 3: name a colour.\n\nResponse B:\nIt is blue\n\n" in asked[1]
+    assert "Prompt B:\nTask 0, form 0: name a colour.\n\nResponse B:\nParis\n\n" in asked[-1]
+    assert row["verdicts"][2]["replies"] == ["yes, the same"] and row["verdicts"][0]["replies"] == []
+
+
+def test_token_ids_decide_identity_where_the_run_kept_them():
+    """The same text from different token ids is two responses to ψ, so the judge is asked about it."""
+    ask, asked = scripted_judge({"ab": "Yes"})
+    row = judge_set(record(["ab", "ab"], ids=[[1, 2], [3]]), ask)
+    assert row["verdicts"][0]["identical"] is False and row["judged_share"] == 1.0 and len(asked) == 1
+
+
+def test_both_orders_needs_two_yeses():
+    """The pair asked both ways: a judge that says yes only with the original first does not make it the same."""
+    def first_only(messages):
+        return "Yes" if "Response A:\nblue" in messages[-1]["content"] else "No"
+
+    assert judge_set(record(["blue", "cyan"]), first_only)["judged_share"] == 1.0
+    both = judge_set(record(["blue", "cyan"]), first_only, both_orders=True)
+    assert both["judged_share"] == 0.0 and both["asked"] == 2
+    assert both["verdicts"][0]["replies"] == ["Yes", "No"]
+
+
+def test_summary_by_hand_and_spearman_against_scipy():
+    from scipy.stats import spearmanr
+
+    ask, _ = scripted_judge({"b": "Yes", "c": "No"})
+    rows = [judge_set(record(r, psi=p, index=i), ask) for i, (r, p) in enumerate(
+        [(["a", "a", "a"], 0.1), (["a", "b", "a"], 0.4), (["a", "b", "c"], 0.9), (["a", "c", "c"], 1.5)])]
+    # per set: identical 1, 1/2, 0, 0; judged 1, 1, 1/2, 0; judged away 0, 1/2, 1/2, 0; of the five differing
+    # responses (b; b, c; c, c) two judged the same
+    summary = judge_summary(rows)
+    assert summary["identical_share"] == 0.375 and summary["judged_share"] == 0.625
+    assert summary["judged_away"] == 0.25 and summary["differing_judged_same"] == 0.4
+    assert summary["asked"] == 5 and summary["variants"] == 8 and summary["psi"] == 0.725
+    assert summary["controls"] == 0 and summary["control_judged_same"] is None
+    expected = spearmanr([0.1, 0.4, 0.9, 1.5], [0.0, 0.0, 0.5, 1.0])
+    assert summary["spearman"] == {"rho": round(expected.statistic, 6), "p_value": round(expected.pvalue, 6),
+                                   "sets": 4}
+    assert summary["spearman"]["rho"] == pytest.approx(0.948683, abs=1e-6)  # ranks 1.5,1.5,3,4 against 1,2,3,4
+
+
+def test_the_judge_checked_against_the_runs_answer_parser():
+    """Where the run read options from the responses, the judge's verdicts are checked against it: the original
+    reads B; variants read B, B, C and one unread. The judge says yes to "b" only: agreement 2 of 3 (b: same and
+    judged same; C: different and judged different; "(B) Paris": same but judged different)."""
+    ask, _ = scripted_judge({"b": "Yes", "(B) Paris": "No", "C": "No", "???": "No"})
+    made = record(["B", "b", "(B) Paris", "C", "???"])
+    made["answers"] = [{"by_greedy": {"pred": p}} for p in ("B", "B", "B", "C", None)]
+    row = judge_set(made, ask)
+    assert [v["parser_same"] for v in row["verdicts"]] == [True, True, False, None]
+    summary = judge_summary([row])
+    assert summary["parser_checked"] == 3 and summary["parser_agreement"] == 0.666667
+    assert summary["parser_same_judged_same"] == 0.5 and summary["parser_different_judged_different"] == 1.0
+
+
+def test_parse_verdict_reads_the_first_word_only():
+    assert [parse_verdict(r) for r in ("YES", "no.", "'Yes'", "Yesterday", "", "The answer is yes")] == \
+        [True, False, True, None, None, None]
+
+
+def test_bad_input_fails_before_any_model_loads(tmp_path, capsys):
+    """No sets.jsonl, an instruction without its placeholders, --sets 0: exit 2 with what to do, nothing loaded."""
+    started = time.monotonic()
+    assert judge_command([str(tmp_path)]) == 2
+    assert "posixlab judge reads a POSIX run's folder" in capsys.readouterr().err
+    (tmp_path / "sets.jsonl").write_text(json.dumps(record(["a", "b"])) + "\n")
+    instruction = tmp_path / "instruction.txt"
+    instruction.write_text("Same? {first} {second}")
+    assert judge_command([str(tmp_path), "--instruction", str(instruction)]) == 2
+    assert "it lacks {first_prompt}, {second_prompt}" in capsys.readouterr().err
+    assert judge_command([str(tmp_path), "--sets", "0"]) == 2
+    assert "--sets must be at least 1" in capsys.readouterr().err
+    assert judge_command([str(tmp_path), "--judge", "no-such-model"]) == 2
+    assert "is not a packaged model" in capsys.readouterr().err
+    assert time.monotonic() - started < 30 and not (tmp_path / ROWS_FILE).exists()
+
+
+def test_another_judges_verdicts_are_never_mixed(tmp_path):
+    from posixlab.models import ModelSpec
+
+    (tmp_path / "sets.jsonl").write_text(json.dumps(record(["a", "a"])) + "\n")
+    (tmp_path / ROWS_FILE).write_text(json.dumps({"key": "0123456789abcdef", "set_id": "s0"}) + "\n")
+    with pytest.raises(ConfigError, match="holds another judge's verdicts"):
+        judge_run(tmp_path, ModelSpec("m", "packaged", "m"), progress=False)
+
+
+@pytest.mark.slow
+def test_judge_a_real_run_with_the_packaged_model_then_resume(lm, small_results, tmp_path):
+    """The Alpaca template cell of a real run, judged in this process into the run's folder; the rerun asks nothing
+    and opens no model. Every number comes back from the verdicts on file, ψ from the run's records, and the run's
+    report page shows the judge's section."""
+    import shutil
+
+    from conftest import lm_spec
+
+    from posixlab.report.build import build_report
+    from posixlab.results import read_sets
+
+    run = shutil.copytree(next(small_results.glob("*_alpaca_template_0shot")), tmp_path / "run")
+    first = judge_run(run, lm_spec(), lm=lm, progress=False)
+    rows = [json.loads(line) for line in (run / ROWS_FILE).read_text().splitlines()]
+    records = read_sets(run)
+    assert [r["set_id"] for r in rows] == [r["set_id"] for r in records] and first["sets"] == first["sets_in_run"] == 4
+    assert [r["psi"] for r in rows] == [r["psi"] for r in records]
+    assert first["variants"] == sum(len(r["responses"]) - 1 for r in records) == 12
+    differing = [v for r in rows for v in r["verdicts"] if not v["identical"]]
+    assert first["asked"] == len(differing) + sum(r["control"] is not None for r in rows)
+    assert differing and all(len(v["replies"]) == 1 for v in differing)
+    controls = [r["control"] for r in rows]  # each set's decoy: the next set's original response
+    assert first["controls"] == sum(c is not None and c["equivalent"] is not None for c in controls)
+    assert first["judge"]["identity"]["name"] == "smollm2-135m-instruct"
+    assert first == json.loads((run / SUMMARY_FILE).read_text())
+
+    again = judge_run(run, lm_spec(), progress=False)  # no lm: it would load one if it asked
+    assert again["judge"]["identity"] is None and {k: v for k, v in again.items() if k != "judge"} == \
+        {k: v for k, v in first.items() if k != "judge"}
+    assert len((run / ROWS_FILE).read_text().splitlines()) == 4
+
+    page = build_report([run], tmp_path / "report.html").read_text()
+    assert 'id="judged"' in page and "judge smollm2-135m-instruct: 4 of 4 sets, 12 variant responses" in page
+    identical = "n/a" if again["identical_share"] is None else f"{again['identical_share']:.3f}"
+    assert f"identical to the original&#x27;s response</td><td>{identical}</td>" in page.replace("'", "&#x27;")
+
+
+@pytest.mark.slow
+def test_judge_through_a_chat_api_on_loopback(llama_server, small_results, tmp_path, capsys):
+    """``posixlab judge --base-url``: llama.cpp's real server answers as the judge; the MMLU template cell's first
+    set, both orders. Its replies are read (Qwen2.5-Coder-0.5B answers Yes or No)."""
+    from conftest import LLAMA_MODEL
+
+    run = next(small_results.glob("*_mmlu_template_0shot"))
+    assert judge_command([str(run), "--judge", LLAMA_MODEL, "--base-url", llama_server, "--sets", "1",
+                          "--both-orders", "--out", str(tmp_path), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    rows = [json.loads(line) for line in (tmp_path / ROWS_FILE).read_text().splitlines()]
+    assert summary["sets"] == 1 and summary["sets_in_run"] == 4 and summary["judge"]["both_orders"] is True
+    replies = [r for row in rows for v in row["verdicts"] for r in v["replies"]]
+    replies += [r for row in rows for r in row["control"]["replies"]]
+    assert summary["asked"] == len(replies) and all(parse_verdict(r) is not None for r in replies)
+    assert summary["controls"] == 1 and all(len(v["replies"]) == 2 for v in rows[0]["verdicts"] if not v["identical"])
+    assert summary["judge"]["identity"]["base_url"] == llama_server
+
+
+def test_a_dead_endpoint_is_one_error_and_keeps_what_was_judged(tmp_path, capsys):
+    """The judge's endpoint does not answer: exit 2 at the first set that needs it, one message; the sets already on
+    file stay, and nothing else is written."""
+    from dataclasses import asdict
+
+    from chat_server import free_port
+
+    from posixlab.cli import judge_spec
+    from posixlab.judge import JudgeSettings
+
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    lines = [json.dumps(record(["a", "a"], index=0)), json.dumps(record(["a", "b"], index=1))]
+    (tmp_path / "sets.jsonl").write_text("\n".join(lines) + "\n")
+    key = JudgeSettings(asdict(judge_spec("judge-model", url, "POSIXLAB_TEST_NO_KEY"))).key
+    ask, _ = scripted_judge({})
+    kept = {"key": key, **judge_set(record(["a", "a"], index=0), ask)}
+    (tmp_path / ROWS_FILE).write_text(json.dumps(kept) + "\n")
+    started = time.monotonic()
+    assert judge_command([str(tmp_path), "--judge", "judge-model", "--base-url", url,
+                          "--api-key-env", "POSIXLAB_TEST_NO_KEY"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("posixlab error:") == 1 and url.removesuffix("/v1") in err
+    assert time.monotonic() - started < 60
+    assert (tmp_path / ROWS_FILE).read_text().splitlines() == [json.dumps(kept)]
