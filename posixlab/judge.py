@@ -161,6 +161,26 @@ def judge_summary(rows: list[dict]) -> dict:
             **_parser_check(checked)}
 
 
+def judge_warnings(summary: dict, least: int = 3) -> list[str]:
+    """What the judge's controls say against reading its shares: a decoy judged the same more often than not, or a
+    side of the parser check judged wrongly more often than not (each with at least ``least`` pairs).
+
+    >>> judge_warnings({"controls": 3, "control_judged_same": 1.0, "parser_checked": 0})
+    ["the judge calls another question's response the same in 3 of 3 controls: it says yes regardless"]
+    """
+    said = []
+    if summary["controls"] >= least and summary["control_judged_same"] > 0.5:
+        said.append(f"the judge calls another question's response the same in "
+                    f"{round(summary['control_judged_same'] * summary['controls'])} of {summary['controls']} "
+                    f"controls: it says yes regardless")
+    for key, words in (("parser_same_judged_same", "the same option, by the run's parser, judged the same"),
+                       ("parser_different_judged_different", "different options, by the parser, judged different")):
+        pairs = summary.get(f"{key}_pairs") or 0
+        if pairs >= least and summary[key] < 0.5:
+            said.append(f"{words} in {round(summary[key] * pairs)} of {pairs} pairs: the judge misreads them")
+    return said
+
+
 def _parser_check(checked: list[dict]) -> dict:
     """The judge against the run's answer parser, on differing responses both read as an option: how often they
     agree, and the judge's verdicts on the pairs the parser reads as the same option and as different ones."""
@@ -172,7 +192,9 @@ def _parser_check(checked: list[dict]) -> dict:
     return {"parser_checked": len(checked),
             "parser_agreement": round(sum(v["equivalent"] == v["parser_same"] for v in checked) / len(checked), 6)
             if checked else None,
-            "parser_same_judged_same": share(same, True), "parser_different_judged_different": share(different, False)}
+            "parser_same_judged_same": share(same, True), "parser_same_judged_same_pairs": len(same),
+            "parser_different_judged_different": share(different, False),
+            "parser_different_judged_different_pairs": len(different)}
 
 
 def _judged_away(row: dict) -> float:
@@ -262,8 +284,8 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
     summary = {"run": str(folder), "judge": {"model": spec.name, "key": settings.key, "both_orders": both_orders,
                                              "instruction_sha256": hashlib.sha256(instruction.encode()).hexdigest(),
                                              "identity": getattr(opened["lm"], "identity", None)},
-               "sets_in_run": len(every),
-               **judge_summary(rows)}
+               "sets_in_run": len(every), **judge_summary(rows)}
+    summary["warnings"] = judge_warnings(summary)
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return summary
 
@@ -338,4 +360,6 @@ def judge_words(summary: dict) -> str:
 def judge_table(summary: dict) -> str:
     """The summary as a short Markdown table, what ``posixlab judge`` prints."""
     return "\n".join([f"{judge_words(summary)} ({summary['run']})", "", "| metric | value |", "|---|---|",
-                      *[f"| {label} | {value} |" for label, value in judge_rows(summary)]])
+                      *[f"| {label} | {value} |" for label, value in judge_rows(summary)],
+                      *[f"\nwarning: {w}; its shares say more about the judge than the model"
+                        for w in summary.get("warnings") or []]])

@@ -160,7 +160,7 @@ def test_a_chat_run_rephrases_with_its_own_endpoint(tmp_path):
     (["variant=template", "variant.options.k=2"], "variant.options.k is not a setting: variant.options has none for "
                                                    "variant=template"),  # was: "did you mean variant.options?"
     # a word alone: a command mistyped, or a value without its key (Hydra: "missing EQUAL at '<EOF>'")
-    (["reprot", "outputs/run"], "'reprot' is neither a command (report, gate, compare, status, merge, dove, gguf-path, help) "
+    (["reprot", "outputs/run"], "'reprot' is neither a command (report, gate, compare, status, merge, dove, judge, gguf-path, help) "
                                 "nor a setting (write key=value, e.g. model=gemma3-270m); did you mean posixlab "
                                 "report?"),
     (["model=gemma3-270m", "template"], "'template' is neither a command"),

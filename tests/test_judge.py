@@ -9,7 +9,8 @@ import pytest
 
 from posixlab.cli import judge_command
 from posixlab.errors import ConfigError
-from posixlab.judge import ROWS_FILE, SUMMARY_FILE, judge_run, judge_set, judge_summary, parse_verdict
+from posixlab.judge import ROWS_FILE, SUMMARY_FILE, judge_run, judge_set, judge_summary, judge_warnings, \
+    parse_verdict
 
 
 def record(responses, psi=1.0, index=0, ids=None):
@@ -102,6 +103,23 @@ def test_the_judge_checked_against_the_runs_answer_parser():
     summary = judge_summary([row])
     assert summary["parser_checked"] == 3 and summary["parser_agreement"] == 0.666667
     assert summary["parser_same_judged_same"] == 0.5 and summary["parser_different_judged_different"] == 1.0
+    assert judge_warnings(summary) == []
+
+
+def test_a_judge_that_says_yes_to_everything_is_called_out():
+    """A yes-sayer: every decoy judged the same, every pair the parser reads as different options judged the same.
+    Its judged consistency is 1.0, and the warnings say why that means nothing."""
+    rows = []
+    for index in range(4):
+        made = record(["B", "b", "C", "D"], index=index)
+        made["answers"] = [{"by_greedy": {"pred": p}} for p in ("B", "B", "C", "D")]
+        rows.append(judge_set(made, lambda messages: "Yes", decoy=f"decoy {index}"))
+    summary = judge_summary(rows)
+    assert summary["judged_share"] == 1.0 and summary["control_judged_same"] == 1.0
+    assert summary["parser_different_judged_different"] == 0.0 and summary["parser_same_judged_same"] == 1.0
+    assert judge_warnings(summary) == [
+        "the judge calls another question's response the same in 4 of 4 controls: it says yes regardless",
+        "different options, by the parser, judged different in 0 of 8 pairs: the judge misreads them"]
 
 
 def test_parse_verdict_reads_the_first_word_only():

@@ -100,7 +100,8 @@ def _judged(folder: Path) -> str:
     return h.section("Judged by a model: which differing responses say the same", h.table(
         [("measure", "measure"), ("value", "value")], [[h.cell(None, h.esc(a)), h.cell(None, h.esc(b))]
                                                        for a, b in rows], sortable=False)
-        + f'<p id="judged" class="small">{h.esc(words)} (posixlab judge; its verdicts: judge.jsonl)</p>')
+        + f'<p id="judged" class="small">{h.esc(words)} (posixlab judge; its verdicts: judge.jsonl)</p>'
+        + "".join(h.banner(h.esc(f"the judge's controls: {w}"), kind="warn") for w in summary.get("warnings") or []))
 
 
 def _accuracy(summary: dict) -> str:
