@@ -237,6 +237,7 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
     names (``lm``: that model, already open), writing ``judge.jsonl`` and ``judge.json`` to ``out`` (default: the
     run's folder); verdicts already on file for this judge are used, not asked again, and the model opens only if
     one is missing. Returns the summary (``judge.json``)."""
+    from posixlab.backends import generate, open_to_generate
     from posixlab.openai_client import Generation
 
     folder, out = Path(folder), Path(out or folder)
@@ -258,8 +259,6 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
     opened = {"lm": lm}
 
     def ask(messages: list[dict]) -> str:
-        from posixlab.backends import generate, open_to_generate
-
         if opened["lm"] is None:
             print(f"posixlab: opening the judge {spec.name}", file=sys.stderr)
             role = {"role": judge_role()} if spec.backend == "chat" else {}  # its errors name the judge's endpoint
@@ -314,15 +313,12 @@ def judge_role():
 
 
 def _rows_on_file(path: Path, key: str) -> dict[str, dict]:
-    """The verdicts already in ``path`` by set id; another judge's is an error (its verdicts are kept, unmixed)."""
+    """The verdicts already in ``path`` by set id; another judge's is an error (its verdicts are kept, unmixed). A
+    last line cut short by a judge stopped while writing is skipped: that set is judged again."""
     if not path.is_file():
         return {}
     rows = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue  # a last line cut short by a judge stopped while writing: that set is judged again
+    for row in iter_records(path.parent, path.name, skip_unreadable=True):
         if row.get("key") != key:
             raise ConfigError(f"{path} holds another judge's verdicts (key {row.get('key')}, this judge's {key}: "
                               f"another model, instruction or --both-orders); give --out another folder, or delete "
