@@ -68,6 +68,10 @@ class Backend:
     # (model, messages, Generation) -> the reply texts to a chat of messages, decoded as that one request says (a
     # rephraser's sampling); None: its models cannot
     generate: Callable | None = None
+    # (model, messages, Generation, top) -> (the greedy reply's text, the ``top`` likeliest first tokens of a reply as
+    # (token text, log-probability), or None where the endpoint sent none): what a judge reads P(yes) from; None:
+    # its models give no probabilities of a reply (the judge reads the reply's words alone)
+    first_tokens: Callable | None = None
     # (spec, cache_dir) -> the model's tokenizer, without its weights: what depends on it (a chat template) is checked
     # before inputs are built, weights load or a server starts; None: the backend tokenises elsewhere (a chat API)
     tokenizer: Callable | None = None
@@ -193,3 +197,13 @@ def generate(lm, messages: list[dict], generation) -> list[str]:
     if write is None:
         raise ConfigError(f"model {getattr(lm, 'name', lm)} (backend {lm.backend}) cannot write replies to a chat")
     return write(lm, messages, generation)
+
+
+def reply_and_first_tokens(lm, messages: list[dict], generation, top: int = 20) -> tuple[str, list | None]:
+    """The greedy reply to ``messages`` from ``lm`` (opened with ``open_to_generate``) and the ``top`` likeliest first
+    tokens of a reply with their log-probabilities, where its backend gives them (``Backend.first_tokens``); else the
+    reply alone (``generate``) and None. 20 is what OpenAI's ``top_logprobs`` allows at most."""
+    backend = backend_of(lm)
+    if backend.first_tokens is None:
+        return generate(lm, messages, generation)[0], None
+    return backend.first_tokens(lm, messages, generation, top)

@@ -447,14 +447,16 @@ def judge_command(args: list[str]) -> int:
     0: judged; 2: an error (the verdicts written so far are kept)."""
     import argparse
 
-    from posixlab.judge import INSTRUCTION, ROWS_FILE, SUMMARY_FILE, judge_run, judge_table
+    from posixlab.judge import ALPHA, INSTRUCTION, ROWS_FILE, SUMMARY_FILE, judge_run, judge_table
 
     parser = argparse.ArgumentParser(
         prog="posixlab judge", description="Asks a judge model, for each prompt set of a POSIX run, whether each "
         "variant's response gives the same answer as the original prompt's, and reports the share identical (what "
         "ψ counts as the same), the share judged the same, Spearman's ρ between ψ and judged inconsistency, and "
         "the judge's own controls: a decoy (another question's response) and, where the run read options, its "
-        "agreement with the answer parser. "
+        "agreement with the answer parser. Where the judge gives probabilities (a model in this process, an endpoint "
+        "that returns top_logprobs), also its P(yes) per pair, how well it ranks the pairs (AUCs), and verdicts "
+        "calibrated on the decoys. "
         f"Writes {ROWS_FILE} (every verdict and reply) and {SUMMARY_FILE}; a rerun asks only what is missing. "
         "Exit status 0: judged; 2: an error.")
     parser.add_argument("run", metavar="RUN_DIR", help="a finished (or stopped) POSIX run's folder")
@@ -470,7 +472,13 @@ def judge_command(args: list[str]) -> int:
                         help="ask each pair twice, the original's response first and second; the same only if both "
                              "say yes (judges favour a position)")
     parser.add_argument("--instruction", metavar="FILE",
-                        help="the judge's request, with {task}, {first} and {second} (default: posixlab.judge's)")
+                        help="the judge's request, with {first_prompt}, {first}, {second_prompt} and {second} "
+                             "(default: posixlab.judge's)")
+    parser.add_argument("--alpha", type=float, default=ALPHA,
+                        help="the calibrated verdicts: a pair is the same when its P(yes) is above the decoys' "
+                             "conformal 1-ALPHA quantile, so a response as unrelated as a decoy is called the same "
+                             "with probability at most ALPHA (default: %(default)s; needs 1/ALPHA - 1 decoys, one a "
+                             "set)")
     parser.add_argument("--out", help="the folder to write to (default: RUN_DIR)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
     options = parser.parse_args(args)  # --help: exit 0; a usage error: exit 2
@@ -480,7 +488,7 @@ def judge_command(args: list[str]) -> int:
         instruction = Path(options.instruction).read_text(encoding="utf-8") if options.instruction else INSTRUCTION
         summary = judge_run(options.run, judge_spec(options.judge, options.base_url, options.api_key_env),
                             sets=options.sets, out=options.out, instruction=instruction,
-                            both_orders=options.both_orders)
+                            both_orders=options.both_orders, alpha=options.alpha)
     except (PosixlabError, OSError) as exc:  # OSError: an instruction file that cannot be read
         print(f"posixlab error: {exc}", file=sys.stderr)
         return 2

@@ -20,12 +20,23 @@ by ``parse_verdict`` (a first word other than yes or no is ``unparsed``, counted
 ``both_orders`` asks each pair twice, the original's response first and second, and calls it the same only when both
 say yes (LLM judges favour a position). Verdicts go to ``judge.jsonl`` in the run's folder as each set is judged, so
 a stopped judge goes on from where it stopped; the file holds one judge's verdicts (its ``key``).
+
+**Scores, calibrated on the decoys.** Where the judge's backend gives the probabilities of a reply's first token (a
+model in this process; a chat API that returns ``top_logprobs``), each verdict also keeps ``p_same``, P(yes) / (P(yes) +
+P(no)) over the first token's 20 likeliest (``first_token_odds``). Small judges say yes (or no) to everything, so their
+words are useless, but their scores may still rank the pairs. ``judge_scores`` reads them against the controls: the
+decoys' scores are what the judge gives responses to another question, so a pair is *calibrated the same* when its
+score is above the decoys' conformal (1 − α) quantile (``conformal_threshold``): a response as unrelated as a decoy is
+called the same with probability at most α, whatever the judge's bias. It also reports two AUCs: the run's differing
+pairs against the decoys, and (where the run read options) the pairs the parser reads as one option against those it
+reads as different options, a clean measure of whether the judge tells them apart (0.5: it does not).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import sys
 from collections.abc import Callable
@@ -38,6 +49,8 @@ from posixlab.results import SETS_FILE, iter_records
 ROWS_FILE = "judge.jsonl"
 SUMMARY_FILE = "judge.json"
 REPLY_TOKENS = 4  # "Yes", a leading space or "**" around it: a verdict, not an essay
+TOP_TOKENS = 20  # the first token's likeliest alternatives a judge's P(yes) is read from (OpenAI's most)
+ALPHA = 0.05  # the calibrated verdicts' rate of calling a decoy-like response the same
 
 SYSTEM = "You compare two responses to the same task. You reply with one word: Yes or No."
 INSTRUCTION = ("Prompt A:\n{first_prompt}\n\nResponse A:\n{first}\n\n"
@@ -60,6 +73,26 @@ def parse_verdict(reply: str) -> bool | None:
     return None if found is None else found.group(1).lower() == "yes"
 
 
+def first_token_odds(tokens: list[tuple[str, float]] | None) -> float | None:
+    """P(yes) / (P(yes) + P(no)) from a reply's first-token alternatives (token text, log-probability): a token is yes
+    or no by its letters, any case, around spaces and marks (" Yes", "**No"). None where neither is among them.
+
+    >>> import math
+    >>> round(first_token_odds([("Yes", math.log(0.6)), (" yes", math.log(0.1)), ("No", math.log(0.2)),
+    ...                         ("Maybe", math.log(0.05))]), 6)
+    0.777778
+    >>> first_token_odds([("The", -0.1)]), first_token_odds(None)
+    (None, None)
+    """
+    mass = {"yes": 0.0, "no": 0.0}
+    for token, logprob in tokens or []:
+        word = re.sub(r"[\W_]", "", token).lower()
+        if word in mass:
+            mass[word] += math.exp(logprob)
+    total = mass["yes"] + mass["no"]
+    return mass["yes"] / total if total > 0 else None
+
+
 def judge_messages(first: tuple[str, str], second: tuple[str, str], instruction: str = INSTRUCTION) -> list[dict]:
     """The chat the judge answers for one pair of (prompt, response): each response beside the prompt it answers (a
     format variant's "b" is another option than the original's "B")."""
@@ -75,11 +108,12 @@ def same_response(a: dict, b: dict) -> bool:
     return a["text"].strip() == b["text"].strip()
 
 
-def judge_set(record: dict, ask: Callable[[list[dict]], str], *, instruction: str = INSTRUCTION,
+def judge_set(record: dict, ask: Callable[[list[dict]], str | tuple], *, instruction: str = INSTRUCTION,
               both_orders: bool = False, decoy: str | None = None) -> dict:
     """The verdicts for one set (a record of ``sets.jsonl``): each variant's response against the first prompt's
-    (a prompt the run did not ask is left out). ``ask(messages) -> reply`` is the judge. ``decoy``: a response to
-    another set's question, shown as a response to this one's (the control: a judge worth reading says No).
+    (a prompt the run did not ask is left out). ``ask(messages)`` is the judge: its reply, or (reply, P(yes) or None).
+    ``decoy``: a response to another set's question, shown as a response to this one's (the control: a judge worth
+    reading says No). A pair's ``p_same`` is its lowest P(yes) over the orders asked (None where one has none).
 
     >>> record = {"set_id": "s", "set_index": 0, "psi": 0.5, "prompts": [{"text": "2+2?"}] * 5,
     ...           "responses": [{"text": t} for t in ("4", " 4", "four", "5")] + [{"text": None, "asked": False}]}
@@ -87,7 +121,7 @@ def judge_set(record: dict, ask: Callable[[list[dict]], str], *, instruction: st
     >>> [v["equivalent"] for v in row["verdicts"]], row["identical_share"], row["judged_share"], row["asked"]
     ([True, True, False], 0.333333, 0.666667, 3)
     >>> row["control"]
-    {'replies': ['No'], 'equivalent': False}
+    {'replies': ['No'], 'equivalent': False, 'p_same': None}
     """
     prompts, responses = record["prompts"], record["responses"]
     original = responses[0]
@@ -97,10 +131,13 @@ def judge_set(record: dict, ask: Callable[[list[dict]], str], *, instruction: st
     def verdict(first: tuple[str, str], second: tuple[str, str]) -> dict:
         nonlocal asked
         pairs = [(first, second)] + ([(second, first)] if both_orders else [])
-        replies = [ask(judge_messages(a, b, instruction)) for a, b in pairs]
-        asked += len(replies)
-        read = [parse_verdict(r) for r in replies]
-        return {"replies": replies, "equivalent": None if None in read else all(read)}
+        answers = [ask(judge_messages(a, b, instruction)) for a, b in pairs]
+        answers = [a if isinstance(a, tuple) else (a, None) for a in answers]
+        asked += len(answers)
+        read = [parse_verdict(reply) for reply, _ in answers]
+        scores = [p for _, p in answers]
+        return {"replies": [reply for reply, _ in answers], "equivalent": None if None in read else all(read),
+                "p_same": None if None in scores else min(scores)}
 
     for i, response in enumerate(responses[1:], 1):
         if original["text"] is None or response["text"] is None:
@@ -159,6 +196,64 @@ def judge_summary(rows: list[dict]) -> dict:
             if differing else None, "spearman": _spearman(rows), "controls": len(controls),
             "control_judged_same": round(sum(controls) / len(controls), 6) if controls else None,
             **_parser_check(checked)}
+
+
+def conformal_threshold(decoys: list[float], alpha: float = ALPHA) -> float | None:
+    """The score a pair must exceed to be called the same: the ⌈(n + 1)(1 − α)⌉-th smallest of the n decoys' scores.
+    A pair whose score is exchangeable with the decoys' (a response as unrelated as theirs) exceeds it with
+    probability at most α. None with fewer than ⌈1/α⌉ − 1 decoys (19 at α = 0.05): no threshold can promise α.
+
+    >>> conformal_threshold([k / 20 for k in range(1, 20)]), conformal_threshold([0.5] * 18)
+    (0.95, None)
+    >>> conformal_threshold([0.9, 0.2, 0.4], alpha=0.25)
+    0.9
+    """
+    n = len(decoys)
+    k = math.ceil((n + 1) * (1 - alpha) - 1e-9)  # (n + 1)(1 − α) may be a whole number off by a rounding error
+    return sorted(decoys)[k - 1] if 1 <= k <= n else None
+
+
+def auc(higher: list[float], lower: list[float]) -> float | None:
+    """P(a score of ``higher`` > one of ``lower``), ties counting half: the Mann-Whitney U over the pairs (scipy).
+    None where either is empty.
+
+    >>> auc([0.9, 0.8, 0.3], [0.3, 0.1])
+    0.916667
+    """
+    if not higher or not lower:
+        return None
+    from scipy.stats import mannwhitneyu
+
+    return round(float(mannwhitneyu(higher, lower).statistic) / (len(higher) * len(lower)), 6)
+
+
+def judge_scores(rows: list[dict], alpha: float = ALPHA) -> dict | None:
+    """What the judge's scores (``p_same``) say, where it gave any: the AUC of the run's differing pairs over the
+    decoys, the AUC of the pairs the parser reads as one option over those it reads as different ones, and the
+    verdicts calibrated on the decoys (``conformal_threshold``): a differing pair is the same when its score is above
+    the threshold, and the shares are ``judge_summary``'s over those verdicts. None where nothing was scored."""
+    verdicts = [v for row in rows for v in row["verdicts"] if not v["identical"]]
+    scored = [v for v in verdicts if v.get("p_same") is not None]
+    decoys = [r["control"]["p_same"] for r in rows if (r.get("control") or {}).get("p_same") is not None]
+    if not scored and not decoys:
+        return None
+    threshold = conformal_threshold(decoys, alpha)
+    found = {"scored": len(scored), "unscored": len(verdicts) - len(scored), "decoys": len(decoys),
+             "decoy_auc": auc([v["p_same"] for v in scored], decoys),
+             "parser_auc": auc([v["p_same"] for v in scored if v.get("parser_same") is True],
+                               [v["p_same"] for v in scored if v.get("parser_same") is False]),
+             "alpha": alpha, "threshold": threshold, "calibrated": None}
+    if threshold is not None:
+        def recalled(v):
+            same = None if v.get("p_same") is None else v["p_same"] > threshold
+            return v if v["identical"] else {**v, "equivalent": same}
+
+        calibrated = [{**r, "verdicts": [recalled(v) for v in r["verdicts"]]} for r in rows]
+        calibrated = [{**r, **set_shares(r["verdicts"])} for r in calibrated]
+        summary = judge_summary(calibrated)
+        found["calibrated"] = {k: summary[k] for k in ("judged_share", "judged_away", "differing_judged_same",
+                                                       "parser_same_judged_same", "parser_different_judged_different")}
+    return found
 
 
 def judge_warnings(summary: dict, least: int = 3) -> list[str]:
@@ -231,13 +326,14 @@ class JudgeSettings:
 
 
 def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out: str | Path | None = None,
-              instruction: str = INSTRUCTION, both_orders: bool = False, cache_dir=None,
+              instruction: str = INSTRUCTION, both_orders: bool = False, alpha: float = ALPHA, cache_dir=None,
               progress: bool = True) -> dict:
     """Judge the sets of the POSIX run in ``folder`` (the first ``sets`` by index; None: all) with the model ``spec``
     names (``lm``: that model, already open), writing ``judge.jsonl`` and ``judge.json`` to ``out`` (default: the
     run's folder); verdicts already on file for this judge are used, not asked again, and the model opens only if
-    one is missing. Returns the summary (``judge.json``)."""
-    from posixlab.backends import generate, open_to_generate
+    one is missing. ``alpha``: the calibrated verdicts' rate (``judge_scores``). Returns the summary
+    (``judge.json``)."""
+    from posixlab.backends import open_to_generate, reply_and_first_tokens
     from posixlab.openai_client import Generation
 
     folder, out = Path(folder), Path(out or folder)
@@ -248,6 +344,9 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
     if missing:
         raise ConfigError(f"the judge's instruction must contain {', '.join(PLACEHOLDERS)} (each response beside "
                           f"the prompt it answers); it lacks {', '.join(missing)}")
+    if not 0 < alpha < 1:
+        raise ConfigError(f"alpha is the calibrated verdicts' rate of calling an unrelated response the same, "
+                          f"between 0 and 1 (0.05 by default); got {alpha}")
     settings = JudgeSettings(asdict(spec), instruction, both_orders)
     every = sorted(map(_what_is_judged, iter_records(folder, SETS_FILE, skip_unreadable=True)),
                    key=lambda r: r["set_index"])
@@ -258,12 +357,14 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
     done = _rows_on_file(out / ROWS_FILE, settings.key)
     opened = {"lm": lm}
 
-    def ask(messages: list[dict]) -> str:
+    def ask(messages: list[dict]) -> tuple[str, float | None]:
         if opened["lm"] is None:
             print(f"posixlab: opening the judge {spec.name}", file=sys.stderr)
             role = {"role": judge_role()} if spec.backend == "chat" else {}  # its errors name the judge's endpoint
             opened["lm"] = open_to_generate(spec, cache_dir, **role)
-        return generate(opened["lm"], messages, Generation(settings.reply_tokens, temperature=0.0))[0]
+        greedy = Generation(settings.reply_tokens, temperature=0.0)
+        reply, tokens = reply_and_first_tokens(opened["lm"], messages, greedy, TOP_TOKENS)
+        return reply, first_token_odds(tokens)
 
     from tqdm.auto import tqdm
 
@@ -283,7 +384,7 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
     summary = {"run": str(folder), "judge": {"model": spec.name, "key": settings.key, "both_orders": both_orders,
                                              "instruction_sha256": hashlib.sha256(instruction.encode()).hexdigest(),
                                              "identity": getattr(opened["lm"], "identity", None)},
-               "sets_in_run": len(every), **judge_summary(rows)}
+               "sets_in_run": len(every), **judge_summary(rows), "scores": judge_scores(rows, alpha)}
     summary["warnings"] = judge_warnings(summary)
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return summary
@@ -338,12 +439,34 @@ JUDGE_ROWS = (("psi", "mean ψ"), ("identical_share", "identical to the original
               ("parser_different_judged_different", "… different options by the parser, judged different (1)"))
 
 
+# the judge's scores (``judge_scores``), where it gave any: how it ranks the pairs, then its calibrated verdicts
+SCORE_ROWS = (("decoy_auc", "scores: differing pairs rated above decoys (AUC; 0.5: no higher)"),
+              ("parser_auc", "scores: same option by the parser rated above different options (AUC; a good judge: 1)"))
+CALIBRATED_ROWS = (("judged_share", "calibrated: judged the same"),
+                   ("judged_away", "calibrated: differing but judged the same"),
+                   ("parser_same_judged_same", "calibrated: … the same option by the parser, judged the same"),
+                   ("parser_different_judged_different", "calibrated: … different options, judged different"))
+
+
 def judge_rows(summary: dict) -> list[tuple[str, str]]:
-    """(label, value as shown) for each number of the summary, Spearman's ρ last."""
-    rho = summary["spearman"]
-    rows = [(label, "n/a" if summary[key] is None else f"{summary[key]:.3f}") for key, label in JUDGE_ROWS]
-    return rows + [("Spearman ρ, ψ vs judged inconsistency",
-                    "n/a" if rho is None else f"{rho['rho']:+.3f} (p {rho['p_value']:.3g}, {rho['sets']} sets)")]
+    """(label, value as shown) for each number of the summary, Spearman's ρ, then the judge's scores where it gave
+    any (a summary written before there were scores has none)."""
+    def shown(block, key):
+        return "n/a" if block.get(key) is None else f"{block[key]:.3f}"
+
+    rho, scores = summary["spearman"], summary.get("scores")
+    rows = [(label, shown(summary, key)) for key, label in JUDGE_ROWS]
+    rows.append(("Spearman ρ, ψ vs judged inconsistency",
+                 "n/a" if rho is None else f"{rho['rho']:+.3f} (p {rho['p_value']:.3g}, {rho['sets']} sets)"))
+    if not scores:
+        return rows
+    rows += [(label, shown(scores, key)) for key, label in SCORE_ROWS]
+    if scores["threshold"] is None:
+        return rows + [("calibrated verdicts", f"n/a: {scores['decoys']} decoys, "
+                        f"{math.ceil(1 / scores['alpha']) - 1} needed at α = {scores['alpha']:g} (one a set)")]
+    rows.append(("calibration: P(yes) above", f"{scores['threshold']:.6g} ({scores['decoys']} decoys, "
+                                              f"α = {scores['alpha']:g})"))
+    return rows + [(label, shown(scores["calibrated"], key)) for key, label in CALIBRATED_ROWS]
 
 
 def judge_words(summary: dict) -> str:

@@ -9,8 +9,8 @@ import pytest
 
 from posixlab.cli import judge_command
 from posixlab.errors import ConfigError
-from posixlab.judge import ROWS_FILE, SUMMARY_FILE, judge_run, judge_set, judge_summary, judge_warnings, \
-    parse_verdict
+from posixlab.judge import ROWS_FILE, SUMMARY_FILE, conformal_threshold, judge_rows, judge_run, judge_scores, \
+    judge_set, judge_summary, judge_warnings, parse_verdict
 
 
 def record(responses, psi=1.0, index=0, ids=None):
@@ -47,7 +47,8 @@ def test_verdicts_and_shares_by_hand():
     assert [(v["prompt"], v["identical"], v["equivalent"]) for v in row["verdicts"]] == [
         (1, True, True), (2, False, True), (3, False, True), (4, False, False), (5, False, None)]
     assert row["identical_share"] == 0.2 and row["judged_share"] == 0.75 and row["unparsed"] == 1
-    assert row["asked"] == len(asked) == 5 and row["control"] == {"replies": ["No"], "equivalent": False}
+    assert row["asked"] == len(asked) == 5 and row["control"] == {"replies": ["No"], "equivalent": False,
+                                                                  "p_same": None}
     assert all(a.startswith("Prompt A:\nTask 0, form 0: name a colour.\n\nResponse A:\nblue\n\n") for a in asked)
     assert "Prompt B:\nTask 0, form 3: name a colour.\n\nResponse B:\nIt is blue\n\n" in asked[1]
     assert "Prompt B:\nTask 0, form 0: name a colour.\n\nResponse B:\nParis\n\n" in asked[-1]
@@ -122,6 +123,87 @@ def test_a_judge_that_says_yes_to_everything_is_called_out():
         "different options, by the parser, judged different in 0 of 8 pairs: the judge misreads them"]
 
 
+def brute_auc(higher, lower):
+    return sum((h > w) + 0.5 * (h == w) for h in higher for w in lower) / (len(higher) * len(lower))
+
+
+def test_scores_calibrated_on_the_decoys_by_hand():
+    """A judge that says yes to everything, but whose P(yes) ranks the pairs: 19 sets, each one differing response
+    scored i/18 and a decoy scored (i + 1)/20. The threshold is the 19th smallest of the 19 decoys, 0.95; only the
+    pair scored 18/18 is above it, so the calibrated judged share is 1/19 where the words say 1. The AUCs against a
+    brute-force count; the scores of both orders: the lower one."""
+    rows = []
+    for i in range(19):
+        def ask(messages, i=i):
+            decoy = f"decoy {i}" in messages[-1]["content"]
+            return "Yes", (i + 1) / 20 if decoy else i / 18
+
+        rows.append(judge_set(record([f"answer {i}", f"other {i}"], index=i), ask, decoy=f"decoy {i}"))
+    assert judge_summary(rows)["judged_share"] == 1.0 and judge_summary(rows)["control_judged_same"] == 1.0
+    scores = judge_scores(rows)
+    assert scores["threshold"] == 0.95 and scores["decoys"] == 19 and scores["scored"] == 19
+    assert scores["decoy_auc"] == round(brute_auc([i / 18 for i in range(19)], [(i + 1) / 20 for i in range(19)]), 6)
+    assert scores["calibrated"]["judged_share"] == scores["calibrated"]["differing_judged_same"] == round(1 / 19, 6)
+    assert scores["parser_auc"] is None and scores["calibrated"]["parser_same_judged_same"] is None
+    assert ("calibration: P(yes) above", "0.95 (19 decoys, α = 0.05)") in judge_rows(
+        {**judge_summary(rows), "scores": scores})
+
+    # 18 decoys cannot promise 5 %: no calibrated verdicts, and the table says how many it needs
+    short = judge_scores(rows[:18])
+    assert short["threshold"] is None and short["calibrated"] is None and short["decoy_auc"] is not None
+    assert judge_rows({**judge_summary(rows[:18]), "scores": short})[-1] == \
+        ("calibrated verdicts", "n/a: 18 decoys, 19 needed at α = 0.05 (one a set)")
+
+    # both orders: the pair's score is the lower of its two; a reply without a score leaves the pair unscored
+    answers = iter([("Yes", 0.9), ("Yes", 0.4), ("No", None)])
+    row = judge_set(record(["a", "b", "c"]), lambda m: next(answers), both_orders=False, decoy=None)
+    assert [v["p_same"] for v in row["verdicts"]] == [0.9, 0.4]
+    answers = iter([("Yes", 0.9), ("Yes", 0.4), ("Yes", 0.7), ("No", None)])
+    row = judge_set(record(["a", "b", "c"]), lambda m: next(answers), both_orders=True)
+    assert [v["p_same"] for v in row["verdicts"]] == [0.4, None]
+    assert judge_scores([row])["unscored"] == 1 and judge_scores([record_row_unscored()]) is None
+
+
+def record_row_unscored():
+    return judge_set(record(["a", "b"]), lambda m: "Yes")
+
+
+def test_the_parser_auc_and_calibrated_parser_check_by_hand():
+    """Pairs the parser reads as one option scored 0.9, 0.8 and 0.3; as different options, 0.3 and 0.1: AUC
+    (2 + 2 + 1.5) / 6 (0.3 ties one and beats the other). Calibrated at α = 0.25 on three decoys (0.2, 0.5, 0.6:
+    threshold 0.6): the same-option pairs judged the same 2/3, the different-option ones judged different 2/2."""
+    verdicts = [{"identical": False, "equivalent": True, "p_same": p, "parser_same": same}
+                for p, same in ((0.9, True), (0.8, True), (0.3, True), (0.3, False), (0.1, False))]
+    rows = [{"psi": 0.5, "identical_share": 0.0, "judged_share": 1.0, "unparsed": 0, "asked": 6,
+             "verdicts": verdicts[:3], "control": {"equivalent": True, "p_same": 0.2}},
+            {"psi": 0.7, "identical_share": 0.0, "judged_share": 1.0, "unparsed": 0, "asked": 6,
+             "verdicts": verdicts[3:], "control": {"equivalent": True, "p_same": 0.5}},
+            {"psi": 0.1, "identical_share": 1.0, "judged_share": 1.0, "unparsed": 0, "asked": 1,
+             "verdicts": [{"identical": True, "equivalent": True}], "control": {"equivalent": True, "p_same": 0.6}}]
+    scores = judge_scores(rows, alpha=0.25)
+    assert scores["parser_auc"] == round(5.5 / 6, 6) == round(brute_auc([0.9, 0.8, 0.3], [0.3, 0.1]), 6)
+    assert scores["threshold"] == 0.6 and scores["calibrated"]["parser_same_judged_same"] == round(2 / 3, 6)
+    assert scores["calibrated"]["parser_different_judged_different"] == 1.0
+    # judged shares per set (2/3, 0/2, identical 1/1), their mean; judged away: 2/3, 0, 0
+    assert scores["calibrated"]["judged_share"] == round((2 / 3 + 0 + 1) / 3, 6)
+    assert scores["calibrated"]["judged_away"] == round((2 / 3) / 3, 6)
+
+
+def test_the_conformal_threshold_keeps_its_promise():
+    """Scores of unrelated responses, exchangeable with the decoys': the share called the same is α's promise,
+    (n + 1 − k)/(n + 1) = 1/20 for 19 decoys and 2/40 for 39, measured over 4,000 draws each (sd 0.0034); an
+    off-by-one (the k-1-th decoy) would give 2/20 and 3/40."""
+    import random
+
+    draw = random.Random(0)
+    for n in (19, 39):
+        above = 0
+        for _ in range(4000):
+            decoys = [draw.random() for _ in range(n)]
+            above += draw.random() > conformal_threshold(decoys, 0.05)
+        assert 0.038 < above / 4000 < 0.062, (n, above)
+
+
 def test_parse_verdict_reads_the_first_word_only():
     assert [parse_verdict(r) for r in ("YES", "no.", "'Yes'", "Yesterday", "", "The answer is yes")] == \
         [True, False, True, None, None, None]
@@ -139,6 +221,8 @@ def test_bad_input_fails_before_any_model_loads(tmp_path, capsys):
     assert "it lacks {first_prompt}, {second_prompt}" in capsys.readouterr().err
     assert judge_command([str(tmp_path), "--sets", "0"]) == 2
     assert "--sets must be at least 1" in capsys.readouterr().err
+    assert judge_command([str(tmp_path), "--alpha", "1.5"]) == 2
+    assert "alpha is the calibrated verdicts' rate" in capsys.readouterr().err
     assert judge_command([str(tmp_path), "--judge", "no-such-model"]) == 2
     assert "is not a packaged model" in capsys.readouterr().err
     assert time.monotonic() - started < 30 and not (tmp_path / ROWS_FILE).exists()
@@ -178,6 +262,9 @@ def test_judge_a_real_run_with_the_packaged_model_then_resume(lm, small_results,
     controls = [r["control"] for r in rows]  # each set's decoy: the next set's original response
     assert first["controls"] == sum(c is not None and c["equivalent"] is not None for c in controls)
     assert first["judge"]["identity"]["name"] == "smollm2-135m-instruct"
+    scored = differing + [c for c in controls if c is not None]  # in this process every pair has its P(yes)
+    assert all(0 <= v["p_same"] <= 1 for v in scored) and first["scores"]["scored"] == len(differing)
+    assert first["scores"]["decoys"] == len(scored) - len(differing) and first["scores"]["threshold"] is None
     assert first == json.loads((run / SUMMARY_FILE).read_text())
 
     again = judge_run(run, lm_spec(), progress=False)  # no lm: it would load one if it asked
@@ -189,6 +276,28 @@ def test_judge_a_real_run_with_the_packaged_model_then_resume(lm, small_results,
     assert 'id="judged"' in page and "judge smollm2-135m-instruct: 4 of 4 sets, 12 variant responses" in page
     identical = "n/a" if again["identical_share"] is None else f"{again['identical_share']:.3f}"
     assert f"identical to the original&#x27;s response</td><td>{identical}</td>" in page.replace("'", "&#x27;")
+
+
+@pytest.mark.slow
+def test_the_judges_first_tokens_are_the_models_next_token_distribution(lm):
+    """In this process P(yes) comes from ``generate``'s first-step logits: a plain forward pass over the same chat
+    gives the same 20 likeliest tokens and log-probabilities, and the reply is ``sample_chat``'s greedy one."""
+    import torch
+
+    from posixlab.judge import TOP_TOKENS, first_token_odds, judge_messages
+    from posixlab.models.sampling import reply_and_first_tokens, sample_chat
+    from posixlab.openai_client import Generation
+
+    messages = judge_messages(("What is 2+2?", "4"), ("What is two plus two?", "Four."))
+    reply, tokens = reply_and_first_tokens(lm, messages, Generation(4), TOP_TOKENS)
+    assert reply == sample_chat(lm, messages, Generation(4))[0]
+    text = lm.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    with torch.inference_mode():
+        logits = lm.model(torch.tensor([lm.encode(text, add_special_tokens=False)], device=lm.device)).logits
+    values, indices = torch.log_softmax(logits[0, -1].float(), dim=-1).topk(TOP_TOKENS)
+    assert [t for t, _ in tokens] == [lm.tokenizer.decode([i]) for i in indices.tolist()]
+    assert max(abs(a - b) for (_, a), b in zip(tokens, values.tolist())) < 1e-4
+    assert 0 < first_token_odds(tokens) < 1
 
 
 @pytest.mark.slow
@@ -208,6 +317,11 @@ def test_judge_through_a_chat_api_on_loopback(llama_server, small_results, tmp_p
     assert summary["asked"] == len(replies) and all(parse_verdict(r) is not None for r in replies)
     assert summary["controls"] == 1 and all(len(v["replies"]) == 2 for v in rows[0]["verdicts"] if not v["identical"])
     assert summary["judge"]["identity"]["base_url"] == llama_server
+    # llama.cpp's server returns top_logprobs: each pair has a score, the lower of its two orders, and it agrees
+    # with the words (yes in both orders exactly where the lower P(yes) is at least a half: greedy takes the top)
+    pairs = [v for v in rows[0]["verdicts"] if not v["identical"]] + [rows[0]["control"]]
+    assert all(0 <= v["p_same"] <= 1 for v in pairs) and summary["scores"]["scored"] == len(pairs) - 1
+    assert all((v["p_same"] >= 0.5) == v["equivalent"] for v in pairs)
 
 
 def test_a_dead_endpoint_is_one_error_and_keeps_what_was_judged(tmp_path, capsys):

@@ -42,6 +42,10 @@ def generate(lm, messages: list[dict], generation) -> list[str]:
     return lm.generate(messages, generation)
 
 
+def first_tokens(lm, messages: list[dict], generation, top: int):
+    return lm.reply_and_first_tokens(messages, generation, top)
+
+
 def engine(lm, max_new_tokens: int, options, cache, requests: list):
     from posixlab.chat.engine import ChatEngine
 
@@ -83,4 +87,4 @@ def plan(lm, requests: list, options, cache) -> dict:
 
 register(Backend("chat", frozenset({GENERATE, STRUCTURED, TOOLS}), open_model, engine, kind="api", remote=True,
                  check=check, cache=response_cache, repeats_in_cache_key=True, report=report, plan=plan,
-                 generate=generate, open_for_plan=open_for_plan, credentials=credentials))
+                 generate=generate, first_tokens=first_tokens, open_for_plan=open_for_plan, credentials=credentials))

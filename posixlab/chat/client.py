@@ -84,6 +84,16 @@ class ChatClient:
         """One chat completion of ``body`` (``ChatModel.body``: sent as it is, the cache keyed on it)."""
         return _answer(self._api.chat(body))
 
+    def complete_with_first_tokens(self, body: dict) -> tuple[ChatAnswer, list[tuple[str, float]] | None]:
+        """One chat completion of ``body`` (which asks ``logprobs`` and ``top_logprobs``), and the first token's
+        alternatives the server sent as (token, log-probability); None where it sent none (not every server does)."""
+        reply = self._api.chat(body)
+        logprobs = getattr(reply.choices[0], "logprobs", None)
+        content = getattr(logprobs, "content", None) or []
+        top = getattr(content[0], "top_logprobs", None) if content else None
+        tokens = [(t.token, float(t.logprob)) for t in top or [] if getattr(t, "token", None) is not None]
+        return _answer(reply), tokens or None
+
 
 def _answer(reply) -> ChatAnswer:
     usage = getattr(reply, "usage", None)

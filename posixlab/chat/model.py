@@ -58,6 +58,14 @@ class ChatModel:
                for i in range(generation.n)]
         return [self.client.complete(chat_body(self.model, g, {"messages": messages})).text for g in one]
 
+    def reply_and_first_tokens(self, messages: list[dict], generation: Generation, top: int) -> tuple[str, list | None]:
+        """The reply to ``messages`` (one request, not cached) and its first token's ``top`` likeliest alternatives as
+        (token, log-probability), as the server reports them (``top_logprobs``; None where it reports none)."""
+        body = chat_body(self.model, replace(generation, n=1), {"messages": messages, "logprobs": True,
+                                                               "top_logprobs": top})
+        answer, tokens = self.client.complete_with_first_tokens(body)
+        return answer.text, tokens
+
     def close(self) -> None:
         pass
 

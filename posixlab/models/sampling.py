@@ -29,3 +29,22 @@ def sample_chat(lm, messages: list[dict], generation) -> list[str]:
         out = lm.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=generation.max_tokens,
                                 num_return_sequences=generation.n, pad_token_id=pad, **decoding)
     return [lm.decode(row[ids.shape[1]:]) for row in out]
+
+
+def reply_and_first_tokens(lm, messages: list[dict], generation, top: int) -> tuple[str, list[tuple[str, float]]]:
+    """The greedy reply to ``messages`` (as ``sample_chat`` at temperature 0) and the ``top`` likeliest first tokens
+    of a reply, as (token text, log-probability): the model's own next-token distribution after the chat template
+    (raw logits, float32 log-softmax, before any processor of its generation config), what a chat API's
+    ``top_logprobs`` reports for the first token. A judge reads P(yes) from it (``posixlab.judge.first_token_odds``)."""
+    import torch
+
+    text = lm.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    ids = torch.tensor([lm.encode(text, add_special_tokens=False)], device=lm.device)
+    pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else min(lm.eos_ids)
+    with torch.inference_mode():
+        out = lm.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=generation.max_tokens,
+                                pad_token_id=pad, do_sample=False, output_logits=True, return_dict_in_generate=True)
+    first = torch.log_softmax(out.logits[0][0].float(), dim=-1)
+    values, indices = first.topk(min(top, first.numel()))
+    tokens = [(lm.tokenizer.decode([i]), float(v)) for v, i in zip(values.tolist(), indices.tolist())]
+    return lm.decode(out.sequences[0][ids.shape[1]:]), tokens
