@@ -138,7 +138,7 @@ def evaluate(prompt_sets, model="smollm2-135m-instruct", *, tokenizer=None, max_
     """
     given = _prompt_sets(prompt_sets)  # validated before any model is loaded
     check_max_new_tokens(max_new_tokens)
-    spec, lm = _model(model, tokenizer)
+    spec, lm = resolve_model(model, tokenizer)
     if score_cache is None:
         score_cache = lm is None
     path = str(prompt_sets) if isinstance(prompt_sets, (str, Path)) else None
@@ -184,8 +184,9 @@ def configured_models() -> list[str]:
                   if p.name.endswith(".yaml") and not p.name.startswith("_"))  # none today; a leading _ marks a shared node
 
 
-def _model(model, tokenizer) -> tuple[ModelSpec, TokenizedModel | None]:
-    """(spec, loaded model or None) for every form ``evaluate`` takes."""
+def resolve_model(model, tokenizer) -> tuple[ModelSpec, TokenizedModel | None]:
+    """(spec, loaded model or None) for every form ``evaluate`` takes: the one resolution of a model argument that
+    ``classify`` and ``posixlab judge --judge`` share."""
     if isinstance(model, TokenizedModel):  # loaded here (CausalLM) or connected to a server (ServedModel)
         return ModelSpec(model.name, "loaded", model.name), model
     if isinstance(model, ModelSpec):

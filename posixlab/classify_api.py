@@ -103,7 +103,7 @@ def classify(dataset: str | os.PathLike | ClassificationData = "mmlu_letters", m
     a ``Literal`` or ``Enum`` of the data set's classes), its JSON schema (a dict) or a JSON schema file's path
     (``posixlab.structured.schema.read_schema`` says what is read); the schema variants vary it.
     """
-    from posixlab.api import _model
+    from posixlab.api import resolve_model
 
     if isinstance(dataset, os.PathLike) or isinstance(dataset, str) and \
             dataset.lower().endswith(CLASSIFIER_SUFFIXES):
@@ -119,7 +119,7 @@ def classify(dataset: str | os.PathLike | ClassificationData = "mmlu_letters", m
         raise ConfigError(f"dataset must be a classification data set's name, a classifier file (.yaml, .yml, "
                           f".json) or a ClassificationData, not "
                           f"{type(dataset).__name__}")
-    spec, lm = _model(model, None)
+    spec, lm = resolve_model(model, None)
     with tempfile.TemporaryDirectory(prefix="posixlab-") as scratch:
         out = Path(output_dir or scratch)
         cfg = ClassificationConfig(

@@ -505,9 +505,9 @@ def judge_spec(name: str, base_url: str | None, api_key_env: str):
         from posixlab.chat.model import chat_model
 
         return chat_model(name, base_url, api_key_env=api_key_env)
-    from posixlab.api import _model
+    from posixlab.api import resolve_model
 
-    return _model(name, None)[0]
+    return resolve_model(name, None)[0]
 
 
 def merge_command(args: list[str]) -> int:
