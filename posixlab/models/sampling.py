@@ -14,9 +14,7 @@ def sample_chat(lm, messages: list[dict], generation) -> list[str]:
     """``generation.n`` reply texts to ``messages`` from ``lm`` (a ``CausalLM``), decoded as ``generation`` says."""
     import torch  # here, not at the top: posixlab.backends names this module without importing torch
 
-    text = lm.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    ids = torch.tensor([lm.encode(text, add_special_tokens=False)], device=lm.device)
-    pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else min(lm.eos_ids)
+    ids, pad = _chat_ids(lm, messages)
     if generation.temperature > 0:
         # top_k=0 and top-p 1 unless asked: only what the request says narrows the distribution, as an API does
         decoding = {"do_sample": True, "temperature": generation.temperature, "top_k": 0,
@@ -38,9 +36,7 @@ def reply_and_first_tokens(lm, messages: list[dict], generation, top: int) -> tu
     ``top_logprobs`` reports for the first token. A judge reads P(yes) from it (``posixlab.judge.first_token_odds``)."""
     import torch
 
-    text = lm.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    ids = torch.tensor([lm.encode(text, add_special_tokens=False)], device=lm.device)
-    pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else min(lm.eos_ids)
+    ids, pad = _chat_ids(lm, messages)
     with torch.inference_mode():
         out = lm.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=generation.max_tokens,
                                 pad_token_id=pad, do_sample=False, output_logits=True, return_dict_in_generate=True)
@@ -48,3 +44,12 @@ def reply_and_first_tokens(lm, messages: list[dict], generation, top: int) -> tu
     values, indices = first.topk(min(top, first.numel()))
     tokens = [(lm.tokenizer.decode([i]), float(v)) for v, i in zip(values.tolist(), indices.tolist())]
     return lm.decode(out.sequences[0][ids.shape[1]:]), tokens
+
+
+def _chat_ids(lm, messages: list[dict]):
+    """The chat in the model's template as a batch of one row of token ids, and the id ``generate`` pads with."""
+    import torch
+
+    text = lm.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    ids = torch.tensor([lm.encode(text, add_special_tokens=False)], device=lm.device)
+    return ids, lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else min(lm.eos_ids)
