@@ -68,9 +68,11 @@ class Backend:
     # (model, messages, Generation) -> the reply texts to a chat of messages, decoded as that one request says (a
     # rephraser's sampling); None: its models cannot
     generate: Callable | None = None
-    # (model, messages, Generation, top) -> (the greedy reply's text, the ``top`` likeliest first tokens of a reply as
-    # (token text, log-probability), or None where the endpoint sent none): what a judge reads P(yes) from; None:
-    # its models give no probabilities of a reply (the judge reads the reply's words alone)
+    # (model, chats, Generation, top) -> for each chat (a list of messages), (the greedy reply's text, the ``top``
+    # likeliest first tokens of a reply as (token text, log-probability), or None where the endpoint sent none): what
+    # a judge reads P(yes) from. The chats come together so the backend can share their common prefix (in process)
+    # or send them concurrently (a server). None: its models give no probabilities of a reply (the judge reads the
+    # reply's words alone)
     first_tokens: Callable | None = None
     # (spec, cache_dir) -> the model's tokenizer, without its weights: what depends on it (a chat template) is checked
     # before inputs are built, weights load or a server starts; None: the backend tokenises elsewhere (a chat API)
@@ -199,11 +201,21 @@ def generate(lm, messages: list[dict], generation) -> list[str]:
     return write(lm, messages, generation)
 
 
-def reply_and_first_tokens(lm, messages: list[dict], generation, top: int = 20) -> tuple[str, list | None]:
-    """The greedy reply to ``messages`` from ``lm`` (opened with ``open_to_generate``) and the ``top`` likeliest first
-    tokens of a reply with their log-probabilities, where its backend gives them (``Backend.first_tokens``); else the
-    reply alone (``generate``) and None. 20 is what OpenAI's ``top_logprobs`` allows at most."""
+def replies_and_first_tokens(lm, chats: list[list[dict]], generation, top: int = 20) -> list[tuple[str, list | None]]:
+    """For each chat of ``chats`` (asked together: a backend shares their common prefix, or sends them concurrently),
+    the greedy reply from ``lm`` (opened with ``open_to_generate``) and the ``top`` likeliest first tokens of a reply
+    with their log-probabilities, where its backend gives them (``Backend.first_tokens``); else the reply alone
+    (``generate``; a server's at most ``model.server.max_concurrency`` at once) and None. 20 is what OpenAI's
+    ``top_logprobs`` allows at most."""
     backend = backend_of(lm)
-    if backend.first_tokens is None:
+    if backend.first_tokens is not None:
+        return backend.first_tokens(lm, chats, generation, top)
+
+    def reply(messages: list[dict]) -> tuple[str, None]:
         return generate(lm, messages, generation)[0], None
-    return backend.first_tokens(lm, messages, generation, top)
+
+    if backend.remote:
+        from posixlab.openai_client import map_bounded
+
+        return map_bounded(reply, chats, lm.spec.server.max_concurrency)
+    return [reply(messages) for messages in chats]

@@ -467,6 +467,9 @@ def judge_command(args: list[str]) -> int:
                                            "API); its key from --api-key-env")
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="the variable holding the endpoint's key "
                                                                         "(default: %(default)s)")
+    parser.add_argument("--max-concurrency", type=int, default=8, metavar="N",
+                        help="with --base-url, requests in flight at once (a set's requests go together; a vLLM "
+                             "server batches them; default: %(default)s). Speed only: verdicts on file are reused")
     parser.add_argument("--sets", type=int, help="judge the first SETS sets only (default: all)")
     parser.add_argument("--both-orders", action="store_true",
                         help="ask each pair twice, the original's response first and second; the same only if both "
@@ -486,8 +489,10 @@ def judge_command(args: list[str]) -> int:
         if options.sets is not None and options.sets < 1:
             raise ConfigError(f"--sets must be at least 1, got {options.sets}")
         instruction = Path(options.instruction).read_text(encoding="utf-8") if options.instruction else INSTRUCTION
-        summary = judge_run(options.run, judge_spec(options.judge, options.base_url, options.api_key_env),
-                            sets=options.sets, out=options.out, instruction=instruction,
+        if options.max_concurrency < 1:
+            raise ConfigError(f"--max-concurrency must be at least 1, got {options.max_concurrency}")
+        spec = judge_spec(options.judge, options.base_url, options.api_key_env, options.max_concurrency)
+        summary = judge_run(options.run, spec, sets=options.sets, out=options.out, instruction=instruction,
                             both_orders=options.both_orders, alpha=options.alpha)
     except (PosixlabError, OSError) as exc:  # OSError: an instruction file that cannot be read
         print(f"posixlab error: {exc}", file=sys.stderr)
@@ -499,12 +504,13 @@ def judge_command(args: list[str]) -> int:
 DEFAULT_JUDGE = "qwen2.5-coder-1.5b-instruct"  # the strongest packaged instruct model (the paraphrases' writer too)
 
 
-def judge_spec(name: str, base_url: str | None, api_key_env: str):
-    """The judge's ModelSpec: a chat API's model with ``base_url``, else every form ``posixlab.evaluate`` takes."""
+def judge_spec(name: str, base_url: str | None, api_key_env: str, max_concurrency: int = 8):
+    """The judge's ModelSpec: a chat API's model with ``base_url`` (``max_concurrency`` requests in flight), else
+    every form ``posixlab.evaluate`` takes."""
     if base_url:
         from posixlab.chat.model import chat_model
 
-        return chat_model(name, base_url, api_key_env=api_key_env)
+        return chat_model(name, base_url, api_key_env=api_key_env, max_concurrency=max_concurrency)
     from posixlab.api import resolve_model
 
     return resolve_model(name, None)[0]

@@ -18,8 +18,10 @@ The judge is any model that writes replies to a chat (``posixlab.backends.open_t
 in this process, a vLLM server, a chat API), asked greedily (temperature 0) with ``INSTRUCTION``; its reply is read
 by ``parse_verdict`` (a first word other than yes or no is ``unparsed``, counted and left out of the shares).
 ``both_orders`` asks each pair twice, the original's response first and second, and calls it the same only when both
-say yes (LLM judges favour a position). Verdicts go to ``judge.jsonl`` in the run's folder as each set is judged, so
-a stopped judge goes on from where it stopped; the file holds one judge's verdicts (its ``key``).
+say yes (LLM judges favour a position). A set's requests go to the judge together (``judge_set``'s ``ask``): in this
+process their common prefix runs once and they decode in one batch, and a server gets ``max_concurrency`` of them
+at once (``posixlab.backends.replies_and_first_tokens``). Verdicts go to ``judge.jsonl`` in the run's folder as each
+set is judged, so a stopped judge goes on from where it stopped; the file holds one judge's verdicts (its ``key``).
 
 **Scores, calibrated on the decoys.** Where the judge's backend gives the probabilities of a reply's first token (a
 model in this process; a chat API that returns ``top_logprobs``), each verdict also keeps ``p_same``, P(yes) / (P(yes) +
@@ -108,16 +110,20 @@ def same_response(a: dict, b: dict) -> bool:
     return a["text"].strip() == b["text"].strip()
 
 
-def judge_set(record: dict, ask: Callable[[list[dict]], str | tuple], *, instruction: str = INSTRUCTION,
+def judge_set(record: dict, ask: Callable[[list[list[dict]]], list], *, instruction: str = INSTRUCTION,
               both_orders: bool = False, decoy: str | None = None) -> dict:
     """The verdicts for one set (a record of ``sets.jsonl``): each variant's response against the first prompt's
-    (a prompt the run did not ask is left out). ``ask(messages)`` is the judge: its reply, or (reply, P(yes) or None).
-    ``decoy``: a response to another set's question, shown as a response to this one's (the control: a judge worth
-    reading says No). A pair's ``p_same`` is its lowest P(yes) over the orders asked (None where one has none).
+    (a prompt the run did not ask is left out). ``ask(chats)`` is the judge: for a list of chats, its answers in that
+    order, each a reply or (reply, P(yes) or None). It is asked once with every chat that shows the original first (the
+    variants', then the control's), so that it can share their common prefix or send them at once, and with
+    ``both_orders`` once more with the order turned. ``decoy``: a response to another set's question, shown as a
+    response to this one's (the control: a judge worth reading says No). A pair's ``p_same`` is its lowest P(yes)
+    over the orders asked (None where one has none).
 
     >>> record = {"set_id": "s", "set_index": 0, "psi": 0.5, "prompts": [{"text": "2+2?"}] * 5,
     ...           "responses": [{"text": t} for t in ("4", " 4", "four", "5")] + [{"text": None, "asked": False}]}
-    >>> row = judge_set(record, lambda m: "Yes" if "four" in m[1]["content"] else "No", decoy="Paris")
+    >>> row = judge_set(record, lambda chats: ["Yes" if "four" in m[1]["content"] else "No" for m in chats],
+    ...                 decoy="Paris")
     >>> [v["equivalent"] for v in row["verdicts"]], row["identical_share"], row["judged_share"], row["asked"]
     ([True, True, False], 0.333333, 0.666667, 3)
     >>> row["control"]
@@ -126,35 +132,44 @@ def judge_set(record: dict, ask: Callable[[list[dict]], str | tuple], *, instruc
     prompts, responses = record["prompts"], record["responses"]
     original = responses[0]
     preds = [_greedy_pred(a) for a in record.get("answers") or []]  # the run's own reading, where it has options
-    verdicts, asked = [], 0
-
-    def verdict(first: tuple[str, str], second: tuple[str, str]) -> dict:
-        nonlocal asked
-        pairs = [(first, second)] + ([(second, first)] if both_orders else [])
-        answers = [ask(judge_messages(a, b, instruction)) for a, b in pairs]
-        answers = [a if isinstance(a, tuple) else (a, None) for a in answers]
-        asked += len(answers)
-        read = [parse_verdict(reply) for reply, _ in answers]
-        scores = [p for _, p in answers]
-        return {"replies": [reply for reply, _ in answers], "equivalent": None if None in read else all(read),
-                "p_same": None if None in scores else min(scores)}
-
+    verdicts, pairs = [], []  # pairs: (the verdict it fills, None for the control; first, second (prompt, response))
     for i, response in enumerate(responses[1:], 1):
         if original["text"] is None or response["text"] is None:
             continue  # a prompt the run did not ask (a budgeted run, a race): nothing to judge
         if same_response(response, original):
             verdicts.append({"prompt": i, "identical": True, "equivalent": True, "replies": []})
             continue
-        found = verdict((prompts[0]["text"], original["text"]), (prompts[i]["text"], response["text"]))
         # the check: both responses read as an option by the run's parser, the same option or not
         parser_same = preds[0] == preds[i] if len(preds) > i and None not in (preds[0], preds[i]) else None
-        verdicts.append({"prompt": i, "identical": False, **found, "parser_same": parser_same})
-    control = None
+        verdicts.append({"prompt": i, "identical": False, "parser_same": parser_same})
+        pairs.append((verdicts[-1], (prompts[0]["text"], original["text"]), (prompts[i]["text"], response["text"])))
     if decoy is not None and original["text"] is not None and decoy.strip() != original["text"].strip():
-        control = verdict((prompts[0]["text"], original["text"]), (prompts[0]["text"], decoy))
+        pairs.append((None, (prompts[0]["text"], original["text"]), (prompts[0]["text"], decoy)))
+    orders = [False, True] if both_orders else [False]
+    answered = [_answers(ask, [judge_messages(*((b, a) if turned else (a, b)), instruction) for _, a, b in pairs])
+                for turned in orders] if pairs else []
+    control = None
+    for k, (verdict, _, _) in enumerate(pairs):
+        answers = [by_order[k] for by_order in answered]
+        read = [parse_verdict(reply) for reply, _ in answers]
+        scores = [p for _, p in answers]
+        found = {"replies": [reply for reply, _ in answers], "equivalent": None if None in read else all(read),
+                 "p_same": None if None in scores else min(scores)}
+        if verdict is None:
+            control = found
+        else:  # the keys in the order they have always been written: prompt, identical, the verdict, parser_same
+            verdict.update({**found, "parser_same": verdict.pop("parser_same")})
     return {"set_id": record["set_id"], "set_index": record["set_index"], "variant_type": record.get("variant_type"),
-            "psi": record.get("psi"), "asked": asked, **set_shares(verdicts), "verdicts": verdicts,
-            "control": control}
+            "psi": record.get("psi"), "asked": len(pairs) * len(orders), **set_shares(verdicts),
+            "verdicts": verdicts, "control": control}
+
+
+def _answers(ask: Callable, chats: list[list[dict]]) -> list[tuple[str, float | None]]:
+    """``ask(chats)`` as (reply, P(yes) or None) pairs, one a chat; a judge that answers otherwise is an error."""
+    answers = list(ask(chats))
+    if len(answers) != len(chats):
+        raise ValueError(f"the judge answered {len(answers)} of {len(chats)} chats asked together")
+    return [a if isinstance(a, tuple) else (a, None) for a in answers]
 
 
 def set_shares(verdicts: list[dict]) -> dict:
@@ -333,7 +348,7 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
     run's folder); verdicts already on file for this judge are used, not asked again, and the model opens only if
     one is missing. ``alpha``: the calibrated verdicts' rate (``judge_scores``). Returns the summary
     (``judge.json``)."""
-    from posixlab.backends import open_to_generate, reply_and_first_tokens
+    from posixlab.backends import open_to_generate, replies_and_first_tokens
     from posixlab.openai_client import Generation
 
     folder, out = Path(folder), Path(out or folder)
@@ -347,7 +362,7 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
     if not 0 < alpha < 1:
         raise ConfigError(f"alpha is the calibrated verdicts' rate of calling an unrelated response the same, "
                           f"between 0 and 1 (0.05 by default); got {alpha}")
-    settings = JudgeSettings(asdict(spec), instruction, both_orders)
+    settings = JudgeSettings(_judge_fields(spec), instruction, both_orders)
     every = sorted(map(_what_is_judged, iter_records(folder, SETS_FILE, skip_unreadable=True)),
                    key=lambda r: r["set_index"])
     records = every[:sets] if sets is not None else every
@@ -357,14 +372,14 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
     done = _rows_on_file(out / ROWS_FILE, settings.key)
     opened = {"lm": lm}
 
-    def ask(messages: list[dict]) -> tuple[str, float | None]:
+    def ask(chats: list[list[dict]]) -> list[tuple[str, float | None]]:
         if opened["lm"] is None:
             print(f"posixlab: opening the judge {spec.name}", file=sys.stderr)
             role = {"role": judge_role()} if spec.backend == "chat" else {}  # its errors name the judge's endpoint
             opened["lm"] = open_to_generate(spec, cache_dir, **role)
         greedy = Generation(settings.reply_tokens, temperature=0.0)
-        reply, tokens = reply_and_first_tokens(opened["lm"], messages, greedy, TOP_TOKENS)
-        return reply, first_token_odds(tokens)
+        return [(reply, first_token_odds(tokens))
+                for reply, tokens in replies_and_first_tokens(opened["lm"], chats, greedy, TOP_TOKENS)]
 
     from tqdm.auto import tqdm
 
@@ -388,6 +403,16 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
     summary["warnings"] = judge_warnings(summary)
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return summary
+
+
+def _judge_fields(spec) -> dict:
+    """The judge's settings as its key holds them, with its requests in flight at the default (8, as every key before
+    it could be set had): the same judge asked faster is the same judge, and reuses its verdicts."""
+    from posixlab.models.loading import ServerSettings
+
+    fields = asdict(spec)
+    fields["server"] = {**fields["server"], "max_concurrency": ServerSettings.max_concurrency}
+    return fields
 
 
 def _what_is_judged(record: dict) -> dict:

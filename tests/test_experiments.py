@@ -212,6 +212,24 @@ def test_the_adapter_benchmark_times_merged_against_unmerged_on_the_same_batch(c
     assert greedy < 1e-4  # merging changes rounding only (and the test fails if the adapter were not merged)
 
 
+@pytest.mark.slow  # the packaged SmolLM2 as the judge, on a real run's responses
+def test_the_judge_benchmark_times_both_ways_on_the_same_chats(lm, small_results):
+    """A set's judge requests together (a shared prefix, one batch) and one at a time: the same replies, first-token
+    log-probabilities within 1e-4 (the test fails if batching moved a row's positions), and both times measured."""
+    from experiments import benchmark_judge
+
+    from posixlab.judge import TOP_TOKENS
+    from posixlab.models.sampling import replies_and_first_tokens
+    from posixlab.openai_client import Generation
+
+    chats = benchmark_judge.set_chats(next(small_results.glob("*_mmlu_template_0shot")), 1)
+    greedy = Generation(4, temperature=0.0)
+    result = benchmark_judge.measure(lambda batch: replies_and_first_tokens(lm, batch, greedy, TOP_TOKENS),
+                                     lambda chat: replies_and_first_tokens(lm, [chat], greedy, TOP_TOKENS)[0], chats)
+    assert result["sets"] == 1 and result["requests"] == len(chats[0]) > 1
+    assert result["replies_differ"] == 0 and result["max_logprob_gap"] < 1e-4 and result["ratio"] > 0
+
+
 @pytest.mark.slow  # the packaged SmolLM2's tokenizer
 def test_the_inputs_benchmark_times_both_methods_on_the_same_ids(capsys, tmp_path):
     from experiments import benchmark_inputs

@@ -24,6 +24,11 @@ def record(responses, psi=1.0, index=0, ids=None):
             "responses": made}
 
 
+def each(one):
+    """A judge that answers the chats it is asked together one by one with ``one(messages)``."""
+    return lambda chats: [one(messages) for messages in chats]
+
+
 def scripted_judge(replies: dict):
     """A judge that answers by the second response shown to it (``replies``), and records what it was asked."""
     asked = []
@@ -34,7 +39,7 @@ def scripted_judge(replies: dict):
         second = content.split("Response B:\n", 1)[1].split("\n\nThe two prompts", 1)[0]
         return replies[second]
 
-    return ask, asked
+    return each(ask), asked
 
 
 def test_verdicts_and_shares_by_hand():
@@ -67,10 +72,62 @@ def test_both_orders_needs_two_yeses():
     def first_only(messages):
         return "Yes" if "Response A:\nblue" in messages[-1]["content"] else "No"
 
-    assert judge_set(record(["blue", "cyan"]), first_only)["judged_share"] == 1.0
-    both = judge_set(record(["blue", "cyan"]), first_only, both_orders=True)
+    assert judge_set(record(["blue", "cyan"]), each(first_only))["judged_share"] == 1.0
+    both = judge_set(record(["blue", "cyan"]), each(first_only), both_orders=True)
     assert both["judged_share"] == 0.0 and both["asked"] == 2
     assert both["verdicts"][0]["replies"] == ["Yes", "No"]
+
+
+def test_a_sets_requests_are_asked_together():
+    """The judge gets a set's chats in one call, the variants' then the control's, each showing the original first
+    (so a backend can share that prefix, or send them at once); with both orders, a second call turns them all."""
+    calls = []
+
+    def ask(chats):
+        calls.append([m[-1]["content"].split("Response B:\n", 1)[1].split("\n", 1)[0] for m in chats])
+        return ["Yes"] * len(chats)
+
+    judge_set(record(["a", "a", "b", "c"]), ask, decoy="d")
+    assert calls == [["b", "c", "d"]]
+    calls.clear()
+    row = judge_set(record(["a", "a", "b", "c"]), ask, decoy="d", both_orders=True)
+    assert calls == [["b", "c", "d"], ["a", "a", "a"]] and row["asked"] == 6
+    calls.clear()
+    assert judge_set(record(["a", "a"]), ask)["asked"] == 0 and calls == []  # nothing to ask: the judge is not called
+
+
+def test_a_judge_behind_a_server_gets_its_requests_concurrently(tmp_path, capsys):
+    """``--base-url`` with ``--max-concurrency 4``: a server that holds each request 0.25 s sees 4 in flight at
+    once, never more, and every verdict lands in its set. The same judge at another concurrency is the same judge: the
+    rerun with 2 reuses every verdict and sends nothing."""
+    import threading
+
+    from chat_server import ChatServer, completion
+
+    lock, flying, peak = threading.Lock(), [0], [0]
+
+    def answer(body, n):
+        with lock:
+            flying[0] += 1
+            peak[0] = max(peak[0], flying[0])
+        time.sleep(0.25)
+        with lock:
+            flying[0] -= 1
+        second = body["messages"][-1]["content"].split("Response B:\n", 1)[1].split("\n", 1)[0]
+        return 200, {}, completion("Yes" if second.startswith("same") else "No")
+
+    sets = [record([f"x{i}"] + [f"same {k}" for k in range(5)] + [f"other {k}" for k in range(4)], index=i)
+            for i in range(2)]
+    (tmp_path / "sets.jsonl").write_text("".join(json.dumps(s) + "\n" for s in sets))
+    with ChatServer(answer) as server:
+        command = [str(tmp_path), "--judge", "judge-model", "--base-url", server.base_url,
+                   "--api-key-env", "POSIXLAB_TEST_NO_KEY", "--json"]
+        assert judge_command(command + ["--max-concurrency", "4"]) == 0
+        assert server.requests == 2 * 10 and peak[0] == 4  # 9 variants and a decoy a set
+        summary = json.loads(capsys.readouterr().out)
+        assert summary["judged_share"] == round(5 / 9, 6) and summary["control_judged_same"] == 0.0
+        assert judge_command(command + ["--max-concurrency", "2"]) == 0 and server.requests == 20
+    assert json.loads(capsys.readouterr().out)["judged_share"] == round(5 / 9, 6)
 
 
 def test_summary_by_hand_and_spearman_against_scipy():
@@ -114,7 +171,7 @@ def test_a_judge_that_says_yes_to_everything_is_called_out():
     for index in range(4):
         made = record(["B", "b", "C", "D"], index=index)
         made["answers"] = [{"by_greedy": {"pred": p}} for p in ("B", "B", "C", "D")]
-        rows.append(judge_set(made, lambda messages: "Yes", decoy=f"decoy {index}"))
+        rows.append(judge_set(made, each(lambda messages: "Yes"), decoy=f"decoy {index}"))
     summary = judge_summary(rows)
     assert summary["judged_share"] == 1.0 and summary["control_judged_same"] == 1.0
     assert summary["parser_different_judged_different"] == 0.0 and summary["parser_same_judged_same"] == 1.0
@@ -138,7 +195,7 @@ def test_scores_calibrated_on_the_decoys_by_hand():
             decoy = f"decoy {i}" in messages[-1]["content"]
             return "Yes", (i + 1) / 20 if decoy else i / 18
 
-        rows.append(judge_set(record([f"answer {i}", f"other {i}"], index=i), ask, decoy=f"decoy {i}"))
+        rows.append(judge_set(record([f"answer {i}", f"other {i}"], index=i), each(ask), decoy=f"decoy {i}"))
     assert judge_summary(rows)["judged_share"] == 1.0 and judge_summary(rows)["control_judged_same"] == 1.0
     scores = judge_scores(rows)
     assert scores["threshold"] == 0.95 and scores["decoys"] == 19 and scores["scored"] == 19
@@ -156,16 +213,16 @@ def test_scores_calibrated_on_the_decoys_by_hand():
 
     # both orders: the pair's score is the lower of its two; a reply without a score leaves the pair unscored
     answers = iter([("Yes", 0.9), ("Yes", 0.4), ("No", None)])
-    row = judge_set(record(["a", "b", "c"]), lambda m: next(answers), both_orders=False, decoy=None)
+    row = judge_set(record(["a", "b", "c"]), each(lambda m: next(answers)), both_orders=False, decoy=None)
     assert [v["p_same"] for v in row["verdicts"]] == [0.9, 0.4]
-    answers = iter([("Yes", 0.9), ("Yes", 0.4), ("Yes", 0.7), ("No", None)])
-    row = judge_set(record(["a", "b", "c"]), lambda m: next(answers), both_orders=True)
+    answers = iter([("Yes", 0.9), ("Yes", 0.7), ("Yes", 0.4), ("No", None)])  # b and c, then both turned
+    row = judge_set(record(["a", "b", "c"]), each(lambda m: next(answers)), both_orders=True)
     assert [v["p_same"] for v in row["verdicts"]] == [0.4, None]
     assert judge_scores([row])["unscored"] == 1 and judge_scores([record_row_unscored()]) is None
 
 
 def record_row_unscored():
-    return judge_set(record(["a", "b"]), lambda m: "Yes")
+    return judge_set(record(["a", "b"]), each(lambda m: "Yes"))
 
 
 def test_the_parser_auc_and_calibrated_parser_check_by_hand():
@@ -221,6 +278,8 @@ def test_bad_input_fails_before_any_model_loads(tmp_path, capsys):
     assert "it lacks {first_prompt}, {second_prompt}" in capsys.readouterr().err
     assert judge_command([str(tmp_path), "--sets", "0"]) == 2
     assert "--sets must be at least 1" in capsys.readouterr().err
+    assert judge_command([str(tmp_path), "--max-concurrency", "0"]) == 2
+    assert "--max-concurrency must be at least 1" in capsys.readouterr().err
     assert judge_command([str(tmp_path), "--alpha", "1.5"]) == 2
     assert "alpha is the calibrated verdicts' rate" in capsys.readouterr().err
     assert judge_command([str(tmp_path), "--judge", "no-such-model"]) == 2
@@ -280,24 +339,32 @@ def test_judge_a_real_run_with_the_packaged_model_then_resume(lm, small_results,
 
 @pytest.mark.slow
 def test_the_judges_first_tokens_are_the_models_next_token_distribution(lm):
-    """In this process P(yes) comes from ``generate``'s first-step logits: a plain forward pass over the same chat
-    gives the same 20 likeliest tokens and log-probabilities, and the reply is ``sample_chat``'s greedy one."""
+    """In this process P(yes) comes from ``generate``'s first-step logits. A set's chats go together: their common
+    prefix (the original's prompt and response) runs once and each chat continues from its keys and values. Each
+    chat's 20 likeliest tokens and log-probabilities are a plain forward pass's over that chat alone (to 1e-4), its
+    reply is ``sample_chat``'s greedy one, and the same batch gives the same numbers again, bit for bit."""
     import torch
 
     from posixlab.judge import TOP_TOKENS, first_token_odds, judge_messages
-    from posixlab.models.sampling import reply_and_first_tokens, sample_chat
+    from posixlab.models.sampling import SHARED_AT_LEAST, _chat_ids, _shared_length, replies_and_first_tokens, \
+        sample_chat
     from posixlab.openai_client import Generation
 
-    messages = judge_messages(("What is 2+2?", "4"), ("What is two plus two?", "Four."))
-    reply, tokens = reply_and_first_tokens(lm, messages, Generation(4), TOP_TOKENS)
-    assert reply == sample_chat(lm, messages, Generation(4))[0]
-    text = lm.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    with torch.inference_mode():
-        logits = lm.model(torch.tensor([lm.encode(text, add_special_tokens=False)], device=lm.device)).logits
-    values, indices = torch.log_softmax(logits[0, -1].float(), dim=-1).topk(TOP_TOKENS)
-    assert [t for t, _ in tokens] == [lm.tokenizer.decode([i]) for i in indices.tolist()]
-    assert max(abs(a - b) for (_, a), b in zip(tokens, values.tolist())) < 1e-4
-    assert 0 < first_token_odds(tokens) < 1
+    original = ("What is 2+2? Answer with the number alone, then explain it in one short sentence.", "4")
+    chats = [judge_messages(original, other) for other in (("What is two plus two?", "Four."),
+                                                           ("Compute 2 + 2.", "5"), ("What's 2+2?", "4, of course"))]
+    assert _shared_length([_chat_ids(lm, m)[0] for m in chats]) >= SHARED_AT_LEAST  # the shared prefix is used
+    answers = replies_and_first_tokens(lm, chats, Generation(4), TOP_TOKENS)
+    assert answers == replies_and_first_tokens(lm, chats, Generation(4), TOP_TOKENS)
+    for messages, (reply, tokens) in zip(chats, answers):
+        assert reply == sample_chat(lm, messages, Generation(4))[0]
+        text = lm.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        with torch.inference_mode():
+            logits = lm.model(torch.tensor([lm.encode(text, add_special_tokens=False)], device=lm.device)).logits
+        values, indices = torch.log_softmax(logits[0, -1].float(), dim=-1).topk(TOP_TOKENS)
+        assert [t for t, _ in tokens] == [lm.tokenizer.decode([i]) for i in indices.tolist()]
+        assert max(abs(a - b) for (_, a), b in zip(tokens, values.tolist())) < 1e-4
+        assert 0 < first_token_odds(tokens) < 1
 
 
 @pytest.mark.slow

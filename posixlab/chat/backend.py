@@ -42,8 +42,13 @@ def generate(lm, messages: list[dict], generation) -> list[str]:
     return lm.generate(messages, generation)
 
 
-def first_tokens(lm, messages: list[dict], generation, top: int):
-    return lm.reply_and_first_tokens(messages, generation, top)
+def first_tokens(lm, chats: list[list[dict]], generation, top: int) -> list:
+    """Each chat's reply and first tokens, at most ``model.server.max_concurrency`` requests in flight; the first
+    failure (a dead endpoint) is raised once, after those in flight are back."""
+    from posixlab.openai_client import map_bounded
+
+    return map_bounded(lambda messages: lm.reply_and_first_tokens(messages, generation, top), chats,
+                       lm.spec.server.max_concurrency)
 
 
 def engine(lm, max_new_tokens: int, options, cache, requests: list):
