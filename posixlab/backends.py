@@ -183,12 +183,18 @@ def _generator(backend: Backend) -> Callable | None:
 def open_to_generate(spec: ModelSpec, cache_dir=None, **options):
     """``spec``'s model, opened through its backend to write replies to chats (``generate``) for a caller of its own
     (a rephraser); ``options`` go to the backend's ``open`` (a chat API's: the ``role`` whose errors its requests
-    raise). A backend that cannot is a ``ConfigError`` naming those that can, before anything is opened."""
+    raise). A backend that cannot, or a model without a chat template (read from its tokenizer alone), is a
+    ``ConfigError`` before anything is opened."""
     backend = backend_of(spec)
     if _generator(backend) is None:
         able = [b.name for b in all_backends() if _generator(b) is not None]
         raise ConfigError(f"model {spec.name} (backend {spec.backend}) cannot write replies to a chat of messages; "
                           f"backends that can: {', '.join(able)}")
+    if backend.tokenizer is not None:  # its chats go through the model's own template: checked before weights load
+        tokenizer = backend.tokenizer(spec, cache_dir)
+        if not getattr(tokenizer, "chat_template", None):
+            raise ConfigError(f"model {spec.name} has no chat template (a base model, say), and it is asked chats "
+                              f"here (a judge's requests, a rephraser's): choose an instruction-tuned model")
     return backend.open(spec, cache_dir, **options)
 
 

@@ -447,7 +447,7 @@ def judge_command(args: list[str]) -> int:
     0: judged; 2: an error (the verdicts written so far are kept)."""
     import argparse
 
-    from posixlab.judge import ALPHA, INSTRUCTION, ROWS_FILE, SUMMARY_FILE, judge_run, judge_table
+    from posixlab.judge import ALPHA, DEFAULT_JUDGE, INSTRUCTION, ROWS_FILE, SUMMARY_FILE, judge_run, judge_table
 
     parser = argparse.ArgumentParser(
         prog="posixlab judge", description="Asks a judge model, for each prompt set of a POSIX run, whether each "
@@ -499,9 +499,6 @@ def judge_command(args: list[str]) -> int:
         return 2
     print(json.dumps(summary, indent=1, ensure_ascii=False) if options.json else judge_table(summary))
     return 0
-
-
-DEFAULT_JUDGE = "qwen2.5-coder-1.5b-instruct"  # the strongest packaged instruct model (the paraphrases' writer too)
 
 
 def judge_spec(name: str, base_url: str | None, api_key_env: str, max_concurrency: int = 8):

@@ -50,6 +50,7 @@ from posixlab.results import SETS_FILE, iter_records
 
 ROWS_FILE = "judge.jsonl"
 SUMMARY_FILE = "judge.json"
+DEFAULT_JUDGE = "qwen2.5-coder-1.5b-instruct"  # the strongest packaged instruct model (the paraphrases' writer too)
 REPLY_TOKENS = 4  # "Yes", a leading space or "**" around it: a verdict, not an essay
 TOP_TOKENS = 20  # the first token's likeliest alternatives a judge's P(yes) is read from (OpenAI's most)
 ALPHA = 0.05  # the calibrated verdicts' rate of calling a decoy-like response the same
@@ -370,16 +371,17 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
         raise ConfigError(f"{folder / SETS_FILE} holds no finished prompt set to judge")
     out.mkdir(parents=True, exist_ok=True)
     done = _rows_on_file(out / ROWS_FILE, settings.key)
-    opened = {"lm": lm}
+    # opened before anything is written: a judge that cannot open (no chat template, a dead endpoint) leaves the
+    # folder as it was
+    if lm is None and any(r["set_id"] not in done for r in records):
+        print(f"posixlab: opening the judge {spec.name}", file=sys.stderr)
+        role = {"role": judge_role()} if spec.backend == "chat" else {}  # its errors name the judge's endpoint
+        lm = open_to_generate(spec, cache_dir, **role)
+    greedy = Generation(settings.reply_tokens, temperature=0.0)
 
     def ask(chats: list[list[dict]]) -> list[tuple[str, float | None]]:
-        if opened["lm"] is None:
-            print(f"posixlab: opening the judge {spec.name}", file=sys.stderr)
-            role = {"role": judge_role()} if spec.backend == "chat" else {}  # its errors name the judge's endpoint
-            opened["lm"] = open_to_generate(spec, cache_dir, **role)
-        greedy = Generation(settings.reply_tokens, temperature=0.0)
         return [(reply, first_token_odds(tokens))
-                for reply, tokens in replies_and_first_tokens(opened["lm"], chats, greedy, TOP_TOKENS)]
+                for reply, tokens in replies_and_first_tokens(lm, chats, greedy, TOP_TOKENS)]
 
     from tqdm.auto import tqdm
 
@@ -398,7 +400,7 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
             rows.append(row)
     summary = {"run": str(folder), "judge": {"model": spec.name, "key": settings.key, "both_orders": both_orders,
                                              "instruction_sha256": hashlib.sha256(instruction.encode()).hexdigest(),
-                                             "identity": getattr(opened["lm"], "identity", None)},
+                                             "identity": getattr(lm, "identity", None)},
                "sets_in_run": len(every), **judge_summary(rows), "scores": judge_scores(rows, alpha)}
     summary["warnings"] = judge_warnings(summary)
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

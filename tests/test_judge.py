@@ -267,7 +267,8 @@ def test_parse_verdict_reads_the_first_word_only():
 
 
 def test_bad_input_fails_before_any_model_loads(tmp_path, capsys):
-    """No sets.jsonl, an instruction without its placeholders, --sets 0: exit 2 with what to do, nothing loaded."""
+    """No sets.jsonl, an instruction without its placeholders, --sets 0, a judge without a chat template (read from
+    its tokenizer): exit 2 with what to do, nothing loaded."""
     started = time.monotonic()
     assert judge_command([str(tmp_path)]) == 2
     assert "posixlab judge reads a POSIX run's folder" in capsys.readouterr().err
@@ -284,6 +285,11 @@ def test_bad_input_fails_before_any_model_loads(tmp_path, capsys):
     assert "alpha is the calibrated verdicts' rate" in capsys.readouterr().err
     assert judge_command([str(tmp_path), "--judge", "no-such-model"]) == 2
     assert "is not a packaged model" in capsys.readouterr().err
+    from hub_fixtures import build_model_repo
+
+    build_model_repo(tmp_path / "base", ["a base model's tokenizer has no chat template"] * 20)
+    assert judge_command([str(tmp_path), "--judge", str(tmp_path / "base")]) == 2
+    assert "has no chat template (a base model, say), and it is asked chats here" in capsys.readouterr().err
     assert time.monotonic() - started < 30 and not (tmp_path / ROWS_FILE).exists()
 
 
