@@ -87,6 +87,23 @@ class ChatServer:
         self.close()
 
 
+class InFlight:
+    """Counts the calls inside ``with in_flight:`` at once, from any thread, and the most seen (``most``)."""
+
+    def __init__(self):
+        self.lock, self.now, self.most = threading.Lock(), 0, 0
+
+    def __enter__(self) -> InFlight:
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with self.lock:
+            self.now -= 1
+
+
 def prompt_of(body: dict) -> str:
     return body["messages"][-1]["content"]
 

@@ -100,19 +100,13 @@ def test_a_judge_behind_a_server_gets_its_requests_concurrently(tmp_path, capsys
     """``--base-url`` with ``--max-concurrency 4``: a server that holds each request 0.25 s sees 4 in flight at
     once, never more, and every verdict lands in its set. The same judge at another concurrency is the same judge: the
     rerun with 2 reuses every verdict and sends nothing."""
-    import threading
+    from chat_server import ChatServer, InFlight, completion
 
-    from chat_server import ChatServer, completion
-
-    lock, flying, peak = threading.Lock(), [0], [0]
+    in_flight = InFlight()
 
     def answer(body, n):
-        with lock:
-            flying[0] += 1
-            peak[0] = max(peak[0], flying[0])
-        time.sleep(0.25)
-        with lock:
-            flying[0] -= 1
+        with in_flight:
+            time.sleep(0.25)
         second = body["messages"][-1]["content"].split("Response B:\n", 1)[1].split("\n", 1)[0]
         return 200, {}, completion("Yes" if second.startswith("same") else "No")
 
@@ -123,7 +117,7 @@ def test_a_judge_behind_a_server_gets_its_requests_concurrently(tmp_path, capsys
         command = [str(tmp_path), "--judge", "judge-model", "--base-url", server.base_url,
                    "--api-key-env", "POSIXLAB_TEST_NO_KEY", "--json"]
         assert judge_command(command + ["--max-concurrency", "4"]) == 0
-        assert server.requests == 2 * 10 and peak[0] == 4  # 9 variants and a decoy a set
+        assert server.requests == 2 * 10 and in_flight.most == 4  # 9 variants and a decoy a set
         summary = json.loads(capsys.readouterr().out)
         assert summary["judged_share"] == round(5 / 9, 6) and summary["control_judged_same"] == 0.0
         assert judge_command(command + ["--max-concurrency", "2"]) == 0 and server.requests == 20

@@ -5,7 +5,6 @@ test_vllm.py."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import httpx
@@ -166,21 +165,19 @@ def test_a_chat_body_keeps_the_request_and_puts_the_generation_last():
 # --- concurrency -----------------------------------------------------------------------------------------------------
 
 def test_at_most_limit_calls_are_in_flight():
-    lock, flying, most = threading.Lock(), [0], [0]
+    from chat_server import InFlight
+
+    in_flight = InFlight()
 
     def call(x):
-        with lock:
-            flying[0] += 1
-            most[0] = max(most[0], flying[0])
-        time.sleep(0.02)
-        with lock:
-            flying[0] -= 1
+        with in_flight:
+            time.sleep(0.02)
         return x
 
     assert sorted(x for x, _ in run_bounded(call, range(12), limit=3)) == list(range(12))
-    assert most[0] == 3
-    most[0] = 0
-    assert map_bounded(call, range(5), limit=1) == list(range(5)) and most[0] == 1
+    assert in_flight.most == 3
+    in_flight.most = 0
+    assert map_bounded(call, range(5), limit=1) == list(range(5)) and in_flight.most == 1
 
 
 def test_results_come_as_they_finish_and_map_keeps_the_order():
