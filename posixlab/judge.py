@@ -19,8 +19,8 @@ in this process, a vLLM server, a chat API), asked greedily (temperature 0) with
 by ``parse_verdict`` (a first word other than yes or no is ``unparsed``, counted and left out of the shares).
 ``both_orders`` asks each pair twice, the original's response first and second, and calls it the same only when both
 say yes (LLM judges favour a position). A set's requests go to the judge together (``judge_set``'s ``ask``): in this
-process their common prefix runs once and they decode in one batch, and a server gets ``max_concurrency`` of them
-at once (``posixlab.backends.replies_and_first_tokens``). Verdicts go to ``judge.jsonl`` in the run's folder as each
+process their common prefix runs once and they decode in one batch, and a server gets ``max_concurrency`` requests
+at once, several sets' where one set has fewer (``judge_sets``; ``posixlab.backends.replies_and_first_tokens``). Verdicts go to ``judge.jsonl`` in the run's folder as each
 set is judged, so a stopped judge goes on from where it stopped; the file holds one judge's verdicts (its ``key``).
 
 **Scores, calibrated on the decoys.** Where the judge's backend gives the probabilities of a reply's first token (a
@@ -130,10 +130,46 @@ def judge_set(record: dict, ask: Callable[[list[list[dict]]], list], *, instruct
     >>> row["control"]
     {'replies': ['No'], 'equivalent': False, 'p_same': None}
     """
+    return judge_sets([(record, decoy)], ask, instruction=instruction, both_orders=both_orders)[0]
+
+
+def judge_sets(sets: list[tuple[dict, str | None]], ask: Callable[[list[list[dict]]], list], *,
+               instruction: str = INSTRUCTION, both_orders: bool = False) -> list[dict]:
+    """``judge_set`` of each (record, decoy) of ``sets``, the judge asked once (once an order) with all their chats:
+    a server's requests for several sets in flight at once."""
+    orders = [False, True] if both_orders else [False]
+    planned = [_pairs(record, decoy) for record, decoy in sets]
+    every = [pair for _, pairs in planned for pair in pairs]
+    answered = [_answers(ask, [judge_messages(*((b, a) if turned else (a, b)), instruction) for _, a, b in every])
+                for turned in orders] if every else []
+    rows, start = [], 0
+    for (record, _), (verdicts, pairs) in zip(sets, planned):
+        control = None
+        for k, (verdict, _, _) in enumerate(pairs, start):
+            answers = [by_order[k] for by_order in answered]
+            read = [parse_verdict(reply) for reply, _ in answers]
+            scores = [p for _, p in answers]
+            found = {"replies": [reply for reply, _ in answers], "equivalent": None if None in read else all(read),
+                     "p_same": None if None in scores else min(scores)}
+            if verdict is None:
+                control = found
+            else:  # the keys in the order they have always been written: prompt, identical, the verdict, parser_same
+                verdict.update({**found, "parser_same": verdict.pop("parser_same")})
+        start += len(pairs)
+        rows.append({"set_id": record["set_id"], "set_index": record["set_index"],
+                     "variant_type": record.get("variant_type"), "psi": record.get("psi"),
+                     "asked": len(pairs) * len(orders), **set_shares(verdicts), "verdicts": verdicts,
+                     "control": control})
+    return rows
+
+
+def _pairs(record: dict, decoy: str | None) -> tuple[list[dict], list[tuple]]:
+    """A set's verdicts to fill (identical responses already filled) and the pairs to ask about: (the verdict it
+    fills, None for the control; first, second, each (prompt, response)), the variants' in order, then the control."""
     prompts, responses = record["prompts"], record["responses"]
     original = responses[0]
     preds = [_greedy_pred(a) for a in record.get("answers") or []]  # the run's own reading, where it has options
-    verdicts, pairs = [], []  # pairs: (the verdict it fills, None for the control; first, second (prompt, response))
+    verdicts, pairs = [], []
     for i, response in enumerate(responses[1:], 1):
         if original["text"] is None or response["text"] is None:
             continue  # a prompt the run did not ask (a budgeted run, a race): nothing to judge
@@ -146,23 +182,7 @@ def judge_set(record: dict, ask: Callable[[list[list[dict]]], list], *, instruct
         pairs.append((verdicts[-1], (prompts[0]["text"], original["text"]), (prompts[i]["text"], response["text"])))
     if decoy is not None and original["text"] is not None and decoy.strip() != original["text"].strip():
         pairs.append((None, (prompts[0]["text"], original["text"]), (prompts[0]["text"], decoy)))
-    orders = [False, True] if both_orders else [False]
-    answered = [_answers(ask, [judge_messages(*((b, a) if turned else (a, b)), instruction) for _, a, b in pairs])
-                for turned in orders] if pairs else []
-    control = None
-    for k, (verdict, _, _) in enumerate(pairs):
-        answers = [by_order[k] for by_order in answered]
-        read = [parse_verdict(reply) for reply, _ in answers]
-        scores = [p for _, p in answers]
-        found = {"replies": [reply for reply, _ in answers], "equivalent": None if None in read else all(read),
-                 "p_same": None if None in scores else min(scores)}
-        if verdict is None:
-            control = found
-        else:  # the keys in the order they have always been written: prompt, identical, the verdict, parser_same
-            verdict.update({**found, "parser_same": verdict.pop("parser_same")})
-    return {"set_id": record["set_id"], "set_index": record["set_index"], "variant_type": record.get("variant_type"),
-            "psi": record.get("psi"), "asked": len(pairs) * len(orders), **set_shares(verdicts),
-            "verdicts": verdicts, "control": control}
+    return verdicts, pairs
 
 
 def _answers(ask: Callable, chats: list[list[dict]]) -> list[tuple[str, float | None]]:
@@ -385,19 +405,23 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
 
     from tqdm.auto import tqdm
 
-    rows = []
-    with open(out / ROWS_FILE, "a", encoding="utf-8") as handle:
-        for k, record in enumerate(tqdm(records, desc=f"judging with {spec.name}", unit="set", disable=not progress,
-                                        file=sys.stderr, leave=False)):
-            row = done.get(record["set_id"])
-            if row is None:
-                # the control's decoy: the next set's original response (of the whole run: --sets does not move it)
-                decoy = every[(k + 1) % len(every)]["responses"][0]["text"] if len(every) > 1 else None
-                row = {"key": settings.key, **judge_set(record, ask, instruction=instruction, both_orders=both_orders,
-                                                        decoy=decoy)}
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-                handle.flush()  # a stopped judge keeps every set it finished
-            rows.append(row)
+    rows = dict(done)
+    with open(out / ROWS_FILE, "a", encoding="utf-8") as handle, \
+            tqdm(total=len(records), desc=f"judging with {spec.name}", unit="set", disable=not progress,
+                 file=sys.stderr, leave=False) as bar:
+        bar.update(sum(r["set_id"] in done for r in records))
+        for wave in _waves([(k, r) for k, r in enumerate(records) if r["set_id"] not in done], lm):
+            # the control's decoy: the next set's original response (of the whole run: --sets does not move it)
+            decoys = [every[(k + 1) % len(every)]["responses"][0]["text"] if len(every) > 1 else None
+                      for k, _ in wave]
+            judged = judge_sets([(r, d) for (_, r), d in zip(wave, decoys)], ask, instruction=instruction,
+                                both_orders=both_orders)
+            for row in judged:
+                rows[row["set_id"]] = {"key": settings.key, **row}
+                handle.write(json.dumps(rows[row["set_id"]], ensure_ascii=False) + "\n")
+            handle.flush()  # a stopped judge keeps every set it finished
+            bar.update(len(wave))
+    rows = [rows[r["set_id"]] for r in records]
     summary = {"run": str(folder), "judge": {"model": spec.name, "key": settings.key, "both_orders": both_orders,
                                              "instruction_sha256": hashlib.sha256(instruction.encode()).hexdigest(),
                                              "identity": getattr(lm, "identity", None)},
@@ -405,6 +429,26 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
     summary["warnings"] = judge_warnings(summary)
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return summary
+
+
+def _waves(pending: list[tuple[int, dict]], lm) -> list[list[tuple[int, dict]]]:
+    """The sets to judge, in order, in the groups the judge is asked at once: a set alone in this process (so what a
+    batch holds depends on its set only: a resumed judge computes the same numbers); behind a server, enough sets to
+    keep its ``max_concurrency`` requests in flight twice over (a set of 21 has 21 requests; a hosted API may take
+    64 at once). A server that stops mid-wave loses that wave's answers, not the sets written before it."""
+    from posixlab.backends import backend_of
+
+    server = getattr(getattr(lm, "spec", None), "server", None)
+    if lm is None or not backend_of(lm).remote or server is None:
+        return [[item] for item in pending]
+    want, waves, size = 2 * server.max_concurrency, [], 0
+    for item in pending:
+        if not waves or size >= want:
+            waves.append([])
+            size = 0
+        waves[-1].append(item)
+        size += len(item[1]["responses"])  # its variants and its control, at most
+    return waves
 
 
 def _judge_fields(spec) -> dict:

@@ -19,6 +19,10 @@ def completion(content: str, model: str = "scripted", fingerprint: str | None = 
             "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)}}
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128  # the standard library's 5 would hold back the connections of many requests at once
+
+
 class ChatServer:
     """``answer(body, n) -> (status, headers, payload)`` decides each chat reply (``n``: the request's number, from
     1); a dict payload is sent as JSON, bytes as they are. ``/v1/models`` lists one model unless ``models_status``
@@ -67,7 +71,7 @@ class ChatServer:
             def log_message(self, *args):  # keep the test output quiet
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()

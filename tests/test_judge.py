@@ -97,31 +97,39 @@ def test_a_sets_requests_are_asked_together():
 
 
 def test_a_judge_behind_a_server_gets_its_requests_concurrently(tmp_path, capsys):
-    """``--base-url`` with ``--max-concurrency 4``: a server that holds each request 0.25 s sees 4 in flight at
-    once, never more, and every verdict lands in its set. The same judge at another concurrency is the same judge: the
-    rerun with 2 reuses every verdict and sends nothing."""
+    """``--base-url``: a server that holds each request 0.5 s sees ``--max-concurrency`` in flight at once, never
+    more: 4, and 16, more than one set's 10 requests (the sets are asked together); every verdict lands in its set.
+    The same judge at another concurrency is the same judge: a rerun reuses every verdict and sends nothing."""
     from chat_server import ChatServer, InFlight, completion
 
     in_flight = InFlight()
 
     def answer(body, n):
         with in_flight:
-            time.sleep(0.25)
+            time.sleep(0.5)  # long enough for every request of a pool to arrive on a busy machine
         second = body["messages"][-1]["content"].split("Response B:\n", 1)[1].split("\n", 1)[0]
         return 200, {}, completion("Yes" if second.startswith("same") else "No")
 
-    sets = [record([f"x{i}"] + [f"same {k}" for k in range(5)] + [f"other {k}" for k in range(4)], index=i)
-            for i in range(2)]
+    sets = [record([f"x{i}"] + [f"same {k}" for k in range(5 + i)] + [f"other {k}" for k in range(4 - i)], index=i)
+            for i in range(2)]  # set i: 5 + i variants the judge calls the same
     (tmp_path / "sets.jsonl").write_text("".join(json.dumps(s) + "\n" for s in sets))
     with ChatServer(answer) as server:
         command = [str(tmp_path), "--judge", "judge-model", "--base-url", server.base_url,
                    "--api-key-env", "POSIXLAB_TEST_NO_KEY", "--json"]
-        assert judge_command(command + ["--max-concurrency", "4"]) == 0
-        assert server.requests == 2 * 10 and in_flight.most == 4  # 9 variants and a decoy a set
-        summary = json.loads(capsys.readouterr().out)
-        assert summary["judged_share"] == round(5 / 9, 6) and summary["control_judged_same"] == 0.0
-        assert judge_command(command + ["--max-concurrency", "2"]) == 0 and server.requests == 20
-    assert json.loads(capsys.readouterr().out)["judged_share"] == round(5 / 9, 6)
+        for most, out in ((4, "four"), (16, "sixteen")):
+            in_flight.most = 0
+            assert judge_command(command + ["--max-concurrency", str(most), "--out", str(tmp_path / out)]) == 0
+            assert in_flight.most == most  # 9 variants and a decoy a set
+            summary = json.loads(capsys.readouterr().out)
+            assert summary["judged_share"] == pytest.approx(11 / 18, abs=2e-6) and summary["control_judged_same"] == 0
+            rows = [json.loads(line) for line in (tmp_path / out / ROWS_FILE).read_text().splitlines()]
+            assert [r["set_index"] for r in rows] == [0, 1] and all(r["asked"] == 10 for r in rows)
+            assert [[v["equivalent"] for v in r["verdicts"]] for r in rows] == [[True] * (5 + i) + [False] * (4 - i)
+                                                                               for i in range(2)]
+        assert server.requests == 2 * 2 * 10
+        assert judge_command(command + ["--max-concurrency", "2", "--out", str(tmp_path / "four")]) == 0
+        assert server.requests == 40
+    assert json.loads(capsys.readouterr().out)["judged_share"] == pytest.approx(11 / 18, abs=2e-6)
 
 
 def test_summary_by_hand_and_spearman_against_scipy():
