@@ -482,6 +482,10 @@ def judge_command(args: list[str]) -> int:
                              "conformal 1-ALPHA quantile, so a response as unrelated as a decoy is called the same "
                              "with probability at most ALPHA (default: %(default)s; needs 1/ALPHA - 1 decoys, one a "
                              "set)")
+    parser.add_argument("--decoys", type=int, default=1, metavar="K",
+                        help="controls a set: the next K sets' original responses, each shown as a response to this "
+                             "set's prompt (K requests a set; calibration at ALPHA needs 1/ALPHA - 1 decoys in all, "
+                             "so K > 1 calibrates on fewer sets; default: %(default)s)")
     parser.add_argument("--out", help="the folder to write to (default: RUN_DIR)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
     options = parser.parse_args(args)  # --help: exit 0; a usage error: exit 2
@@ -493,7 +497,7 @@ def judge_command(args: list[str]) -> int:
             raise ConfigError(f"--max-concurrency must be at least 1, got {options.max_concurrency}")
         spec = judge_spec(options.judge, options.base_url, options.api_key_env, options.max_concurrency)
         summary = judge_run(options.run, spec, sets=options.sets, out=options.out, instruction=instruction,
-                            both_orders=options.both_orders, alpha=options.alpha)
+                            both_orders=options.both_orders, alpha=options.alpha, decoys=options.decoys)
     except (PosixlabError, OSError) as exc:  # OSError: an instruction file that cannot be read
         print(f"posixlab error: {exc}", file=sys.stderr)
         return 2

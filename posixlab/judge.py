@@ -20,8 +20,9 @@ by ``parse_verdict`` (a first word other than yes or no is ``unparsed``, counted
 ``both_orders`` asks each pair twice, the original's response first and second, and calls it the same only when both
 say yes (LLM judges favour a position). A set's requests go to the judge together (``judge_set``'s ``ask``): in this
 process their common prefix runs once and they decode in one batch, and a server gets ``max_concurrency`` requests
-at once, several sets' where one set has fewer (``judge_sets``; ``posixlab.backends.replies_and_first_tokens``). Verdicts go to ``judge.jsonl`` in the run's folder as each
-set is judged, so a stopped judge goes on from where it stopped; the file holds one judge's verdicts (its ``key``).
+at once, several sets' where one set has fewer (``judge_sets``; ``posixlab.backends.replies_and_first_tokens``).
+Verdicts go to ``judge.jsonl`` in the run's folder as each set is judged, so a stopped judge goes on from where it
+stopped; the file holds one judge's verdicts (its ``key``).
 
 **Scores, calibrated on the decoys.** Where the judge's backend gives the probabilities of a reply's first token (a
 model in this process; a chat API that returns ``top_logprobs``), each verdict also keeps ``p_same``, P(yes) / (P(yes) +
@@ -112,13 +113,14 @@ def same_response(a: dict, b: dict) -> bool:
 
 
 def judge_set(record: dict, ask: Callable[[list[list[dict]]], list], *, instruction: str = INSTRUCTION,
-              both_orders: bool = False, decoy: str | None = None) -> dict:
+              both_orders: bool = False, decoy: str | list[str] | None = None) -> dict:
     """The verdicts for one set (a record of ``sets.jsonl``): each variant's response against the first prompt's
     (a prompt the run did not ask is left out). ``ask(chats)`` is the judge: for a list of chats, its answers in that
     order, each a reply or (reply, P(yes) or None). It is asked once with every chat that shows the original first (the
     variants', then the control's), so that it can share their common prefix or send them at once, and with
     ``both_orders`` once more with the order turned. ``decoy``: a response to another set's question, shown as a
-    response to this one's (the control: a judge worth reading says No). A pair's ``p_same`` is its lowest P(yes)
+    response to this one's (the control: a judge worth reading says No), or a list of them (the first's verdict is
+    ``control``, the others' ``more_controls``). A pair's ``p_same`` is its lowest P(yes)
     over the orders asked (None where one has none).
 
     >>> record = {"set_id": "s", "set_index": 0, "psi": 0.5, "prompts": [{"text": "2+2?"}] * 5,
@@ -133,7 +135,7 @@ def judge_set(record: dict, ask: Callable[[list[list[dict]]], list], *, instruct
     return judge_sets([(record, decoy)], ask, instruction=instruction, both_orders=both_orders)[0]
 
 
-def judge_sets(sets: list[tuple[dict, str | None]], ask: Callable[[list[list[dict]]], list], *,
+def judge_sets(sets: list[tuple[dict, str | list[str] | None]], ask: Callable[[list[list[dict]]], list], *,
                instruction: str = INSTRUCTION, both_orders: bool = False) -> list[dict]:
     """``judge_set`` of each (record, decoy) of ``sets``, the judge asked once (once an order) with all their chats:
     a server's requests for several sets in flight at once."""
@@ -144,7 +146,7 @@ def judge_sets(sets: list[tuple[dict, str | None]], ask: Callable[[list[list[dic
                 for turned in orders] if every else []
     rows, start = [], 0
     for (record, _), (verdicts, pairs) in zip(sets, planned):
-        control = None
+        controls = []
         for k, (verdict, _, _) in enumerate(pairs, start):
             answers = [by_order[k] for by_order in answered]
             read = [parse_verdict(reply) for reply, _ in answers]
@@ -152,18 +154,24 @@ def judge_sets(sets: list[tuple[dict, str | None]], ask: Callable[[list[list[dic
             found = {"replies": [reply for reply, _ in answers], "equivalent": None if None in read else all(read),
                      "p_same": None if None in scores else min(scores)}
             if verdict is None:
-                control = found
+                controls.append(found)
             else:  # the keys in the order they have always been written: prompt, identical, the verdict, parser_same
                 verdict.update({**found, "parser_same": verdict.pop("parser_same")})
         start += len(pairs)
         rows.append({"set_id": record["set_id"], "set_index": record["set_index"],
                      "variant_type": record.get("variant_type"), "psi": record.get("psi"),
                      "asked": len(pairs) * len(orders), **set_shares(verdicts), "verdicts": verdicts,
-                     "control": control})
+                     "control": controls[0] if controls else None,
+                     **({"more_controls": controls[1:]} if len(controls) > 1 else {})})
     return rows
 
 
-def _pairs(record: dict, decoy: str | None) -> tuple[list[dict], list[tuple]]:
+def controls_of(row: dict) -> list[dict]:
+    """A judged set's control verdicts: ``control`` and, with more than one decoy a set, ``more_controls``."""
+    return ([row["control"]] if row.get("control") else []) + list(row.get("more_controls") or [])
+
+
+def _pairs(record: dict, decoy: str | list[str] | None) -> tuple[list[dict], list[tuple]]:
     """A set's verdicts to fill (identical responses already filled) and the pairs to ask about: (the verdict it
     fills, None for the control; first, second, each (prompt, response)), the variants' in order, then the control."""
     prompts, responses = record["prompts"], record["responses"]
@@ -180,8 +188,10 @@ def _pairs(record: dict, decoy: str | None) -> tuple[list[dict], list[tuple]]:
         parser_same = preds[0] == preds[i] if len(preds) > i and None not in (preds[0], preds[i]) else None
         verdicts.append({"prompt": i, "identical": False, "parser_same": parser_same})
         pairs.append((verdicts[-1], (prompts[0]["text"], original["text"]), (prompts[i]["text"], response["text"])))
-    if decoy is not None and original["text"] is not None and decoy.strip() != original["text"].strip():
-        pairs.append((None, (prompts[0]["text"], original["text"]), (prompts[0]["text"], decoy)))
+    decoys = [decoy] if isinstance(decoy, str) else list(decoy or [])
+    for text in dict.fromkeys(d for d in decoys if d is not None):  # each distinct decoy once
+        if original["text"] is not None and text.strip() != original["text"].strip():
+            pairs.append((None, (prompts[0]["text"], original["text"]), (prompts[0]["text"], text)))
     return verdicts, pairs
 
 
@@ -221,7 +231,7 @@ def judge_summary(rows: list[dict]) -> dict:
 
     verdicts = [v for row in rows for v in row["verdicts"]]
     differing = [v for v in verdicts if not v["identical"] and v["equivalent"] is not None]
-    controls = [r["control"]["equivalent"] for r in rows if r.get("control") and r["control"]["equivalent"] is not None]
+    controls = [c["equivalent"] for r in rows for c in controls_of(r) if c["equivalent"] is not None]
     checked = [v for v in differing if v.get("parser_same") is not None]
     away = [None if r["judged_share"] is None else _judged_away(r) for r in rows]
     return {"sets": len(rows), "variants": len(verdicts), "asked": sum(r["asked"] for r in rows),
@@ -270,7 +280,7 @@ def judge_scores(rows: list[dict], alpha: float = ALPHA) -> dict | None:
     the threshold, and the shares are ``judge_summary``'s over those verdicts. None where nothing was scored."""
     verdicts = [v for row in rows for v in row["verdicts"] if not v["identical"]]
     scored = [v for v in verdicts if v.get("p_same") is not None]
-    decoys = [r["control"]["p_same"] for r in rows if (r.get("control") or {}).get("p_same") is not None]
+    decoys = [c["p_same"] for r in rows for c in controls_of(r) if c.get("p_same") is not None]
     if not scored and not decoys:
         return None
     threshold = conformal_threshold(decoys, alpha)
@@ -355,19 +365,24 @@ class JudgeSettings:
     instruction: str = INSTRUCTION
     both_orders: bool = False
     reply_tokens: int = REPLY_TOKENS
+    decoys: int = 1  # decoys a set
 
     @property
     def key(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=str).encode()).hexdigest()[:16]
+        fields = asdict(self)
+        if fields["decoys"] == 1:  # one decoy a set, as every key before the setting had: those keys stay
+            del fields["decoys"]
+        return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out: str | Path | None = None,
-              instruction: str = INSTRUCTION, both_orders: bool = False, alpha: float = ALPHA, cache_dir=None,
-              progress: bool = True) -> dict:
+              instruction: str = INSTRUCTION, both_orders: bool = False, alpha: float = ALPHA, decoys: int = 1,
+              cache_dir=None, progress: bool = True) -> dict:
     """Judge the sets of the POSIX run in ``folder`` (the first ``sets`` by index; None: all) with the model ``spec``
     names (``lm``: that model, already open), writing ``judge.jsonl`` and ``judge.json`` to ``out`` (default: the
     run's folder); verdicts already on file for this judge are used, not asked again, and the model opens only if
-    one is missing. ``alpha``: the calibrated verdicts' rate (``judge_scores``). Returns the summary
+    one is missing. ``alpha``: the calibrated verdicts' rate (``judge_scores``); ``decoys``: controls a set (the
+    next sets' original responses; calibration at ``alpha`` needs ⌈1/α⌉ − 1 in all). Returns the summary
     (``judge.json``)."""
     from posixlab.backends import open_to_generate, replies_and_first_tokens
     from posixlab.openai_client import Generation
@@ -383,7 +398,10 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
     if not 0 < alpha < 1:
         raise ConfigError(f"alpha is the calibrated verdicts' rate of calling an unrelated response the same, "
                           f"between 0 and 1 (0.05 by default); got {alpha}")
-    settings = JudgeSettings(_judge_fields(spec), instruction, both_orders)
+    if decoys < 1:
+        raise ConfigError(f"decoys are the judge's controls, at least 1 a set (more calibrate on fewer sets); got "
+                          f"{decoys}")
+    settings = JudgeSettings(_judge_fields(spec), instruction, both_orders, decoys=decoys)
     every = sorted(map(_what_is_judged, iter_records(folder, SETS_FILE, skip_unreadable=True)),
                    key=lambda r: r["set_index"])
     records = every[:sets] if sets is not None else every
@@ -411,10 +429,8 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
                  file=sys.stderr, leave=False) as bar:
         bar.update(sum(r["set_id"] in done for r in records))
         for wave in _waves([(k, r) for k, r in enumerate(records) if r["set_id"] not in done], lm):
-            # the control's decoy: the next set's original response (of the whole run: --sets does not move it)
-            decoys = [every[(k + 1) % len(every)]["responses"][0]["text"] if len(every) > 1 else None
-                      for k, _ in wave]
-            judged = judge_sets([(r, d) for (_, r), d in zip(wave, decoys)], ask, instruction=instruction,
+            shown = [_decoys(every, k, settings.decoys) for k, _ in wave]
+            judged = judge_sets([(r, d) for (_, r), d in zip(wave, shown)], ask, instruction=instruction,
                                 both_orders=both_orders)
             for row in judged:
                 rows[row["set_id"]] = {"key": settings.key, **row}
@@ -423,12 +439,24 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
             bar.update(len(wave))
     rows = [rows[r["set_id"]] for r in records]
     summary = {"run": str(folder), "judge": {"model": spec.name, "key": settings.key, "both_orders": both_orders,
+                                             "decoys": decoys,
                                              "instruction_sha256": hashlib.sha256(instruction.encode()).hexdigest(),
                                              "identity": getattr(lm, "identity", None)},
                "sets_in_run": len(every), **judge_summary(rows), "scores": judge_scores(rows, alpha)}
     summary["warnings"] = judge_warnings(summary)
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return summary
+
+
+def _decoys(every: list[dict], k: int, count: int) -> list[str | None]:
+    """The decoys of set ``k``: the original responses of the ``count`` sets after it in the whole run (``--sets``
+    does not move them), wrapping round, never its own.
+
+    >>> every = [{"responses": [{"text": t}]} for t in "abc"]
+    >>> _decoys(every, 0, 1), _decoys(every, 2, 2), _decoys(every, 1, 5), _decoys(every[:1], 0, 1)
+    (['b'], ['a', 'b'], ['c', 'a'], [])
+    """
+    return [every[(k + j) % len(every)]["responses"][0]["text"] for j in range(1, min(count, len(every) - 1) + 1)]
 
 
 def _waves(pending: list[tuple[int, dict]], lm) -> list[list[tuple[int, dict]]]:
@@ -533,8 +561,9 @@ def judge_rows(summary: dict) -> list[tuple[str, str]]:
         return rows
     rows += [(label, shown(scores, key)) for key, label in SCORE_ROWS]
     if scores["threshold"] is None:
-        return rows + [("calibrated verdicts", f"n/a: {scores['decoys']} decoys, "
-                        f"{math.ceil(1 / scores['alpha']) - 1} needed at α = {scores['alpha']:g} (one a set)")]
+        needed = math.ceil(1 / scores["alpha"]) - 1
+        return rows + [("calibrated verdicts", f"n/a: {scores['decoys']} decoys, {needed} needed at "
+                                               f"α = {scores['alpha']:g} (more sets, or --decoys)")]
     rows.append(("calibration: P(yes) above", f"{scores['threshold']:.6g} ({scores['decoys']} decoys, "
                                               f"α = {scores['alpha']:g})"))
     return rows + [(label, shown(scores["calibrated"], key)) for key, label in CALIBRATED_ROWS]

@@ -132,6 +132,51 @@ def test_a_judge_behind_a_server_gets_its_requests_concurrently(tmp_path, capsys
     assert json.loads(capsys.readouterr().out)["judged_share"] == pytest.approx(11 / 18, abs=2e-6)
 
 
+def test_more_decoys_a_set_and_the_key_of_one(tmp_path, capsys):
+    """``decoy`` as a list: each distinct decoy other than the set's own response is a control (the first's verdict
+    ``control``, the others ``more_controls``), and all count, as controls and as decoy scores. ``--decoys 3`` on
+    four sets: the next three sets' originals (wrapping round), 12 controls. One decoy a set keeps the key every
+    judge had before the setting; three is another judge on that file."""
+    import hashlib
+
+    from chat_server import ChatServer, completion
+
+    from posixlab.cli import judge_spec
+    from posixlab.judge import INSTRUCTION, REPLY_TOKENS, JudgeSettings, _judge_fields
+
+    ask, asked = scripted_judge({"b": ("Yes", 0.9), "P": ("No", 0.1), "Q": ("Yes", 0.6)})
+    row = judge_set(record(["a", "b"]), ask, decoy=["P", "a", "Q", "P", None])
+    assert row["control"]["equivalent"] is False and [c["equivalent"] for c in row["more_controls"]] == [True]
+    assert row["asked"] == 3 and judge_summary([row])["controls"] == 2
+    assert judge_summary([row])["control_judged_same"] == 0.5
+    # both decoys calibrate: at α = 0.5 the ⌈3 × 0.5⌉ = 2nd smallest of (0.1, 0.6) is the threshold
+    assert judge_scores([row], alpha=0.5)["decoys"] == 2 and judge_scores([row], alpha=0.5)["threshold"] == 0.6
+
+    def answer(body, n):
+        return 200, {}, completion("No")
+
+    sets = [record([f"x{i}", f"y{i}"], index=i) for i in range(4)]
+    (tmp_path / "sets.jsonl").write_text("".join(json.dumps(s) + "\n" for s in sets))
+    with ChatServer(answer) as server:
+        command = [str(tmp_path), "--judge", "judge-model", "--base-url", server.base_url,
+                   "--api-key-env", "POSIXLAB_TEST_NO_KEY", "--json", "--max-concurrency", "1"]
+        assert judge_command(command + ["--decoys", "3"]) == 0
+        summary = json.loads(capsys.readouterr().out)
+        assert summary["controls"] == 12 and summary["asked"] == 4 * 4 and summary["judge"]["decoys"] == 3
+        assert summary["scores"] is None  # the scripted server sends no log-probabilities
+        rows = [json.loads(line) for line in (tmp_path / ROWS_FILE).read_text().splitlines()]
+        shown = [[c.split("Response B:\n", 1)[1].split("\n", 1)[0] for c in (b["messages"][-1]["content"]
+                                                                         for b in server.bodies[k * 4 + 1:k * 4 + 4])]
+                 for k in range(4)]
+        assert shown[3] == ["x0", "x1", "x2"] and all(len(r["more_controls"]) == 2 for r in rows)
+        assert judge_command(command + ["--decoys", "0"]) == 2 and "at least 1 a set" in capsys.readouterr().err
+        assert judge_command(command) == 2 and "another judge's verdicts" in capsys.readouterr().err
+    model = _judge_fields(judge_spec("judge-model", server.base_url, "POSIXLAB_TEST_NO_KEY"))
+    before = {"model": model, "instruction": INSTRUCTION, "both_orders": False, "reply_tokens": REPLY_TOKENS}
+    assert JudgeSettings(model).key == hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:16]
+    assert JudgeSettings(model, decoys=3).key != JudgeSettings(model).key
+
+
 def test_summary_by_hand_and_spearman_against_scipy():
     from scipy.stats import spearmanr
 
@@ -211,7 +256,7 @@ def test_scores_calibrated_on_the_decoys_by_hand():
     short = judge_scores(rows[:18])
     assert short["threshold"] is None and short["calibrated"] is None and short["decoy_auc"] is not None
     assert judge_rows({**judge_summary(rows[:18]), "scores": short})[-1] == \
-        ("calibrated verdicts", "n/a: 18 decoys, 19 needed at α = 0.05 (one a set)")
+        ("calibrated verdicts", "n/a: 18 decoys, 19 needed at α = 0.05 (more sets, or --decoys)")
 
     # both orders: the pair's score is the lower of its two; a reply without a score leaves the pair unscored
     answers = iter([("Yes", 0.9), ("Yes", 0.4), ("No", None)])
