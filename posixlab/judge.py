@@ -388,19 +388,7 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
     from posixlab.openai_client import Generation
 
     folder, out = Path(folder), Path(out or folder)
-    if not (folder / SETS_FILE).is_file():
-        raise ConfigError(f"{folder} has no {SETS_FILE}: posixlab judge reads a POSIX run's folder (its prompt sets "
-                          f"and responses); a classification run's answers are labels, compared without a judge")
-    missing = [p for p in PLACEHOLDERS if p not in instruction]
-    if missing:
-        raise ConfigError(f"the judge's instruction must contain {', '.join(PLACEHOLDERS)} (each response beside "
-                          f"the prompt it answers); it lacks {', '.join(missing)}")
-    if not 0 < alpha < 1:
-        raise ConfigError(f"alpha is the calibrated verdicts' rate of calling an unrelated response the same, "
-                          f"between 0 and 1 (0.05 by default); got {alpha}")
-    if decoys < 1:
-        raise ConfigError(f"decoys are the judge's controls, at least 1 a set (more calibrate on fewer sets); got "
-                          f"{decoys}")
+    _check_options(folder, instruction, alpha, decoys)
     settings = JudgeSettings(_judge_fields(spec), instruction, both_orders, decoys=decoys)
     every = sorted(map(_what_is_judged, iter_records(folder, SETS_FILE, skip_unreadable=True)),
                    key=lambda r: r["set_index"])
@@ -446,6 +434,23 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
     summary["warnings"] = judge_warnings(summary)
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return summary
+
+
+def _check_options(folder: Path, instruction: str, alpha: float, decoys: int) -> None:
+    """What ``judge_run`` is given, checked before anything is read or opened."""
+    if not (folder / SETS_FILE).is_file():
+        raise ConfigError(f"{folder} has no {SETS_FILE}: posixlab judge reads a POSIX run's folder (its prompt sets "
+                          f"and responses); a classification run's answers are labels, compared without a judge")
+    missing = [p for p in PLACEHOLDERS if p not in instruction]
+    if missing:
+        raise ConfigError(f"the judge's instruction must contain {', '.join(PLACEHOLDERS)} (each response beside "
+                          f"the prompt it answers); it lacks {', '.join(missing)}")
+    if not 0 < alpha < 1:
+        raise ConfigError(f"alpha is the calibrated verdicts' rate of calling an unrelated response the same, "
+                          f"between 0 and 1 (0.05 by default); got {alpha}")
+    if decoys < 1:
+        raise ConfigError(f"decoys are the judge's controls, at least 1 a set (more calibrate on fewer sets); got "
+                          f"{decoys}")
 
 
 def _decoys(every: list[dict], k: int, count: int) -> list[str | None]:
