@@ -120,8 +120,8 @@ def judge_set(record: dict, ask: Callable[[list[list[dict]]], list], *, instruct
     variants', then the control's), so that it can share their common prefix or send them at once, and with
     ``both_orders`` once more with the order turned. ``decoy``: a response to another set's question, shown as a
     response to this one's (the control: a judge worth reading says No), or a list of them (the first's verdict is
-    ``control``, the others' ``more_controls``). A pair's ``p_same`` is its lowest P(yes)
-    over the orders asked (None where one has none).
+    ``control``, the others' ``more_controls``). A pair's ``p_same`` is its lowest P(yes) over the orders asked
+    (None where one has none).
 
     >>> record = {"set_id": "s", "set_index": 0, "psi": 0.5, "prompts": [{"text": "2+2?"}] * 5,
     ...           "responses": [{"text": t} for t in ("4", " 4", "four", "5")] + [{"text": None, "asked": False}]}

@@ -72,11 +72,6 @@ def replies_and_first_tokens(lm, chats: list[list[dict]], generation, top: int) 
     return out
 
 
-def reply_and_first_tokens(lm, messages: list[dict], generation, top: int) -> tuple[str, list[tuple[str, float]]]:
-    """``replies_and_first_tokens`` of one chat."""
-    return replies_and_first_tokens(lm, [messages], generation, top)[0]
-
-
 def _batches(lengths: list[int], budget: int) -> list[list[int]]:
     """The rows in order, in batches whose size times their longest row stays within ``budget`` (a row too long
     for it alone is a batch of its own; 0: one row a batch).
