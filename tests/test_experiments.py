@@ -245,6 +245,33 @@ def test_the_inputs_benchmark_times_both_methods_on_the_same_ids(capsys, tmp_pat
     assert "missing.jsonl" in capsys.readouterr().err
 
 
+def test_the_rephraser_benchmark_writes_the_same_questions_both_ways(capsys):
+    """Against a scripted server holding each request 0.2 s: one at a time, then 8 in flight (a question's 4 replies,
+    two questions at once after the first); the same paraphrases both ways, a table of both, and a bad option is one
+    line and status 2."""
+    import time
+
+    from chat_server import ChatServer, InFlight, completion
+    from experiments import benchmark_rephraser
+
+    in_flight = InFlight()
+
+    def answer(body, n):
+        with in_flight:
+            time.sleep(0.2)
+        text = body["messages"][-1]["content"].rsplit("Text: ", 1)[1]
+        return 200, {}, completion("\n".join(f"{k}. Variant {body['seed'] % 997}-{k}: {text}" for k in (1, 2)))
+
+    command = ["--model", "m", "--questions", "3", "--paraphrases", "2", "--no-validate"]
+    with ChatServer(answer) as server:
+        assert benchmark_rephraser.main(["--base-url", server.base_url, *command]) == 0
+        assert in_flight.most == 8 and server.requests == 2 * 3 * 4  # one request of 4 replies a question, twice
+        assert benchmark_rephraser.main(["--base-url", server.base_url, *command, "--concurrency", "1"]) == 2
+    out = capsys.readouterr().out
+    assert "3 questions, 2 paraphrases each, m at" in out and "| 1 |" in out and "| 8 |" in out
+    assert "x with 8 in flight; the same paraphrases for 3 of 3 questions" in out
+
+
 def test_write_paraphrases_answers_help_and_refuses_what_it_cannot_write(capsys):
     """Its usage for --help; a typo, a classification run and a variant without paraphrases: one line each, status 2,
     before anything is built (was a Hydra traceback, or "paraphrases in None")."""

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from posixlab.errors import EndpointUnreachableError, RephraserError
-from posixlab.rephrase.base import Instruction, collect_paraphrases, normalized
+from posixlab.rephrase.base import Instruction, collect_paraphrases, normalized, request_seed
 from posixlab.rephrase.openai_backend import OpenAIRephraser
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,7 +103,9 @@ def local(base_url: str, **kw) -> OpenAIRephraser:
 def test_one_call_per_reply_with_its_own_seed_and_placeholder_key(scripted, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     scripted.script = [(200, {}, completion("1. A rewrite.")), (200, {}, completion(None))]
-    replies = local(scripted.base_url).chat([{"role": "user", "content": "hi"}], seed=41, n=2, max_tokens=20)
+    # one in flight: the script answers in arrival order (test_a_request_s_replies_and_several_questions_at_once)
+    replies = local(scripted.base_url, max_concurrency=1).chat([{"role": "user", "content": "hi"}], seed=41, n=2,
+                                                               max_tokens=20)
     assert replies == ["1. A rewrite.", ""]
     bodies = [r["body"] for r in scripted.requests]
     assert [b["seed"] for b in bodies] == [41, 42]
@@ -118,7 +120,6 @@ def test_the_model_comes_through_the_backend_registry_and_each_request_carries_i
     from posixlab.chat.model import ChatModel
     from posixlab.models.capabilities import GENERATE
     from posixlab.openai_client import Generation
-    from posixlab.rephrase.base import request_seed
 
     rephraser = local(scripted.base_url, temperature=0.3, top_p=0.5)
     assert isinstance(rephraser.lm, ChatModel) and backends.backend_of(rephraser.lm) is backends.named("chat")
@@ -127,18 +128,59 @@ def test_the_model_comes_through_the_backend_registry_and_each_request_carries_i
     scripted.script = [(200, {}, completion("1. A rewrite."))]
     chat = [{"role": "user", "content": "hi"}]
     assert backends.generate(rephraser.lm, chat, Generation(7, temperature=1.2, n=2, seed=5)) == ["1. A rewrite."] * 2
-    assert [r["body"] for r in scripted.requests] == [
+    assert sorted((r["body"] for r in scripted.requests), key=lambda b: b["seed"]) == [
         {"model": "m", "messages": chat, "temperature": 1.2, "max_tokens": 7, "seed": seed} for seed in (5, 6)]
     scripted.requests.clear()
     scripted.script = [(200, {}, completion("1. Which planet is called the Red Planet?\n"
                                             "2. What planet is named the Red Planet?"))]
     found = collect_paraphrases(rephraser, INSTRUCTION, QUESTION, n=2, per_request=2, samples=2, seed=3)
     assert len(found.paraphrases) == 2 and found.requests == 1
-    bodies = [r["body"] for r in scripted.requests]
+    bodies = sorted((r["body"] for r in scripted.requests), key=lambda b: b["seed"])  # sent together
     first = request_seed(3, QUESTION, 0)
     assert [b["seed"] for b in bodies] == [first, first + 1]  # one request of 2 samples: two calls, their own seeds
     assert all(b["temperature"] == 0.3 and b["top_p"] == 0.5 and "n" not in b for b in bodies)
     assert len({b["max_tokens"] for b in bodies}) == 1 and bodies[0]["messages"][-1]["content"].count(QUESTION) == 1
+
+
+def test_a_request_s_replies_and_several_questions_at_once(tmp_path):
+    """``max_concurrency`` 8 and 2 replies a request: the first question to write goes alone, then four questions at
+    once, 8 requests in flight, never more; each reply comes back to its own seed, and every question gets the
+    paraphrases (and the record) it gets one request at a time, the records in the file in any order."""
+    from chat_server import ChatServer, InFlight
+
+    from posixlab.prompts import PromptItem
+    from posixlab.rephrase import ParaphraseFile
+    from posixlab.variants import ParaphraseSource, ParaphraseVariants
+
+    in_flight = InFlight()
+
+    def answer(body, n):
+        with in_flight:
+            time.sleep(0.5)  # long enough for every request of a pool to arrive on a busy machine
+        text = body["messages"][-1]["content"].rsplit("Text: ", 1)[1]
+        tag = body["seed"] % 997
+        return 200, {}, completion(f"1. Rewrite {tag}a: {text}\n2. Rewrite {tag}b: {text}")
+
+    items = [PromptItem(f"q{i}", f"Question number {i}: which planet is red?") for i in range(5)]
+    found = {}
+    with ChatServer(answer) as server:
+        for most in (1, 8):
+            in_flight.most = 0
+            store = ParaphraseFile(tmp_path / f"at{most}.jsonl")
+            variants = ParaphraseVariants(ParaphraseSource(store, local(server.base_url, max_concurrency=most),
+                                                           INSTRUCTION, samples=2, per_request=2))
+            variants.prepare(items, 3, progress=False)
+            assert in_flight.most == most
+            found[most] = {item.question: variants._ready[item.question][0] for item in items}
+            assert server.requests == 10 * (1 + (most > 1))  # one request of 2 replies a question
+            first = [b["messages"][-1]["content"] for b in server.bodies[-10:][:2]]
+            assert all(f.endswith(items[0].question) for f in first)  # the first went alone (8: then four at once)
+            records = sorted(json.loads(line)["original"] for line in store.path.read_text().splitlines())
+            assert records == sorted(item.question for item in items)
+    assert found[8] == found[1]
+    seed = request_seed(0, items[0].question, 0)
+    assert found[1][items[0].question] == [f"Rewrite {s % 997}{x}: {items[0].question}"
+                                           for s, x in ((seed, "a"), (seed, "b"), (seed + 1, "a"))]
 
 
 def test_server_down_names_the_endpoint():

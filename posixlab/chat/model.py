@@ -17,7 +17,7 @@ from dataclasses import replace
 from posixlab.chat.client import ChatClient, api_key
 from posixlab.errors import ConfigError
 from posixlab.models.loading import ModelSpec
-from posixlab.openai_client import OPENAI_URL, Generation, Role, chat_body
+from posixlab.openai_client import OPENAI_URL, Generation, Role, chat_body, map_bounded
 
 
 class ChatModel:
@@ -52,11 +52,13 @@ class ChatModel:
 
     def generate(self, messages: list[dict], generation: Generation) -> list[str]:
         """``generation.n`` reply texts to ``messages``, decoded as ``generation`` says: one request per reply, reply
-        ``i`` seeded ``seed + i`` (local servers ignore the API's ``n``; separate requests make every seed explicit).
-        Not cached: a caller of its own (a rephraser) keeps what it needs."""
+        ``i`` seeded ``seed + i`` (local servers ignore the API's ``n``; separate requests make every seed explicit),
+        at most ``max_concurrency`` in flight; the replies come back in seed order. Not cached: a caller of its own
+        (a rephraser) keeps what it needs."""
         one = [replace(generation, n=1, seed=None if generation.seed is None else generation.seed + i)
                for i in range(generation.n)]
-        return [self.client.complete(chat_body(self.model, g, {"messages": messages})).text for g in one]
+        return map_bounded(lambda g: self.client.complete(chat_body(self.model, g, {"messages": messages})).text, one,
+                           self.spec.server.max_concurrency)
 
     def reply_and_first_tokens(self, messages: list[dict], generation: Generation, top: int) -> tuple[str, list | None]:
         """The reply to ``messages`` (one request, not cached) and its first token's ``top`` likeliest alternatives as

@@ -79,6 +79,9 @@ class Rephraser:
     identity: dict = {}  # what determines its output: backend, model (and revision), sampling parameters
     temperature: float = 0.8
     top_p: float | None = 0.95
+    # requests it may have in flight at once: a server's ``max_concurrency``; 1 for a model in this process, which
+    # already samples a request's replies in one batch
+    concurrency: int = 1
     _lm = None
     _open_lm = None
 

@@ -39,6 +39,9 @@ class RephraserConfig:
     # openai only: tries per request on rate limits, 5xx and connection errors (the openai client's own retries:
     # exponential backoff with jitter from 0.5 s to 8 s, or the server's Retry-After)
     max_attempts: int = 6
+    # openai only: requests in flight at once (a request's sampled replies, and several originals together); how
+    # fast, never what, it writes: each request carries its own seed
+    max_concurrency: int = 8
     temperature: float = 0.8
     top_p: float = 0.95
     path: str | None = None  # the paraphrase file; None: <cache_dir>/paraphrases/<backend>-<model>.jsonl
@@ -91,8 +94,8 @@ def _behind_chat_endpoint(spec) -> bool:
 
 def resolve_rephraser(cfg: RephraserConfig, model=None, instruction: str = "default") -> RephraserConfig:
     """``cfg`` made concrete for a run of ``model`` (a ``ModelSpec``): ``backend=auto`` becomes the run's own chat
-    endpoint (``model=chat``: its base URL, model name, key variable and timeout; Errica et al. rephrase with the
-    classifier itself) or ``hf`` (the packaged Qwen2.5-Coder-1.5B-Instruct: the small in-process models cannot
+    endpoint (``model=chat``: its base URL, model name, key variable, timeout and concurrency; Errica et al. rephrase
+    with the classifier itself) or ``hf`` (the packaged Qwen2.5-Coder-1.5B-Instruct: the small in-process models cannot
     rewrite an instruction), and an empty (or named) instruction becomes the packaged ``instruction`` for the use.
 
     >>> resolve_rephraser(RephraserConfig()).backend
@@ -104,7 +107,8 @@ def resolve_rephraser(cfg: RephraserConfig, model=None, instruction: str = "defa
         if model is not None and _behind_chat_endpoint(model):
             server = model.server
             cfg = replace(cfg, backend="openai", model=server.served_name or model.name, base_url=server.base_url,
-                          api_key_env=server.api_key_env, timeout=server.request_timeout, source=None)
+                          api_key_env=server.api_key_env, timeout=server.request_timeout, source=None,
+                          max_concurrency=server.max_concurrency)
         else:
             cfg = replace(cfg, backend="hf")
     if cfg.backend != "file" and (isinstance(cfg.instruction, str) or not cfg.instruction):
@@ -128,7 +132,7 @@ def make_rephraser(cfg: RephraserConfig, cache_dir: str | None = None, offline: 
 
         return OpenAIRephraser(model=cfg.model, base_url=cfg.base_url, api_key_env=cfg.api_key_env,
                                temperature=cfg.temperature, top_p=cfg.top_p, timeout=cfg.timeout,
-                               max_attempts=cfg.max_attempts, offline=offline)
+                               max_attempts=cfg.max_attempts, offline=offline, max_concurrency=cfg.max_concurrency)
     if cfg.backend == "file":
         return None
     raise ConfigError(f"unknown rephraser.backend {cfg.backend!r}; choose one of {', '.join(BACKENDS)}")

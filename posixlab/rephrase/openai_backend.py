@@ -4,7 +4,8 @@ The paper wrote its paraphrases with GPT-3.5-Turbo through this API; pointing ``
 the same code path offline. The model that writes them is the ``chat`` backend's (``ChatModel``), opened through the
 backend registry for the rephraser (nothing is sent until the first request); this module only configures it. One
 reply is one ``chat.completions`` call with its own seed (``ChatModel.generate``): local servers ignore the API's
-``n`` parameter, and separate calls make the seeds explicit.
+``n`` parameter, and separate calls make the seeds explicit. At most ``max_concurrency`` requests are in flight: a
+request's replies go together, and several originals at once (``ParaphraseSource.paraphrases_of``).
 
 Retrying, the key and the errors are the shared OpenAI-compatible client's (``posixlab/openai_client.py``), the
 chat model's too: the ``openai`` client's own retries (``max_retries = max_attempts - 1``) on connection errors,
@@ -36,14 +37,17 @@ class OpenAIRephraser(Rephraser):
 
     def __init__(self, model: str, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
                  temperature: float = 0.8, top_p: float = 0.95, timeout: float = 60, max_attempts: int = 6,
-                 name: str | None = None, offline: bool = False):
-        if max_attempts < 1:
-            raise RephraserError(f"rephraser.max_attempts must be at least 1, got {max_attempts}")
+                 name: str | None = None, offline: bool = False, max_concurrency: int = 8):
+        for setting, value in (("max_attempts", max_attempts), ("max_concurrency", max_concurrency)):
+            if value < 1:
+                raise RephraserError(f"rephraser.{setting} must be at least 1, got {value}")
         self.model = model
         self.base_url = base_url
         self.api_key_env = api_key_env
         self.max_attempts = max_attempts
-        spec = chat_model(model, base_url, api_key_env=api_key_env, request_timeout=timeout, max_attempts=max_attempts)
+        self.concurrency = max_concurrency  # not in the identity: how fast, never what, it writes
+        spec = chat_model(model, base_url, api_key_env=api_key_env, request_timeout=timeout, max_attempts=max_attempts,
+                          max_concurrency=max_concurrency)
         # opened now, sending nothing: a missing key is a RephraserError before any paraphrase is asked for (unless
         # offline: a dry run's, never asked). hosted_url=None: without a base_url the openai client's own default,
         # $OPENAI_BASE_URL or OpenAI itself

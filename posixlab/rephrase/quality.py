@@ -24,6 +24,7 @@ docs/choices.md.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -242,10 +243,15 @@ class QualityScorer:
         self.embedder = embedder  # anything with embed(texts) -> rows and an identity dict (posixlab.embeddings)
         self.distinctive = distinctive_words(examples)
         self.identity = {"embedding": dict(embedder.identity), "measures": 1}
+        self._lock = threading.Lock()  # one embedding call at a time: a tokenizer shared by threads can refuse
 
     def score(self, original: str, candidates: list[str]) -> list[dict]:
         if not candidates:
             return []
+        with self._lock:
+            return self._score(original, candidates)
+
+    def _score(self, original: str, candidates: list[str]) -> list[dict]:
         stem, tail = split_statement_list(original)
         if tail:  # a kept statement list would flatter every measure: the rewritten question is what is measured
             original = stem

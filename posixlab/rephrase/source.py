@@ -26,7 +26,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from posixlab.errors import ConfigError, RephraserError
+from posixlab.errors import ConfigError, EndpointUnreachableError, RephraserError
 from posixlab.rephrase.base import Instruction, Rephraser, collect_paraphrases
 from posixlab.rephrase.config import RephraserConfig, default_paraphrase_path, make_rephraser, resolve_rephraser
 from posixlab.rephrase.quality import QualityRules, QualityScorer, summarize
@@ -130,7 +130,8 @@ class ParaphraseSource:
                 f"generation on 2 CPU cores (rephraser=openai or rephraser=file avoid it; docs/replication.md)"
                 if plan["local"] else f"about {plan['estimated_requests']} request(s) of "
                 f"{self.collect_options.get('samples', 4)} replies to "
-                f"{getattr(self.rephraser, 'endpoint', None) or 'its endpoint'}")
+                f"{getattr(self.rephraser, 'endpoint', None) or 'its endpoint'}, "
+                f"at most {getattr(self.rephraser, 'concurrency', 1)} in flight")
         verb = "would write" if self.dry_run else "writes"
         return (f"posixlab: {ready}; {self.rephraser.name} {verb} {plan['paraphrases_to_write']} paraphrases of "
                 f"{plan['to_write']} {what}(s): {cost}")
@@ -178,6 +179,50 @@ class ParaphraseSource:
             bar.close()
         record = self._put(text, found, record)
         return record["paraphrases"][:n], record
+
+    def paraphrases_of(self, texts: list[str], n: int, done=None) -> dict[str, tuple | RephraserError]:
+        """Each of ``texts``' first ``n`` paraphrases and record (as ``paraphrases``), or the ``RephraserError`` that
+        stopped that text: a text the rephraser cannot paraphrase does not stop the others. A dead endpoint
+        (``EndpointUnreachableError``) and a user's file that lacks paraphrases raise at once (every other text would
+        fail the same way). ``done(text, result)`` is called as each text is finished (a progress bar).
+
+        A rephraser behind a server (``concurrency`` requests in flight) writes several texts at once, each request's
+        replies together: ``concurrency // samples`` texts, after the first text to write has gone alone (a dead or
+        misconfigured endpoint fails there, once). What each text gets is the same at any concurrency: its requests
+        carry their own seeds, and each record is stored the moment its text is done."""
+        texts = list(dict.fromkeys(texts))
+        results = {}
+
+        def one(text: str):
+            try:
+                return self.paraphrases(text, n)
+            except RephraserError as error:
+                if self.rephraser is None or isinstance(error, EndpointUnreachableError):
+                    raise
+                return error
+
+        at_once = 1 if self.rephraser is None or self.dry_run else \
+            max(1, getattr(self.rephraser, "concurrency", 1) // self.collect_options.get("samples", 1))
+        to_write = [t for t in texts if len((self.lookup(t) or {}).get("paraphrases", ())) < n] if at_once > 1 else []
+        alone = set(texts) - set(to_write[1:])  # the texts that are ready (nothing to wait for), and the first to write
+        for text in texts:
+            if text in alone:
+                results[text] = one(text)
+                if done is not None:
+                    done(text, results[text])
+        if to_write[1:]:
+            from posixlab.openai_client import run_bounded  # here: the openai client loads only to talk to a server
+
+            self.scorer  # the embedding model loads here, once, not in every thread at once
+            progress, self.progress = self.progress, False  # one bar a text would interleave: the caller's counts
+            try:
+                for text, result in run_bounded(one, to_write[1:], at_once):
+                    results[text] = result
+                    if done is not None:
+                        done(text, result)
+            finally:
+                self.progress = progress
+        return {text: results[text] for text in texts}
 
     def _checked(self, text: str, record: dict | None) -> dict | None:
         """``record`` with every paraphrase measured (re-scored where the measures are missing or were made with

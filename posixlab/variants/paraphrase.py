@@ -13,7 +13,7 @@ import sys
 
 from tqdm.auto import tqdm
 
-from posixlab.errors import ConfigError, EndpointUnreachableError, RephraserError
+from posixlab.errors import ConfigError, RephraserError
 from posixlab.prompts import PromptItem
 from posixlab.rephrase.source import ParaphraseSource
 from posixlab.variants.base import Edit, VariantGenerator
@@ -32,25 +32,28 @@ class ParaphraseVariants(VariantGenerator):
         self._used: dict[str, set[int]] = {}  # the paraphrases the sets took (a mixture takes a few of 20)
 
     def prepare(self, items: list[PromptItem], num_variants: int, progress: bool = True) -> None:
-        """Fetch (or write) every question's paraphrases. A question the rephraser cannot paraphrase does not stop
-        the others: every question is tried, what was obtained is kept, and one error then names all that failed."""
+        """Fetch (or write) every question's paraphrases (a rephraser behind a server writes several at once:
+        ``ParaphraseSource.paraphrases_of``). A question the rephraser cannot paraphrase does not stop the others:
+        every question is tried, what was obtained is kept, and one error then names all that failed."""
         texts = list(dict.fromkeys(item.question for item in items))
         plan = self.source.plan(texts, num_variants)
         dry_run = self.source.dry_run
         print(self.source.announce(plan), file=sys.stderr)
         self.source.progress = progress
         failed: dict[str, str] = {}
-        for text in tqdm(texts, desc="paraphrases", unit="question",
-                         disable=not progress or not plan["to_write"] or dry_run, file=sys.stderr):
-            try:
-                self._ready[text] = self.source.paraphrases(text, num_variants)
-            except RephraserError as error:
-                # a user's file (nothing to wait for) or a dead endpoint (every other question would fail the same
-                # way, each after its own retries): say it at once; the paraphrases written so far stay in the file
-                if self.source.rephraser is None or isinstance(error, EndpointUnreachableError):
-                    raise
-                failed[text] = str(error)
-                print(f"posixlab: {error}", file=sys.stderr)
+        # a user's file that lacks paraphrases, or a dead endpoint, raises at once (every other question would fail
+        # the same way, each after its own retries); the paraphrases written so far stay in the file
+        with tqdm(total=len(texts), desc="paraphrases", unit="question",
+                  disable=not progress or not plan["to_write"] or dry_run, file=sys.stderr) as bar:
+            def done(text: str, result) -> None:
+                if isinstance(result, RephraserError):
+                    failed[text] = str(result)
+                    bar.write(f"posixlab: {result}", file=sys.stderr)  # as it happens, not after every question
+                bar.update()
+
+            found = self.source.paraphrases_of(texts, num_variants, done=done)
+        self._ready.update((t, r) for t, r in found.items() if not isinstance(r, RephraserError))
+        failed = {t: failed[t] for t in texts if t in failed}  # in the questions' order, whatever finished first
         if failed:
             ids = [item.item_id for item in items if item.question in failed]
             raise RephraserError(

@@ -14,7 +14,7 @@ from posixlab.backends import text_only
 from posixlab.classification_prompts import DEFINITIONS, TASK_SENTENCES, TaskFrame
 from posixlab.data.classification import ALIASES, CLASSES, Sample, exemplars, load_samples, select_samples
 from posixlab.data.classifier_file import ClassifierDefinition, read_samples_file
-from posixlab.errors import ConfigError
+from posixlab.errors import ConfigError, RephraserError
 from posixlab.models.capabilities import TOOLS
 from posixlab.paths import default_cache_dir
 from posixlab.rephrase import make_paraphrase_source
@@ -140,8 +140,12 @@ def _rewordings(cfg: ClassificationConfig, base, dims: tuple[str, ...]) -> tuple
     source = make_paraphrase_source(cfg.rephraser, cfg.cache_dir or default_cache_dir(), cfg.model,
                                     "class_description", dry_run=cfg.dry_run)
     found, records = {}, []
+    written = source.paraphrases_of([base.descriptions[c] for c in described], per_class)  # a server's: together
     for c in described:
-        found[c], record = source.paraphrases(base.descriptions[c], per_class)
+        result = written[base.descriptions[c]]
+        if isinstance(result, RephraserError):
+            raise result
+        found[c], record = result
         records.append((len(found[c]), record))
     return found, {**source.describe(), "variants": "schema", "rephrasing_quality": source.quality_summary(records)}
 
