@@ -1,7 +1,8 @@
 """Write the paraphrases a configuration needs, without loading the model that would be scored.
 
     python -m experiments.write_paraphrases +experiment=offline_table1 dataset=mmlu_sample variant=paraphrase
-    python -m experiments.write_paraphrases variant=paraphrase task.num_sets=115 rephraser=openai rephraser.base_url=...
+    python -m experiments.write_paraphrases variant=paraphrase task.num_sets=115 rephraser=openai rephraser.base_url=... \\
+        rephraser.max_concurrency=64
 
 Takes the same overrides as the posixlab command (one job, no sweep). Every question is tried even when some fail; the ones the
 rephraser could not paraphrase are listed at the end with the ``dataset.exclude_items`` setting that leaves them out.

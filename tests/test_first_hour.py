@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -18,7 +19,7 @@ from posixlab.gate import GateConfig, check_gate, gate_passed
 from posixlab.models import ModelSpec
 from posixlab.models.loading import ServerSettings
 from posixlab.rephrase import ParaphraseFile, RephraserConfig, make_paraphrase_source
-from posixlab.rephrase.config import resolve_rephraser
+from posixlab.rephrase.config import make_rephraser, resolve_rephraser
 from posixlab.rephrase.source import SHIPPED, shipped_files
 from posixlab.tasks.classification import ClassificationConfig, ClassificationData, build_classification_summary
 
@@ -36,9 +37,12 @@ def chat_spec(base_url: str, name: str = "scripted") -> ModelSpec:
 # --- 1. where rephrasings come from --------------------------------------------------------------------------------
 
 def test_the_default_rephraser_is_the_chat_endpoint_for_a_chat_run_and_the_packaged_model_otherwise():
-    chat = resolve_rephraser(RephraserConfig(), chat_spec("http://127.0.0.1:8765/v1", "my-model"), "task_sentence")
-    assert (chat.backend, chat.model, chat.base_url, chat.api_key_env) == \
-        ("openai", "my-model", "http://127.0.0.1:8765/v1", "POSIXLAB_TEST_KEY")
+    spec = chat_spec("http://127.0.0.1:8765/v1", "my-model")
+    spec = replace(spec, server=replace(spec.server, max_concurrency=3))
+    chat = resolve_rephraser(RephraserConfig(), spec, "task_sentence")
+    assert (chat.backend, chat.model, chat.base_url, chat.api_key_env, chat.max_concurrency) == \
+        ("openai", "my-model", "http://127.0.0.1:8765/v1", "POSIXLAB_TEST_KEY", 3)  # the run's server, all of it
+    assert make_rephraser(chat).concurrency == 3
     assert "instruction" in chat.instruction["request"]  # the task-sentence instruction, filled in
     local = resolve_rephraser(RephraserConfig(), ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct"))
     assert (local.backend, local.model, local.source) == ("hf", QWEN15, "packaged")
