@@ -143,9 +143,9 @@ def test_the_model_comes_through_the_backend_registry_and_each_request_carries_i
 
 
 def test_a_request_s_replies_and_several_questions_at_once(tmp_path):
-    """``max_concurrency`` 8 and 2 replies a request: the first question to write goes alone, then four questions at
-    once, 8 requests in flight, never more; each reply comes back to its own seed, and every question gets the
-    paraphrases (and the record) it gets one request at a time, the records in the file in any order."""
+    """``max_concurrency`` 8 and 2 replies a request (each held 1 s): the first question to write goes alone, then
+    four questions at once, 8 requests in flight, never more; each reply comes back to its own seed, and every
+    question gets the paraphrases (and the record) it gets one request at a time, the records in any order."""
     from chat_server import ChatServer, InFlight
 
     from posixlab.prompts import PromptItem
@@ -156,7 +156,7 @@ def test_a_request_s_replies_and_several_questions_at_once(tmp_path):
 
     def answer(body, n):
         with in_flight:
-            time.sleep(0.5)  # long enough for every request of a pool to arrive on a busy machine
+            time.sleep(1.0)  # long enough for every request of a pool to arrive on a busy machine
         text = body["messages"][-1]["content"].rsplit("Text: ", 1)[1]
         tag = body["seed"] % 997
         return 200, {}, completion(f"1. Rewrite {tag}a: {text}\n2. Rewrite {tag}b: {text}")
