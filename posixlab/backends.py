@@ -68,6 +68,9 @@ class Backend:
     # (model, messages, Generation) -> the reply texts to a chat of messages, decoded as that one request says (a
     # rephraser's sampling); None: its models cannot
     generate: Callable | None = None
+    # (model, [(messages, Generation), ...]) -> each request's reply texts, decoded in one batch (an in-process
+    # model's rows side by side); None: ``generate`` one request at a time
+    generate_many: Callable | None = None
     # (model, chats, Generation, top) -> for each chat (a list of messages), (the greedy reply's text, the ``top``
     # likeliest first tokens of a reply as (token text, log-probability), or None where the endpoint sent none): what
     # a judge reads P(yes) from. The chats come together so the backend can share their common prefix (in process)
@@ -205,6 +208,15 @@ def generate(lm, messages: list[dict], generation) -> list[str]:
     if write is None:
         raise ConfigError(f"model {getattr(lm, 'name', lm)} (backend {lm.backend}) cannot write replies to a chat")
     return write(lm, messages, generation)
+
+
+def generate_many(lm, requests: list[tuple[list[dict], object]]) -> list[list[str]]:
+    """Each request's reply texts, for ``requests`` of (messages, ``Generation``) to ``lm`` (opened with
+    ``open_to_generate``): decoded together where its backend can (``Backend.generate_many``), else one at a time."""
+    backend = backend_of(lm)
+    if backend.generate_many is not None and GENERATE in backend.capabilities:
+        return backend.generate_many(lm, requests)
+    return [generate(lm, messages, generation) for messages, generation in requests]
 
 
 def replies_and_first_tokens(lm, chats: list[list[dict]], generation, top: int = 20) -> list[tuple[str, list | None]]:

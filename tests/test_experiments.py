@@ -267,7 +267,10 @@ def test_the_rephraser_benchmark_writes_the_same_questions_both_ways(capsys):
         assert benchmark_rephraser.main(["--base-url", server.base_url, *command]) == 0
         assert in_flight.most == 8 and server.requests == 2 * 3 * 4  # one request of 4 replies a question, twice
         assert benchmark_rephraser.main(["--base-url", server.base_url, *command, "--concurrency", "1"]) == 2
-    out = capsys.readouterr().out
+        assert benchmark_rephraser.main(["--base-url", server.base_url, *command, "--hf", "m"]) == 2  # one or other
+    captured = capsys.readouterr()
+    assert "either --base-url and --model (a server) or --hf MODEL" in captured.err
+    out = captured.out
     assert "3 questions, 2 paraphrases each, m at" in out and "| 1 |" in out and "| 8 |" in out
     assert "x with 8 in flight; the same paraphrases for 3 of 3 questions" in out
 

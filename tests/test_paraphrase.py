@@ -24,6 +24,9 @@ INSTRUCTION = yaml.safe_load((ROOT / "conf/rephraser/instruction/default.yaml").
 ITEM = PromptItem("mmlu/test/0", "Which planet is known as the Red Planet?", ("Venus", "Mars", "Jupiter", "Saturn"),
                   subject="astronomy", answer="B")
 N_QWEN = 3  # paraphrases per question in the Qwen tests: enough to show distinct real rewrites, quick on 2 cores
+# the 0.5B cannot rewrite the cloze question "Marx (1844) claimed that capitalism had alienated workers from:" (its
+# rewrites drop the year or copy it): left out, as the run's error advises (dataset.exclude_items)
+HARD = "mmlu/sociology/105"
 QWEN = "qwen2.5-coder-0.5b-instruct"
 SUBJECT = "sociology"  # short questions (51-77 characters): quick to paraphrase on 2 cores
 
@@ -42,7 +45,7 @@ def qwen_file(tmp_path_factory):
     # the 0.5B sibling of the default rephraser: the same code path, three times faster on 2 cores
     cfg = RephraserConfig(model=QWEN, instruction=INSTRUCTION, path=str(path), per_request=N_QWEN, samples=2)
     source = make_paraphrase_source(cfg, os.environ.get("POSIXLAB_CACHE") or Path.home() / ".cache/posixlab")
-    items = select_items(load_items(DatasetSpec("mmlu", subjects=[SUBJECT])), 2, 0)
+    items = select_items(load_items(DatasetSpec("mmlu", subjects=[SUBJECT])), 2, 0, exclude=[HARD])
     generator = ParaphraseVariants(source)
     generator.prepare(items, N_QWEN, progress=False)
     return path, items, generator
@@ -73,7 +76,7 @@ def test_run_py_paraphrase_one_shot_end_to_end_reads_the_file_and_loads_no_rephr
     out = tmp_path / "run"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "run.py"), "variant=paraphrase", "shots=1", "num_sets=2", f"num_variants={N_QWEN}",
-         f"dataset.subjects=[{SUBJECT}]",
+         f"dataset.subjects=[{SUBJECT}]", f"dataset.exclude_items=[{HARD}]",
          f"rephraser.path={path}", f"rephraser.model={QWEN}", "progress=false", f"hydra.run.dir={out}", f"score_cache_dir={tmp_path / 'scores'}"],
         cwd=ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, "HYDRA_FULL_ERROR": "0"})
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -216,6 +219,81 @@ def test_prepare_tries_every_question_and_names_the_ones_that_failed(tmp_path):
     assert [i.item_id for i in select_items(items, 3, 0, exclude=["q2"])] == ["q4", "q1", "q0"]
     with pytest.raises(ConfigError, match="not in the data set: q9"):
         select_items(items, 3, 0, exclude=["q9"])
+
+
+class InStep(ScriptedRephraser):
+    """A rephraser that decodes requests in batches (as ``hf`` does): each reply depends only on its request (the
+    question and the seed), and every batch's size is recorded. Its replies to a question holding "hard" are copies
+    (rejected); a question holding "slow" gets one rewrite a reply; ``broken`` fails its batch number ``broken``."""
+
+    batches = True
+
+    def __init__(self, concurrency: int, broken: int | None = None):
+        super().__init__([])
+        self.concurrency, self.broken, self.sizes = concurrency, broken, []
+
+    def chat(self, messages, *, seed, n, max_tokens):
+        text = messages[-1]["content"].rsplit("Text: ", 1)[1]
+        if "hard" in text:
+            return [f"1. {text}"] * n
+        count = 1 if "slow" in text else 2
+        return ["\n".join(f"{k}. Say {seed % 997}.{j}{k}: {text}" for k in range(1, count + 1))
+                for j in range(n)]
+
+    def chat_batch(self, requests):
+        self.sizes.append(len(requests))
+        if self.broken == len(self.sizes):
+            raise RuntimeError("the batch ran out of memory")
+        return [self.chat(**request) for request in requests]
+
+
+QUESTIONS = ["What is a slow reaction?", "Which hard metal is densest?", "Why is the sky blue?",
+             "What makes a slow cooker work?", "How do bees make honey?"]
+
+
+def in_step(path, concurrency, broken=None):
+    return ParaphraseSource(ParaphraseFile(path), InStep(concurrency, broken), Instruction.from_dict(INSTRUCTION),
+                            samples=1, per_request=2, max_requests=3)
+
+
+def test_a_rephraser_that_batches_writes_several_questions_in_step(tmp_path):
+    """``max_concurrency // samples`` questions go in step, one batch of their next requests a round; a question that
+    is done leaves and the next takes its place. Every question gets what it gets one at a time, the failing one
+    its error (the others go on), each is reported once, and the same run batches the same way every time."""
+    done = []
+    source = in_step(tmp_path / "three.jsonl", 3)
+    found = source.paraphrases_of(QUESTIONS, 2, done=lambda text, result: done.append(text))
+    alone = in_step(tmp_path / "one.jsonl", 1).paraphrases_of(QUESTIONS, 2)
+    assert sorted(done) == sorted(QUESTIONS) and list(found) == QUESTIONS
+    assert isinstance(found[QUESTIONS[1]], RephraserError) and "after 3 requests" in str(found[QUESTIONS[1]])
+    for text in QUESTIONS[:1] + QUESTIONS[2:]:
+        assert found[text][0] == alone[text][0] and len(found[text][0]) == 2
+        assert found[text][1]["requests"] == (2 if "slow" in text else 1)
+    # round 1: questions 0-2; "sky" is done and 3 joins; 0 is done and 4 joins; the hard one runs out of requests
+    assert source.rephraser.sizes == [3, 3, 3] and sum(source.rephraser.sizes) == 2 + 3 + 1 + 2 + 1
+    again = in_step(tmp_path / "again.jsonl", 3)
+    again.paraphrases_of(QUESTIONS, 2)
+    assert again.rephraser.sizes == source.rephraser.sizes
+    # a question ready in the file takes no place in step
+    ready = in_step(tmp_path / "three.jsonl", 3)
+    assert ready.paraphrases_of(QUESTIONS[2:3], 2)[QUESTIONS[2]][0] == found[QUESTIONS[2]][0]
+    assert ready.rephraser.sizes == []
+
+
+def test_a_failed_batch_keeps_what_every_question_in_step_obtained(tmp_path):
+    """The second batch fails: the error is raised, and the first batch's rewrites of the questions in step are
+    stored, so a rerun asks only for the rest (its requests counting on from the first)."""
+    path = tmp_path / "p.jsonl"
+    with pytest.raises(RuntimeError, match="ran out of memory"):
+        in_step(path, 2, broken=2).paraphrases_of(QUESTIONS[3:] + QUESTIONS[:1], 2)
+    source = in_step(path, 2)
+    kept = {text: ParaphraseFile(path).get(source.key(text)) for text in QUESTIONS[3:]}
+    assert len(kept[QUESTIONS[3]]["paraphrases"]) == 1 and kept[QUESTIONS[3]]["requests"] == 1  # slow: 1 of 2
+    assert kept[QUESTIONS[4]] is not None and len(kept[QUESTIONS[4]]["paraphrases"]) == 2  # done before it broke
+    found = source.paraphrases_of(QUESTIONS[3:] + QUESTIONS[:1], 2)
+    assert found[QUESTIONS[3]][0][0] == kept[QUESTIONS[3]]["paraphrases"][0] and found[QUESTIONS[3]][1]["requests"] == 2
+    assert found[QUESTIONS[3]][0] == in_step(tmp_path / "fresh.jsonl", 2).paraphrases_of(QUESTIONS[3:4], 2)[
+        QUESTIONS[3]][0]
 
 
 # --- mixture ----------------------------------------------------------------------------------------------------------

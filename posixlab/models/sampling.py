@@ -1,34 +1,162 @@
 """Sampled replies to a chat from a model in this process (``CausalLM``): how an in-process model writes free text
 (a rephraser's paraphrases), beside the greedy decoding and scoring on token ids that POSIX measures with.
 
-``sample_chat`` takes what a request to a chat API would say (``posixlab.openai_client.Generation``) and does it
-with ``transformers``' ``generate``: the chat template, then ``n`` replies sampled in one call (one generator seeded
-once per request, so the same seed gives the same replies on the same machine), or the greedy reply at temperature
-0. It is the ``generate`` of the backend that runs models in this process (``posixlab.backends.generate``).
+``sample_chats`` takes several requests as a chat API would get them (messages and a
+``posixlab.openai_client.Generation`` each) and decodes them together with ``transformers``' ``generate``: the chat
+template, each request's ``n`` replies as rows of one batch (in batches of at most ``SAMPLE_BATCH_TOKENS``
+positions), the chats' common first tokens (a rephraser's system message and worked examples) through the model once.
+Every reply draws from a generator of its own, seeded from its request's seed and its number, through the Gumbel-max
+trick (``RowSampler``: the argmax of the logits plus Gumbel noise is a draw from their softmax), so a reply is the same
+whatever it is decoded beside: one request alone, or a batch of many (to float rounding of the logits, which on the
+packaged models changed no reply, ``tests/test_sampling.py``); the same seed gives the same replies on the same
+machine. ``sample_chat`` is one request; at temperature 0 it is the greedy reply. It is the ``generate`` of the backend
+that runs models in this process (``posixlab.backends.generate``), ``sample_chats`` its ``generate_many``.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
+
+SAMPLE_BATCH_TOKENS = 32768  # positions (rows x the longest row, prompt and reply) one batch of sampled rows may take
 
 
 def sample_chat(lm, messages: list[dict], generation) -> list[str]:
     """``generation.n`` reply texts to ``messages`` from ``lm`` (a ``CausalLM``), decoded as ``generation`` says."""
     import torch  # here, not at the top: posixlab.backends names this module without importing torch
 
-    ids, pad = _chat_ids(lm, messages)
     if generation.temperature > 0:
-        # top_k=0 and top-p 1 unless asked: only what the request says narrows the distribution, as an API does
-        decoding = {"do_sample": True, "temperature": generation.temperature, "top_k": 0,
-                    "top_p": 1.0 if generation.top_p is None else generation.top_p}
-    else:
-        decoding = {"do_sample": False}
-    if generation.seed is not None:
-        torch.manual_seed(generation.seed)  # every reply of the request comes from this one seeded generator
+        return sample_chats(lm, [(messages, generation)])[0]
+    ids, pad = _chat_ids(lm, messages)
     with torch.inference_mode():
         out = lm.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=generation.max_tokens,
-                                num_return_sequences=generation.n, pad_token_id=pad, **decoding)
+                                num_return_sequences=generation.n, pad_token_id=pad, do_sample=False)
     return [lm.decode(row[ids.shape[1]:]) for row in out]
+
+
+def sample_chats(lm, requests: list[tuple[list[dict], object]]) -> list[list[str]]:
+    """For each request of ``requests`` (messages, ``Generation``), its ``n`` sampled reply texts, decoded together
+    with the other requests' (see the module's docstring): top-p over the full vocabulary (top-k off), a request's
+    budget of new tokens its own, each reply from its own generator. A request without a seed takes one from torch's
+    global generator. A model whose generation config reads the batch's padding (a ``no_repeat_ngram_size``, a
+    minimum length) decodes one reply at a time; its ``repetition_penalty`` is applied to each row's own tokens."""
+    import torch
+
+    rows, seeds, settings, budgets = [], [], [], []
+    encoded = [_chat_ids(lm, messages) for messages, _ in requests]
+    for (ids, _), (_, generation) in zip(encoded, requests):
+        seed = generation.seed if generation.seed is not None else int(torch.randint(2**31 - 1, ()))
+        for j in range(generation.n):
+            rows.append(ids)
+            seeds.append(reply_seed(seed, j))
+            settings.append((generation.temperature, 1.0 if generation.top_p is None else generation.top_p))
+            budgets.append(generation.max_tokens)
+    config = lm.model.generation_config
+    penalty = getattr(config, "repetition_penalty", None) or 1.0
+    alone = any(getattr(config, key, None) not in (None, 1.0, 0, {}) for key in READS_THE_INPUT
+                if key != "repetition_penalty") or bool(getattr(config, "min_length", 0)) \
+        or bool(getattr(config, "min_new_tokens", 0))
+    shared = _shared_length(rows) if len(rows) > 1 else 0
+    replies = []
+    with torch.inference_mode():
+        prefix = None
+        if shared >= SHARED_AT_LEAST:
+            prefix = lm.model(input_ids=rows[0][:, :shared], use_cache=True, logits_to_keep=1).past_key_values
+        else:
+            shared = 0
+        lengths = [row.shape[1] + budget for row, budget in zip(rows, budgets)]
+        for batch in _batches(lengths, 0 if alone else SAMPLE_BATCH_TOKENS):
+            replies += _sampled_batch(lm, [rows[k] for k in batch], shared, prefix, encoded[0][1],
+                                      [seeds[k] for k in batch], [settings[k] for k in batch],
+                                      [budgets[k] for k in batch], penalty)
+    out, start = [], 0
+    for _, generation in requests:
+        out.append(replies[start:start + generation.n])
+        start += generation.n
+    return out
+
+
+def reply_seed(seed: int, j: int) -> int:
+    """The seed of reply ``j`` of a request seeded ``seed``: 32 bits of a hash (torch's CPU generator keeps only a
+    seed's low 32 bits, so seeds that differ above them would give the same replies).
+
+    >>> reply_seed(7, 0), reply_seed(7, 1)
+    (3929264094, 648206328)
+    """
+    return int.from_bytes(hashlib.sha256(f"{seed}\x1f{j}".encode()).digest()[:4], "big")
+
+
+class RowSampler:
+    """A logits processor for ``generate`` in greedy mode that makes its argmax a sample: each row's scores are
+    divided by its temperature, cut to its top-p nucleus, and get Gumbel noise from the row's own generator (rows at
+    temperature 0 are left as they are: greedy). ``penalty`` (a ``repetition_penalty`` other than 1) divides a
+    positive logit of each token the row has seen, or multiplies a negative one, as ``transformers`` does, counting
+    only the row's own tokens (``valid``: the prompt positions that are not padding)."""
+
+    def __init__(self, seeds: list[int], settings: list[tuple[float, float]], penalty: float = 1.0, valid=None):
+        import torch
+
+        self.seeds, self.generators = seeds, None  # made on the logits' device at the first step
+        self.temperature = torch.tensor([max(t, 1e-6) for t, _ in settings])
+        self.sampled = torch.tensor([t > 0 for t, _ in settings])
+        self.top_p = torch.tensor([p for _, p in settings])
+        self.penalty, self.valid = penalty, valid
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        scores = scores.float()
+        if self.penalty != 1.0:
+            ids = input_ids
+            if self.valid is not None:  # a padded position points at the row's last token: penalised once anyway
+                seen = torch.ones_like(ids, dtype=torch.bool)
+                seen[:, :self.valid.shape[1]] = self.valid.bool()
+                ids = torch.where(seen, ids, ids[:, -1:])
+            taken = scores.gather(1, ids)
+            scores = scores.scatter(1, ids, torch.where(taken < 0, taken * self.penalty, taken / self.penalty))
+        device = scores.device
+        if self.generators is None:
+            self.generators = [torch.Generator(device=device).manual_seed(seed) for seed in self.seeds]
+        scaled = scores / self.temperature.to(device)[:, None]
+        ordered, order = scaled.sort(dim=-1)
+        cumulative = ordered.softmax(dim=-1).cumsum(dim=-1)
+        outside = cumulative <= (1 - self.top_p.to(device))[:, None]
+        outside[:, -1] = False  # the likeliest token always stays
+        scaled = scaled.masked_fill(outside.scatter(1, order, outside), float("-inf"))
+        uniform = torch.stack([torch.rand(scores.shape[1], generator=g, device=device) for g in self.generators])
+        noisy = scaled - torch.log(-torch.log(uniform))
+        return torch.where(self.sampled.to(device)[:, None], noisy, scores)
+
+
+class RowBudgets:
+    """A stopping criterion: row ``k`` is done once it has ``budgets[k]`` new tokens (``generate`` then pads it)."""
+
+    def __init__(self, start: int, budgets: list[int]):
+        import torch
+
+        self.start, self.budgets = start, torch.tensor(budgets)
+
+    def __call__(self, input_ids, scores, **kwargs):
+        return (input_ids.shape[1] - self.start) >= self.budgets.to(input_ids.device)
+
+
+def _sampled_batch(lm, rows: list, shared: int, prefix, pad: int, seeds: list[int], settings: list, budgets: list,
+                   penalty: float) -> list[str]:
+    """The sampled replies to ``rows`` (laid out as ``_greedy_batch`` lays them out), row ``k`` drawn with a
+    generator seeded ``seeds[k]`` and ``settings[k]`` (temperature, top-p), at most ``budgets[k]`` new tokens."""
+    from transformers import LogitsProcessorList, StoppingCriteriaList
+
+    batch, mask, cache = _layout(lm, rows, shared, prefix, pad)
+    out = lm.model.generate(batch, attention_mask=mask, past_key_values=cache, max_new_tokens=max(budgets),
+                            pad_token_id=pad, do_sample=False, repetition_penalty=1.0,
+                            logits_processor=LogitsProcessorList([RowSampler(seeds, settings, penalty, mask)]),
+                            stopping_criteria=StoppingCriteriaList([RowBudgets(batch.shape[1], budgets)]))
+    replies = []
+    for k, budget in enumerate(budgets):
+        reply = out[k, batch.shape[1]:batch.shape[1] + budget].tolist()
+        end = next((j + 1 for j, token in enumerate(reply) if token in lm.eos_ids), len(reply))  # then padding
+        replies.append(lm.decode(reply[:end]))
+    return replies
 
 
 SHARED_AT_LEAST = 16  # tokens the chats of a batch must share before their keys and values are computed once
@@ -96,17 +224,7 @@ def _greedy_batch(lm, rows: list, shared: int, prefix, pad: int, generation, top
     come from the mask, so each row is the chat alone)."""
     import torch
 
-    width = max(row.shape[1] for row in rows) - shared
-    batch = torch.full((len(rows), shared + width), pad, dtype=rows[0].dtype, device=lm.device)
-    mask = torch.zeros_like(batch)
-    for k, row in enumerate(rows):
-        own = row.shape[1] - shared
-        batch[k, :shared], mask[k, :shared] = row[0, :shared], 1
-        batch[k, shared + width - own:], mask[k, shared + width - own:] = row[0, shared:], 1
-    cache = None
-    if prefix is not None:
-        cache = copy.deepcopy(prefix)
-        cache.batch_repeat_interleave(len(rows))
+    batch, mask, cache = _layout(lm, rows, shared, prefix, pad)
     out = lm.model.generate(batch, attention_mask=mask, past_key_values=cache, max_new_tokens=generation.max_tokens,
                             pad_token_id=pad, do_sample=False, output_logits=True, return_dict_in_generate=True)
     first = torch.log_softmax(out.logits[0].float(), dim=-1)
@@ -118,6 +236,27 @@ def _greedy_batch(lm, rows: list, shared: int, prefix, pad: int, generation, top
         tokens = [(lm.tokenizer.decode([i]), float(v)) for v, i in zip(values[k].tolist(), indices[k].tolist())]
         replies.append((lm.decode(reply[:end]), tokens))
     return replies
+
+
+def _layout(lm, rows: list, shared: int, prefix, pad: int):
+    """The batch of ``rows`` (token id rows of shape (1, length) whose first ``shared`` ids are the same, their keys
+    and values in ``prefix``; None where ``shared`` is 0): each row's own ids at the right end, its padding between the
+    shared ids and them, masked out (the positions come from the mask, so each row is the chat alone). Returns the
+    ids, the attention mask and a copy of the prefix's cache for every row."""
+    import torch
+
+    width = max(row.shape[1] for row in rows) - shared
+    batch = torch.full((len(rows), shared + width), pad, dtype=rows[0].dtype, device=lm.device)
+    mask = torch.zeros_like(batch)
+    for k, row in enumerate(rows):
+        own = row.shape[1] - shared
+        batch[k, :shared], mask[k, :shared] = row[0, :shared], 1
+        batch[k, shared + width - own:], mask[k, shared + width - own:] = row[0, shared:], 1
+    cache = None
+    if prefix is not None:
+        cache = copy.deepcopy(prefix)
+        cache.batch_repeat_interleave(len(rows))
+    return batch, mask, cache
 
 
 def _shared_length(rows: list) -> int:

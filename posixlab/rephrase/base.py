@@ -28,7 +28,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from posixlab.backends import generate
+from posixlab.backends import generate, generate_many
 from posixlab.errors import ConfigError, RephraserError
 from posixlab.rephrase.quality import split_statement_list
 
@@ -82,6 +82,9 @@ class Rephraser:
     # requests it may have in flight at once: a server's ``max_concurrency``; 1 for a model in this process, which
     # already samples a request's replies in one batch
     concurrency: int = 1
+    # True: ``chat_batch`` decodes its requests in one batch (a model in this process), so a source writes several
+    # texts in step (``ParaphraseSource.paraphrases_of``); False: requests go one per thread, ``concurrency`` at once
+    batches: bool = False
     _lm = None
     _open_lm = None
 
@@ -109,6 +112,14 @@ class Rephraser:
     def chat(self, messages: list[dict], *, seed: int, n: int, max_tokens: int) -> list[str]:
         """``n`` replies to ``messages``: one request, its settings carried in its ``Generation``."""
         return generate(self.lm, messages, self.generation(max_tokens, n=n, seed=seed))
+
+    def chat_batch(self, requests: list[dict]) -> list[list[str]]:
+        """Each request's replies (``requests`` are ``chat``'s keyword arguments): decoded in one batch where the
+        model's backend can (``posixlab.backends.generate_many``), one request at a time otherwise."""
+        if type(self).chat is not Rephraser.chat:  # a rephraser with a ``chat`` of its own (a test's script)
+            return [self.chat(**request) for request in requests]
+        return generate_many(self.lm, [(r["messages"], self.generation(r["max_tokens"], n=r["n"], seed=r["seed"]))
+                                       for r in requests])
 
 
 _NUMBERED = re.compile(r"^\s*(?:\(?\d{1,2}\s*[.):\]]|(?:paraphrase|rewrite|version|variant)\s*\d{0,2}\s*[:.)-])\s*",
@@ -194,11 +205,90 @@ def request_seed(seed: int, text: str, attempt: int) -> int:
     return int.from_bytes(digest[:4], "big") >> 1  # a 31-bit seed every backend accepts
 
 
-def collect_paraphrases(rephraser: Rephraser, instruction: Instruction, original: str, n: int, *, seed: int = 0,
-                        per_request: int = 5, samples: int = 4, max_requests: int = 6,
-                        length_ratio: tuple[float, float] = (0.5, 2.0), existing: list[str] = (),
-                        existing_quality: list[dict] = (), first_request: int = 0, scorer=None,
-                        rules=None, on_request=None) -> Collected:
+class ParaphraseCollector:
+    """One original's paraphrases, a request at a time: ``request()`` is the next request to send (None once ``n``
+    are found or the budget is spent), ``take(replies)`` reads its replies, ``result()`` is the ``Collected`` or
+    the ``RephraserError`` that says what was missing. ``collect_paraphrases`` sends each request as it comes; a
+    source that writes several originals at once (``ParaphraseSource.paraphrases_of``) sends theirs together. Its
+    arguments are ``collect_paraphrases``'."""
+
+    def __init__(self, name: str, instruction: Instruction, original: str, n: int, *, seed: int = 0,
+                 per_request: int = 5, samples: int = 4, max_requests: int = 6,
+                 length_ratio: tuple[float, float] = (0.5, 2.0), existing: list[str] = (),
+                 existing_quality: list[dict] = (), first_request: int = 0, scorer=None, rules=None):
+        self.name, self.instruction, self.original, self.n = name, instruction, original, n
+        self.seed, self.samples, self.first_request = seed, samples, first_request
+        self.length_ratio, self.scorer, self.rules = length_ratio, scorer, rules
+        self.stem, self.statements = split_statement_list(original)  # a numbered statement list is kept as written
+        self.text = re.sub(r"\s*\n\s*", " ", self.stem).strip()
+        self.found = Collected(paraphrases=list(existing)[:n], quality=list(existing_quality)[:n])
+        statements = self.statements
+        self.rewrites = [p[: -len(statements)].rstrip() if statements and p.endswith(statements) else p
+                         for p in self.found.paraphrases]  # the rewritten questions, without the list
+        # room for k rewrites of about the original's length (~3.5 characters a token), numbering and slack; a long
+        # original (an MMLU passage) gets fewer rewrites per reply, so that one reply stays within REPLY_TOKENS
+        per_rewrite = len(self.text) / 3.5 + 8
+        self.k = max(1, min(per_request, int(REPLY_TOKENS / (1.5 * per_rewrite))))
+        self.max_tokens = 32 + int(self.k * per_rewrite * 1.5)
+        # the budget counts requests of per_request rewrites: a long original asked for fewer per reply gets more
+        self.budget = max_requests * max(1, per_request // self.k)
+
+    @property
+    def done(self) -> bool:
+        return len(self.found.paraphrases) >= self.n or self.first_request + self.found.requests >= self.budget
+
+    def request(self) -> dict | None:
+        """The next request's ``Rephraser.chat`` arguments (messages, seed, n, max_tokens), or None when done."""
+        if self.done:
+            return None
+        return {"messages": self.instruction.messages(self.text, self.k), "n": self.samples,
+                "max_tokens": self.max_tokens,
+                "seed": request_seed(self.seed, self.text, self.first_request + self.found.requests)}
+
+    def take(self, replies: list[str]) -> None:
+        """The replies to the request ``request()`` gave: their valid new paraphrases are kept."""
+        found, statements = self.found, self.statements
+        found.requests += 1
+        for reply in replies:
+            survivors: list[str] = []
+            for candidate in parse_reply(reply):
+                found.candidates += 1
+                reason = rejection(candidate, self.text, self.rewrites + survivors, self.length_ratio)
+                if reason:
+                    found.rejected[reason] += 1
+                else:
+                    survivors.append(candidate)
+            measures = self.scorer.score(self.text, survivors) if self.scorer is not None else [None] * len(survivors)
+            for candidate, scores in zip(survivors, measures):
+                reason = self.rules.verdict(scores) if scores is not None and self.rules is not None else None
+                if reason:
+                    found.rejected[reason] += 1
+                elif len(found.paraphrases) < self.n:
+                    self.rewrites.append(candidate)
+                    found.paraphrases.append(f"{candidate}\n{statements}" if statements else candidate)
+                    if scores is not None:
+                        found.quality.append(scores)
+
+    def result(self) -> Collected:
+        """What was collected, or (fewer than ``n``) a ``RephraserError`` carrying it as ``collected``."""
+        found = self.found
+        if len(found.paraphrases) >= self.n:
+            return found
+        rejected = ", ".join(f"{count} {reason}" for reason, count in found.rejected.most_common()) or "none"
+        error = RephraserError(
+            f"rephraser {self.name} gave {len(found.paraphrases)} of the {self.n} valid paraphrases needed for "
+            f"{self.original[:80]!r} after {self.first_request + found.requests} requests"
+            f"{f' ({found.requests} in this run)' if self.first_request else ''} (rejected: {rejected}). Raise "
+            f"rephraser.max_requests (it counts every run's requests of a question), use a stronger rephraser, or "
+            f"supply your own paraphrase file "
+            f"(rephraser=file rephraser.path=FILE)."
+        )
+        error.collected = found  # the caller keeps what was obtained; asking again starts from it
+        return error
+
+
+def collect_paraphrases(rephraser: Rephraser, instruction: Instruction, original: str, n: int, *,
+                        on_request=None, **options) -> Collected:
     """``n`` distinct valid paraphrases of ``original`` (``existing`` ones first), or a ``RephraserError``.
 
     Each request asks for ``per_request`` rewrites in ``samples`` independent replies. Line breaks in the original
@@ -210,55 +300,20 @@ def collect_paraphrases(rephraser: Rephraser, instruction: Instruction, original
     ``first_request`` (the requests an earlier call made), so a top-up never asks the same question twice, and
     ``max_requests`` bounds the requests of every call together: a question given up on is not asked again (each
     resumed run would otherwise spend a whole budget on it) until ``max_requests`` is raised. ``on_request``, when
-    given, is called with the ``Collected`` so far after each request (a progress bar).
+    given, is called with the ``Collected`` so far after each request (a progress bar). A failed request's error
+    carries what was collected before it (``collected``), as running out of requests does.
     """
-    stem, statements = split_statement_list(original)  # a numbered statement list is kept as written
-    text = re.sub(r"\s*\n\s*", " ", stem).strip()
-    found = Collected(paraphrases=list(existing)[:n], quality=list(existing_quality)[:n])
-    rewrites = [p[: -len(statements)].rstrip() if statements and p.endswith(statements) else p
-                for p in found.paraphrases]  # the rewritten questions, without the list: what duplicates are of
-    # room for k rewrites of about the original's length (~3.5 characters a token), numbering and slack; a long
-    # original (an MMLU passage) gets fewer rewrites per reply, so that one reply stays within REPLY_TOKENS
-    per_rewrite = len(text) / 3.5 + 8
-    k = max(1, min(per_request, int(REPLY_TOKENS / (1.5 * per_rewrite))))
-    max_tokens = 32 + int(k * per_rewrite * 1.5)
-    # the budget counts requests of per_request rewrites: a long original asked for fewer per reply gets more requests
-    budget = max_requests * max(1, per_request // k)
-    while len(found.paraphrases) < n and first_request + found.requests < budget:
-        replies = rephraser.chat(instruction.messages(text, k), n=samples, max_tokens=max_tokens,
-                                 seed=request_seed(seed, text, first_request + found.requests))
-        found.requests += 1
-        for reply in replies:
-            survivors: list[str] = []
-            for candidate in parse_reply(reply):
-                found.candidates += 1
-                reason = rejection(candidate, text, rewrites + survivors, length_ratio)
-                if reason:
-                    found.rejected[reason] += 1
-                else:
-                    survivors.append(candidate)
-            measures = scorer.score(text, survivors) if scorer is not None else [None] * len(survivors)
-            for candidate, scores in zip(survivors, measures):
-                reason = rules.verdict(scores) if scores is not None and rules is not None else None
-                if reason:
-                    found.rejected[reason] += 1
-                elif len(found.paraphrases) < n:
-                    rewrites.append(candidate)
-                    found.paraphrases.append(f"{candidate}\n{statements}" if statements else candidate)
-                    if scores is not None:
-                        found.quality.append(scores)
+    collector = ParaphraseCollector(rephraser.name, instruction, original, n, **options)
+    while (request := collector.request()) is not None:
+        try:
+            replies = rephraser.chat(**request)
+        except RephraserError as error:
+            error.collected = collector.found
+            raise
+        collector.take(replies)
         if on_request is not None:
-            on_request(found)
-    if len(found.paraphrases) < n:
-        rejected = ", ".join(f"{count} {reason}" for reason, count in found.rejected.most_common()) or "none"
-        error = RephraserError(
-            f"rephraser {rephraser.name} gave {len(found.paraphrases)} of the {n} valid paraphrases needed for "
-            f"{original[:80]!r} after {first_request + found.requests} requests"
-            f"{f' ({found.requests} in this run)' if first_request else ''} (rejected: {rejected}). Raise "
-            f"rephraser.max_requests (it counts every run's requests of a question), use a stronger rephraser, or "
-            f"supply your own paraphrase file "
-            f"(rephraser=file rephraser.path=FILE)."
-        )
-        error.collected = found  # the caller keeps what was obtained; asking again starts from it
-        raise error
-    return found
+            on_request(collector.found)
+    result = collector.result()
+    if isinstance(result, RephraserError):
+        raise result
+    return result

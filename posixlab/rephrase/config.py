@@ -39,8 +39,9 @@ class RephraserConfig:
     # openai only: tries per request on rate limits, 5xx and connection errors (the openai client's own retries:
     # exponential backoff with jitter from 0.5 s to 8 s, or the server's Retry-After)
     max_attempts: int = 6
-    # openai only: requests in flight at once (a request's sampled replies, and several originals together); how
-    # fast, never what, it writes: each request carries its own seed
+    # replies in flight at once: openai, requests sent together (a request's sampled replies, and several originals);
+    # hf, rows decoded in one batch (max_concurrency // samples originals in step). How fast, never what, it writes:
+    # each reply has its own seed
     max_concurrency: int = 8
     temperature: float = 0.8
     top_p: float = 0.95
@@ -126,7 +127,8 @@ def make_rephraser(cfg: RephraserConfig, cache_dir: str | None = None, offline: 
 
         spec = ModelSpec(name=Path(cfg.model).name, source=cfg.source, path=cfg.model, revision=cfg.revision,
                          dtype=cfg.dtype, device=cfg.device)
-        return HFRephraser(spec, cache_dir, temperature=cfg.temperature, top_p=cfg.top_p)
+        return HFRephraser(spec, cache_dir, temperature=cfg.temperature, top_p=cfg.top_p,
+                           max_concurrency=cfg.max_concurrency)
     if cfg.backend == "openai":
         from posixlab.rephrase.openai_backend import OpenAIRephraser
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from posixlab.errors import ConfigError, EndpointUnreachableError, RephraserError
-from posixlab.rephrase.base import Instruction, Rephraser, collect_paraphrases
+from posixlab.rephrase.base import Instruction, ParaphraseCollector, Rephraser
 from posixlab.rephrase.config import RephraserConfig, default_paraphrase_path, make_rephraser, resolve_rephraser
 from posixlab.rephrase.quality import QualityRules, QualityScorer, summarize
 from posixlab.rephrase.store import ParaphraseFile, record_key
@@ -126,8 +126,10 @@ class ParaphraseSource:
             return f"posixlab: {ready}; nothing to write"
         if self.rephraser is None:
             return f"posixlab: {ready}; {plan['to_write']} missing from the paraphrase file"
+        in_step = self._in_step()
         cost = (f"about {plan['estimated_requests']} requests, ~{plan['estimated_minutes']:g} min of local "
-                f"generation on 2 CPU cores (rephraser=openai or rephraser=file avoid it; docs/replication.md)"
+                f"generation on 2 CPU cores{f', {in_step} questions in step' if in_step > 1 else ''} "
+                f"(rephraser=openai or rephraser=file avoid it; docs/replication.md)"
                 if plan["local"] else f"about {plan['estimated_requests']} request(s) of "
                 f"{self.collect_options.get('samples', 4)} replies to "
                 f"{getattr(self.rephraser, 'endpoint', None) or 'its endpoint'}, "
@@ -136,18 +138,45 @@ class ParaphraseSource:
         return (f"posixlab: {ready}; {self.rephraser.name} {verb} {plan['paraphrases_to_write']} paraphrases of "
                 f"{plan['to_write']} {what}(s): {cost}")
 
+    def _in_step(self) -> int:
+        """How many texts the rephraser writes at once: its ``concurrency`` (requests in flight, or rows of a batch)
+        over the replies of a request."""
+        return max(1, getattr(self.rephraser, "concurrency", 1) // self.collect_options.get("samples", 1))
+
     def paraphrases(self, text: str, n: int) -> tuple[list[str], dict]:
         """The first ``n`` paraphrases of ``text`` and the record they come from; writes them if missing."""
+        ready, record = self._ready(text, n)
+        if ready is not None:
+            return ready
+        collector = self._collector(text, n, record)
+        bar = tqdm(total=n, initial=len(collector.found.paraphrases), desc=f"paraphrases by {self.rephraser.name}",
+                   unit="paraphrase", disable=not self.progress, file=sys.stderr, leave=False)
+        try:
+            while (request := collector.request()) is not None:
+                try:
+                    replies = self.rephraser.chat(**request)
+                except RephraserError as error:
+                    raise self._kept(text, collector, record, error) from None
+                collector.take(replies)
+                bar.update(len(collector.found.paraphrases) - bar.n)
+        finally:
+            bar.close()
+        return self._finish(text, collector, record)
+
+    def _ready(self, text: str, n: int) -> tuple[tuple | None, dict | None]:
+        """``(paraphrases, record)`` when ``text`` needs nothing written (enough in a file; a dry run's
+        placeholders), else None and the record to top up (None: none yet). A user's file short of paraphrases is
+        a ``RephraserError``."""
         found = self.lookup(text)
         record = self._checked(text, found)
         if record is not None and len(record["paraphrases"]) >= n:
             if self._is_shipped(found):
                 self.from_shipped.add(text)
-            return record["paraphrases"][:n], record
+            return (record["paraphrases"][:n], record), record
         if self.dry_run:  # what the run would use: the paraphrases there are, then placeholders of the rest
             have = [] if record is None else record["paraphrases"][:n]
-            return have + [f"{text} [paraphrase {i + 1}, not yet written]" for i in range(len(have), n)], \
-                {"original": text, "paraphrases": [], "dry_run": True}
+            return (have + [f"{text} [paraphrase {i + 1}, not yet written]" for i in range(len(have), n)],
+                    {"original": text, "paraphrases": [], "dry_run": True}), record
         if self.rephraser is None:
             have = 0 if record is None else len(record["paraphrases"])
             dropped = (record or {}).get("dropped") or {}
@@ -157,28 +186,35 @@ class ParaphraseSource:
             raise RephraserError(f"the paraphrase file {self.store.path} has {have} paraphrases of {text[:80]!r}"
                                  f"{why}, {n} are needed; add them to the file or use a rephraser (rephraser=hf or "
                                  f"openai)")
-        have = len(record["paraphrases"]) if record else 0
-        bar = tqdm(total=n, initial=have, desc=f"paraphrases by {self.rephraser.name}", unit="paraphrase",
-                   disable=not self.progress, file=sys.stderr, leave=False)
-        try:
-            found = collect_paraphrases(self.rephraser, self.instruction, text, n,
-                                        existing=record["paraphrases"] if record else (),
-                                        existing_quality=(record.get("quality") or {}).get("scores", ()) if record
-                                        else (), first_request=(record or {}).get("requests", 0),
-                                        scorer=self.scorer, rules=self.rules,
-                                        on_request=lambda got: bar.update(len(got.paraphrases) - bar.n),
-                                        **self.collect_options)
-        except RephraserError as error:
-            partial = getattr(error, "collected", None)
-            if partial is not None and len(partial.paraphrases) > len((record or {}).get("paraphrases", ())):
-                self._put(text, partial, record)  # nothing obtained is lost: a rerun asks only for the rest
-                raise RephraserError(f"{error} The {len(partial.paraphrases)} obtained are kept in "
-                                     f"{self.store.path}.") from None
-            raise
-        finally:
-            bar.close()
+        return None, record
+
+    def _collector(self, text: str, n: int, record: dict | None) -> ParaphraseCollector:
+        """What collects the paraphrases ``text`` still lacks, starting from ``record``'s."""
+        return ParaphraseCollector(self.rephraser.name, self.instruction, text, n,
+                                   existing=record["paraphrases"] if record else (),
+                                   existing_quality=(record.get("quality") or {}).get("scores", ()) if record
+                                   else (), first_request=(record or {}).get("requests", 0),
+                                   scorer=self.scorer, rules=self.rules, **self.collect_options)
+
+    def _finish(self, text: str, collector: ParaphraseCollector, record: dict | None) -> tuple[list[str], dict]:
+        """A collector with no request left: its paraphrases stored and returned, or (too few) its error raised."""
+        found = collector.result()
+        if isinstance(found, RephraserError):
+            raise self._kept(text, collector, record, found)
         record = self._put(text, found, record)
-        return record["paraphrases"][:n], record
+        return record["paraphrases"][:collector.n], record
+
+    def _kept(self, text: str, collector: ParaphraseCollector, record: dict | None, error: RephraserError):
+        """``error``, once the paraphrases ``collector`` obtained beyond ``record``'s are stored (nothing obtained
+        is lost: a rerun asks only for the rest); its message says so, its class stays (a dead endpoint's stops the
+        run)."""
+        partial = collector.found
+        if len(partial.paraphrases) <= len((record or {}).get("paraphrases", ())):
+            return error
+        self._put(text, partial, record)
+        kept = type(error)(f"{error} The {len(partial.paraphrases)} obtained are kept in {self.store.path}.")
+        kept.collected = partial
+        return kept
 
     def paraphrases_of(self, texts: list[str], n: int, done=None) -> dict[str, tuple | RephraserError]:
         """Each of ``texts``' first ``n`` paraphrases and record (as ``paraphrases``), or the ``RephraserError`` that
@@ -189,7 +225,10 @@ class ParaphraseSource:
         A rephraser behind a server (``concurrency`` requests in flight) writes several texts at once, each request's
         replies together: ``concurrency // samples`` texts, after the first text to write has gone alone (a dead or
         misconfigured endpoint fails there, once). What each text gets is the same at any concurrency: its requests
-        carry their own seeds, and each record is stored the moment its text is done."""
+        carry their own seeds, and each record is stored the moment its text is done.
+
+        A model in this process that decodes several requests in one batch (``Rephraser.batches``: the ``hf``
+        rephraser) writes ``concurrency // samples`` texts in step instead (``_write_together``)."""
         texts = list(dict.fromkeys(texts))
         results = {}
 
@@ -201,8 +240,9 @@ class ParaphraseSource:
                     raise
                 return error
 
-        at_once = 1 if self.rephraser is None or self.dry_run else \
-            max(1, getattr(self.rephraser, "concurrency", 1) // self.collect_options.get("samples", 1))
+        at_once = 1 if self.rephraser is None or self.dry_run else self._in_step()
+        if at_once > 1 and getattr(self.rephraser, "batches", False):
+            return self._write_together(texts, n, at_once, done)
         to_write = [t for t in texts if len((self.lookup(t) or {}).get("paraphrases", ())) < n] if at_once > 1 else []
         alone = set(texts) - set(to_write[1:])  # the texts that are ready (nothing to wait for), and the first to write
         for text in texts:
@@ -222,6 +262,57 @@ class ParaphraseSource:
                         done(text, result)
             finally:
                 self.progress = progress
+        return {text: results[text] for text in texts}
+
+    def _write_together(self, texts: list[str], n: int, at_once: int, done=None) -> dict[str, tuple | RephraserError]:
+        """``paraphrases_of`` for a rephraser that decodes requests in batches: up to ``at_once`` texts are written
+        in step, each round one batch of every such text's next request (``Rephraser.chat_batch``); a text that is
+        done (or out of requests) is stored and the next text to write takes its place in the next round. Which
+        requests share a batch depends only on the texts' order and ``at_once``, so a run is the same every time;
+        a reply is the same in any batch (each draws from its own seeded generator, ``posixlab.models.sampling``).
+        If a batch fails, every text in step keeps the paraphrases obtained so far before the error is raised."""
+        results: dict[str, tuple | RephraserError] = {}
+        waiting = list(texts)
+        in_step: list[tuple[str, ParaphraseCollector, dict | None]] = []
+
+        def settle(text: str, outcome) -> None:
+            results[text] = outcome
+            if done is not None:
+                done(text, outcome)
+
+        def finish(text: str, collector: ParaphraseCollector, record: dict | None) -> None:
+            try:
+                outcome = self._finish(text, collector, record)
+            except RephraserError as error:
+                outcome = error
+            settle(text, outcome)
+
+        self.scorer  # the embedding model loads before the rephraser's first batch, not inside it
+        while waiting or in_step:
+            while waiting and len(in_step) < at_once:
+                text = waiting.pop(0)
+                ready, record = self._ready(text, n)
+                if ready is not None:
+                    settle(text, ready)
+                    continue
+                collector = self._collector(text, n, record)
+                if collector.done:  # out of requests from earlier runs: its error, nothing sent
+                    finish(text, collector, record)
+                else:
+                    in_step.append((text, collector, record))
+            if not in_step:
+                break
+            try:
+                replies = self.rephraser.chat_batch([collector.request() for _, collector, _ in in_step])
+            except BaseException:
+                for text, collector, record in in_step:
+                    self._kept(text, collector, record, RephraserError(""))  # stores what each has obtained
+                raise
+            for (_, collector, _), request_replies in zip(in_step, replies):
+                collector.take(request_replies)
+            for entry in [entry for entry in in_step if entry[1].done]:
+                in_step.remove(entry)
+                finish(*entry)
         return {text: results[text] for text in texts}
 
     def _checked(self, text: str, record: dict | None) -> dict | None:

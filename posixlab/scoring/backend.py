@@ -12,7 +12,7 @@ from pathlib import Path
 from posixlab.backends import Backend, register
 from posixlab.errors import ConfigError
 from posixlab.models.capabilities import DETERMINISTIC, GENERATE, SCORE, SLOT_SCORES, STRUCTURED
-from posixlab.models.sampling import replies_and_first_tokens, sample_chat
+from posixlab.models.sampling import replies_and_first_tokens, sample_chat, sample_chats
 from posixlab.models.loading import open_for_plan, open_tokenizer
 from posixlab.paths import default_cache_dir
 
@@ -74,5 +74,6 @@ def in_process_engine(lm, max_new_tokens: int, options, cache, requests: list):
 
 register(Backend("transformers", frozenset({GENERATE, SCORE, STRUCTURED, SLOT_SCORES, DETERMINISTIC}),
                  open_in_process, in_process_engine, kind="in-process", check=check_in_process, cache=score_cache,
-                 generate=sample_chat, first_tokens=replies_and_first_tokens, tokenizer=open_tokenizer,
+                 generate=sample_chat, generate_many=sample_chats, first_tokens=replies_and_first_tokens,
+                 tokenizer=open_tokenizer,
                  open_for_plan=open_for_plan))
