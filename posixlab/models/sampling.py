@@ -56,14 +56,9 @@ def sample_chats(lm, requests: list[tuple[list[dict], object]]) -> list[list[str
     alone = any(getattr(config, key, None) not in (None, 1.0, 0, {}) for key in READS_THE_INPUT
                 if key != "repetition_penalty") or bool(getattr(config, "min_length", 0)) \
         or bool(getattr(config, "min_new_tokens", 0))
-    shared = _shared_length(rows) if len(rows) > 1 else 0
     replies = []
     with torch.inference_mode():
-        prefix = None
-        if shared >= SHARED_AT_LEAST:
-            prefix = lm.model(input_ids=rows[0][:, :shared], use_cache=True, logits_to_keep=1).past_key_values
-        else:
-            shared = 0
+        shared, prefix = _shared_prefix(lm, rows)
         lengths = [row.shape[1] + budget for row, budget in zip(rows, budgets)]
         for batch in _batches(lengths, 0 if alone else SAMPLE_BATCH_TOKENS):
             replies += _sampled_batch(lm, [rows[k] for k in batch], shared, prefix, encoded[0][1],
@@ -185,16 +180,11 @@ def replies_and_first_tokens(lm, chats: list[list[dict]], generation, top: int) 
 
     encoded = [_chat_ids(lm, messages) for messages in chats]
     rows = [ids for ids, _ in encoded]
-    shared = _shared_length(rows) if len(rows) > 1 else 0
     together = not any(getattr(lm.model.generation_config, key, None) not in (None, 1.0, 0, {})
                        for key in READS_THE_INPUT)
     out = []
     with torch.inference_mode():
-        prefix = None
-        if shared >= SHARED_AT_LEAST:
-            prefix = lm.model(input_ids=rows[0][:, :shared], use_cache=True, logits_to_keep=1).past_key_values
-        else:
-            shared = 0
+        shared, prefix = _shared_prefix(lm, rows)
         for batch in _batches([row.shape[1] for row in rows], BATCH_TOKENS if together else 0):
             out += _greedy_batch(lm, [rows[k] for k in batch], shared, prefix, encoded[0][1], generation, top)
     return out
@@ -236,6 +226,15 @@ def _greedy_batch(lm, rows: list, shared: int, prefix, pad: int, generation, top
         tokens = [(lm.tokenizer.decode([i]), float(v)) for v, i in zip(values[k].tolist(), indices[k].tolist())]
         replies.append((lm.decode(reply[:end]), tokens))
     return replies
+
+
+def _shared_prefix(lm, rows: list) -> tuple[int, object]:
+    """How many first token ids ``rows`` share and their keys and values, computed once (0 and None when fewer than
+    ``SHARED_AT_LEAST``: not worth a pass of its own)."""
+    shared = _shared_length(rows) if len(rows) > 1 else 0
+    if shared < SHARED_AT_LEAST:
+        return 0, None
+    return shared, lm.model(input_ids=rows[0][:, :shared], use_cache=True, logits_to_keep=1).past_key_values
 
 
 def _layout(lm, rows: list, shared: int, prefix, pad: int):

@@ -204,14 +204,20 @@ class ParaphraseSource:
         record = self._put(text, found, record)
         return record["paraphrases"][:collector.n], record
 
+    def _keep(self, text: str, collector: ParaphraseCollector, record: dict | None) -> bool:
+        """Stores the paraphrases ``collector`` obtained when it has more than ``record``; whether it did."""
+        if len(collector.found.paraphrases) <= len((record or {}).get("paraphrases", ())):
+            return False
+        self._put(text, collector.found, record)
+        return True
+
     def _kept(self, text: str, collector: ParaphraseCollector, record: dict | None, error: RephraserError):
         """``error``, once the paraphrases ``collector`` obtained beyond ``record``'s are stored (nothing obtained
         is lost: a rerun asks only for the rest); its message says so, its class stays (a dead endpoint's stops the
         run)."""
-        partial = collector.found
-        if len(partial.paraphrases) <= len((record or {}).get("paraphrases", ())):
+        if not self._keep(text, collector, record):
             return error
-        self._put(text, partial, record)
+        partial = collector.found
         kept = type(error)(f"{error} The {len(partial.paraphrases)} obtained are kept in {self.store.path}.")
         kept.collected = partial
         return kept
@@ -306,7 +312,7 @@ class ParaphraseSource:
                 replies = self.rephraser.chat_batch([collector.request() for _, collector, _ in in_step])
             except BaseException:
                 for text, collector, record in in_step:
-                    self._kept(text, collector, record, RephraserError(""))  # stores what each has obtained
+                    self._keep(text, collector, record)  # what each has obtained
                 raise
             for (_, collector, _), request_replies in zip(in_step, replies):
                 collector.take(request_replies)
