@@ -92,20 +92,34 @@ class ChatServer:
 
 
 class InFlight:
-    """Counts the calls inside ``with in_flight:`` at once, from any thread, and the most seen (``most``)."""
+    """Counts the calls inside ``with in_flight:`` at once, from any thread, and the most seen (``most``).
+
+    ``hold(count)`` inside the block keeps a call there until ``count`` calls are in or no other has arrived for
+    ``patience`` seconds: every request of a pool gets in together even on a busy machine (a fixed sleep was too
+    short there once), and a smaller last round waits ``patience`` alone."""
 
     def __init__(self):
-        self.lock, self.now, self.most = threading.Lock(), 0, 0
+        self.lock, self.now, self.most, self.arrivals = threading.Condition(), 0, 0, 0
 
     def __enter__(self) -> InFlight:
         with self.lock:
             self.now += 1
+            self.arrivals += 1
             self.most = max(self.most, self.now)
+            self.lock.notify_all()
         return self
 
     def __exit__(self, *exc) -> None:
         with self.lock:
             self.now -= 1
+
+    def hold(self, count: int, patience: float = 1.0) -> None:
+        with self.lock:
+            while self.now < count:
+                seen = self.arrivals
+                self.lock.wait(patience)
+                if self.arrivals == seen:
+                    return
 
 
 def prompt_of(body: dict) -> str:

@@ -246,11 +246,9 @@ def test_the_inputs_benchmark_times_both_methods_on_the_same_ids(capsys, tmp_pat
 
 
 def test_the_rephraser_benchmark_writes_the_same_questions_both_ways(capsys):
-    """Against a scripted server holding each request 0.5 s: one at a time, then 8 in flight (a question's 4 replies,
-    two questions at once after the first); the same paraphrases both ways, a table of both, and a bad option is one
-    line and status 2."""
-    import time
-
+    """Against a scripted server holding each request until its pool is in (0.5 s at most after the last arrival):
+    one at a time, then 8 in flight (a question's 4 replies, two questions at once after the first); the same
+    paraphrases both ways, a table of both, and a bad option is one line and status 2."""
     from chat_server import ChatServer, InFlight, completion
     from experiments import benchmark_rephraser
 
@@ -258,7 +256,7 @@ def test_the_rephraser_benchmark_writes_the_same_questions_both_ways(capsys):
 
     def answer(body, n):
         with in_flight:
-            time.sleep(0.5)  # long enough for every request of a pool to arrive on a busy machine
+            in_flight.hold(8, patience=0.5)
         text = body["messages"][-1]["content"].rsplit("Text: ", 1)[1]
         return 200, {}, completion("\n".join(f"{k}. Variant {body['seed'] % 997}-{k}: {text}" for k in (1, 2)))
 

@@ -97,7 +97,7 @@ def test_a_sets_requests_are_asked_together():
 
 
 def test_a_judge_behind_a_server_gets_its_requests_concurrently(tmp_path, capsys):
-    """``--base-url``: a server that holds each request 1 s sees ``--max-concurrency`` in flight at once, never
+    """``--base-url``: a server that holds each request until its pool is in sees ``--max-concurrency`` in flight, never
     more: 4, and 16, more than one set's 10 requests (the sets are asked together); every verdict lands in its set.
     The same judge at another concurrency is the same judge: a rerun reuses every verdict and sends nothing."""
     from chat_server import ChatServer, InFlight, completion
@@ -106,7 +106,7 @@ def test_a_judge_behind_a_server_gets_its_requests_concurrently(tmp_path, capsys
 
     def answer(body, n):
         with in_flight:
-            time.sleep(1.0)  # long enough for every request of a pool to arrive on a busy machine
+            in_flight.hold(most)
         second = body["messages"][-1]["content"].split("Response B:\n", 1)[1].split("\n", 1)[0]
         return 200, {}, completion("Yes" if second.startswith("same") else "No")
 

@@ -49,6 +49,14 @@ def eos_ids_of(generation_eos, tokenizer) -> frozenset[int]:
     return frozenset(int(e) for e in eos)
 
 
+# model types whose transformers model applies its config's ``sliding_window`` to every layer through one mask
+# (``create_sliding_window_causal_mask``) and whose config has no ``layer_types``: the engine masks every layer with
+# the window. A config of another type with a window and no layer types (the model may apply it or not) is held to
+# prompts that fit inside it. tests/test_model_families.py holds Mistral, Mixtral, Phi-3 and Starcoder2 to the
+# models' own passes past their windows.
+WINDOW_ON_EVERY_LAYER = frozenset({"mistral", "mixtral", "ministral3", "phi3", "phimoe", "starcoder2", "qwen3_moe"})
+
+
 def context_length(config) -> int | None:
     """The longest sequence a model's config allows (a multimodal config keeps it in its text part)."""
     return getattr(config, "max_position_embeddings", None) or getattr(
@@ -69,6 +77,7 @@ class TokenizedModel:
         self.identity = identity  # what a result depends on: source, path, revision, sha256, dtype, versions
         self.eos_ids = eos_ids
         self.max_context = max_context
+        self.context_is = "context"  # what max_context is, for check_fits' message
         self.forward_tokens = 0  # tokens run through the model so far, for the run's accounting
         self._token_ints: list[int] = []  # encode_batch's shared int objects, one per token id
 
@@ -115,7 +124,8 @@ class TokenizedModel:
         if self.max_context and len(prompt_ids) + max_new_tokens > self.max_context:
             raise ContextLengthError(
                 f"{what} has {len(prompt_ids)} tokens; with max_new_tokens={max_new_tokens} it needs "
-                f"{len(prompt_ids) + max_new_tokens}, more than the {self.max_context}-token context of {self.name}. "
+                f"{len(prompt_ids) + max_new_tokens}, more than the {self.max_context}-token {self.context_is} of "
+                f"{self.name}. "
                 f"Shorten the prompt (fewer shots, a shorter question) or use a model with a longer context."
             )
 
@@ -136,6 +146,11 @@ class CausalLM(TokenizedModel):
         layer_types = getattr(text_config, "layer_types", None)
         self.layer_types = sorted(set(layer_types)) if layer_types else None
         self.sliding_window = getattr(text_config, "sliding_window", None)
+        self.window_on_every_layer = bool(self.sliding_window and not self.layer_types
+                                          and text_config.model_type in WINDOW_ON_EVERY_LAYER)
+        if self.sliding_window and not self.layer_types and not self.window_on_every_layer:
+            self.max_context = min(self.max_context or self.sliding_window, self.sliding_window)
+            self.context_is = "attention window (which the engine cannot place layer by layer)"
         heads = text_config.num_attention_heads
         head_dim = getattr(text_config, "head_dim", None) or text_config.hidden_size // heads
         kv_heads = getattr(text_config, "num_key_value_heads", None) or heads
@@ -229,7 +244,9 @@ class CausalLM(TokenizedModel):
                 raise ConfigError(f"{self.name} has attention layers of type {sorted(unknown)}, which the scoring "
                                   f"engine does not support")
             attention_mask = {t: self._additive(masks[t]) for t in self.layer_types}
-        else:
+        elif self.window_on_every_layer:
+            attention_mask = self._additive(masks["sliding_attention"])
+        else:  # check_fits keeps prompts inside a window that cannot be placed (max_context); this is the backstop
             if self.sliding_window and not torch.equal(masks["sliding_attention"], visible):
                 raise ContextLengthError(f"{self.name} attends within a {self.sliding_window}-token window and the "
                                          f"engine cannot mask it per layer; use shorter prompts")

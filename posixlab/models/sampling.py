@@ -4,7 +4,8 @@
 ``sample_chats`` takes several requests as a chat API would get them (messages and a
 ``posixlab.openai_client.Generation`` each) and decodes them together with ``transformers``' ``generate``: the chat
 template, each request's ``n`` replies as rows of one batch (in batches of at most ``SAMPLE_BATCH_TOKENS``
-positions), the chats' common first tokens (a rephraser's system message and worked examples) through the model once.
+positions), the chats' common first tokens (a rephraser's system message and worked examples) through the model once
+(``_shared_prefix`` says when a sliding-window model cannot share them).
 Every reply draws from a generator of its own, seeded from its request's seed and its number, through the Gumbel-max
 trick (``RowSampler``: the argmax of the logits plus Gumbel noise is a draw from their softmax), so a reply is the same
 whatever it is decoded beside: one request alone, or a batch of many (to float rounding of the logits, which on the
@@ -58,7 +59,7 @@ def sample_chats(lm, requests: list[tuple[list[dict], object]]) -> list[list[str
         or bool(getattr(config, "min_new_tokens", 0))
     replies = []
     with torch.inference_mode():
-        shared, prefix = _shared_prefix(lm, rows)
+        shared, prefix = _shared_prefix(lm, rows, max(budgets, default=0))
         lengths = [row.shape[1] + budget for row, budget in zip(rows, budgets)]
         for batch in _batches(lengths, 0 if alone else SAMPLE_BATCH_TOKENS):
             replies += _sampled_batch(lm, [rows[k] for k in batch], shared, prefix, encoded[0][1],
@@ -170,12 +171,12 @@ def replies_and_first_tokens(lm, chats: list[list[dict]], generation, top: int) 
     (``posixlab.judge.first_token_odds``).
 
     The chats' longest common run of token ids (a judge's requests for one set all open with the same prompt and
-    response) goes through the model once; then the chats are decoded together, in batches of at most
-    ``BATCH_TOKENS`` positions, each row its own tokens after the shared ones (padded on their left, masked) over a
-    copy of the shared keys and values. On 2 CPU cores a set's judge requests take about half the time of one chat
-    at a time (``experiments/benchmark_judge.py``); a GPU gains more. The log-probabilities equal each chat's plain
-    forward pass to rounding (1e-5 measured, tested to 1e-4), the replies are the same, and the same chats give the
-    same numbers every time."""
+    response) goes through the model once (unless a sliding window forbids it: ``_shared_prefix``); then the chats
+    are decoded together, in batches of at most ``BATCH_TOKENS`` positions, each row its own tokens after the shared
+    ones (padded on their left, masked) over a copy of the shared keys and values. On 2 CPU cores a set's judge
+    requests take about half the time of one chat at a time (``experiments/benchmark_judge.py``); a GPU gains more.
+    The log-probabilities equal each chat's plain forward pass to rounding (1e-5 measured, tested to 1e-4), the
+    replies are the same, and the same chats give the same numbers every time."""
     import torch
 
     encoded = [_chat_ids(lm, messages) for messages in chats]
@@ -184,7 +185,7 @@ def replies_and_first_tokens(lm, chats: list[list[dict]], generation, top: int) 
                        for key in READS_THE_INPUT)
     out = []
     with torch.inference_mode():
-        shared, prefix = _shared_prefix(lm, rows)
+        shared, prefix = _shared_prefix(lm, rows, generation.max_tokens)
         for batch in _batches([row.shape[1] for row in rows], BATCH_TOKENS if together else 0):
             out += _greedy_batch(lm, [rows[k] for k in batch], shared, prefix, encoded[0][1], generation, top)
     return out
@@ -228,9 +229,17 @@ def _greedy_batch(lm, rows: list, shared: int, prefix, pad: int, generation, top
     return replies
 
 
-def _shared_prefix(lm, rows: list) -> tuple[int, object]:
+def _shared_prefix(lm, rows: list, new_tokens: int) -> tuple[int, object]:
     """How many first token ids ``rows`` share and their keys and values, computed once (0 and None when fewer than
-    ``SHARED_AT_LEAST``: not worth a pass of its own)."""
+    ``SHARED_AT_LEAST``: not worth a pass of its own).
+
+    None either for a model with sliding-window attention whose rows, with ``new_tokens`` more, may outgrow its
+    window: ``_layout`` pads a row between the shared ids and its own, and ``transformers`` measures a window in a
+    batch's slots, padding included, so such a row would see fewer of its tokens than alone (measured: other replies
+    from Gemma 2 and 3 and OLMo 3 models). Without a shared prefix the padding goes in front, where it is harmless."""
+    window = getattr(lm, "sliding_window", None)
+    if window and max((row.shape[1] for row in rows), default=0) + new_tokens >= window:
+        return 0, None
     shared = _shared_length(rows) if len(rows) > 1 else 0
     if shared < SHARED_AT_LEAST:
         return 0, None
