@@ -192,7 +192,7 @@ def test_the_scripts_say_what_is_wrong_with_their_input_in_one_line(tmp_path):
             ("show_paraphrases", ["/nonexistent/a.jsonl"], "no paraphrase file at"),
             ("show_paraphrases", [str(tmp_path / "sets.jsonl")], "lacks a text 'original'"),
             ("reparse_answers", [str(tmp_path)], "is not a finished POSIX run folder"),
-            ("verify_models", ["--models", "nosuch"], "no packaged model 'nosuch'")):
+            ("verify_models", ["--models", "nosuch"], "model 'nosuch' is not a packaged model")):
         done = subprocess.run([sys.executable, "-m", f"experiments.{script}", *args], capture_output=True, text=True,
                               cwd=Path(__file__).resolve().parents[1], timeout=120)
         assert done.returncode == 2 and done.stderr.startswith("posixlab error: ") and said in done.stderr, \

@@ -136,6 +136,24 @@ def test_a_family_s_chats_get_in_a_batch_the_replies_they_get_alone(family_lm):
         [sample_chats(family_lm, [(chat, sampled)])[0] for chat in CHATS]
 
 
+def test_verify_models_passes_a_family_and_catches_keys_outside_the_window(monkeypatch):
+    """``experiments/verify_models.py``'s checks on the tiny Gemma 3 (the tokenizer has a chat template): exact on a
+    template set, past the window and in batched chats; the same model with its window hidden from the engine and the
+    batches (as both were before this check existed, for the batches) fails, past the window and in the chats."""
+    from experiments import verify_models
+    from experiments.verify_models import verify
+
+    lm = build_family_lm("gemma3")
+    result = verify(lm, num_variants=2, max_new_tokens=6, past=40)
+    assert result["exact"] and result["past_window"]["tokens"] > WINDOW + 40 and result["chats"]["same"]
+    assert result["short"]["max_abs_logprob_diff"] < 1e-4 and result["past_window"]["greedy_equals_generate"]
+    texts = verify_models.long_prompts(lm, WINDOW + 40, 6)
+    monkeypatch.setattr(verify_models, "long_prompts", lambda *_: texts)
+    lm.sliding_window = 10**6  # as wide as no window to the engine's masks and the batches' layout
+    blind = verify(lm, num_variants=2, max_new_tokens=6, past=40)
+    assert not blind["exact"] and blind["past_window"]["max_abs_logprob_diff"] > 0.1 and not blind["chats"]["same"]
+
+
 def test_a_window_the_engine_cannot_place_bounds_the_prompts_before_any_work(tmp_path):
     """A config with a sliding window, no layer types and a model type the engine does not know to slide on every
     layer: its prompts must fit inside the window, refused with the sizes and what to do before any pass (the engine
