@@ -488,6 +488,11 @@ def judge_command(args: list[str]) -> int:
                              "so K > 1 calibrates on fewer sets; default: %(default)s)")
     parser.add_argument("--out", help="the folder to write to (default: RUN_DIR)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
+    parser.add_argument("--wandb", choices=("offline", "online"),
+                        help="log the judge to Weights & Biases too: a run of job type 'judge', named judge-RUN and "
+                             "grouped under RUN's folder name, with the summary's numbers and a table of the sets "
+                             "(offline: under the output folder's wandb/, for wandb sync; online: WANDB_API_KEY)")
+    parser.add_argument("--wandb-project", default="posixlab", help="the W&B project (default: %(default)s)")
     options = parser.parse_args(args)  # --help: exit 0; a usage error: exit 2
     try:
         if options.sets is not None and options.sets < 1:
@@ -498,11 +503,24 @@ def judge_command(args: list[str]) -> int:
         spec = judge_spec(options.judge, options.base_url, options.api_key_env, options.max_concurrency)
         summary = judge_run(options.run, spec, sets=options.sets, out=options.out, instruction=instruction,
                             both_orders=options.both_orders, alpha=options.alpha, decoys=options.decoys)
+        if options.wandb:  # after the judging, whose files are written whatever W&B does
+            track_judge(summary, Path(options.out or options.run), Path(options.run).resolve().name,
+                        {"mode": options.wandb, "project": options.wandb_project, "log_artifact": False})
     except (PosixlabError, OSError) as exc:  # OSError: an instruction file that cannot be read
         print(f"posixlab error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(summary, indent=1, ensure_ascii=False) if options.json else judge_table(summary))
     return 0
+
+
+def track_judge(summary: dict, out: Path, run_name: str, settings: dict) -> None:
+    """A W&B run of the judge of the run ``run_name``, its files in ``out`` (``posixlab.judge.judge_tracked``)."""
+    from posixlab.judge import judge_tracked, judged_rows
+
+    config = {"judge": summary["judge"], "run": summary["run"], "sets_in_run": summary["sets_in_run"],
+              "alpha": (summary.get("scores") or {}).get("alpha")}
+    with Tracker(settings, config, str(out), name=f"judge-{run_name}", group=run_name, job_type="judge") as tracker:
+        tracker.log_run(judge_tracked(summary, judged_rows(out, summary)), {})
 
 
 def judge_spec(name: str, base_url: str | None, api_key_env: str, max_concurrency: int = 8):

@@ -436,6 +436,48 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
     return summary
 
 
+SET_COLUMNS = ("set_index", "set_id", "variant_type", "psi", "identical_share", "judged_share", "asked", "unparsed")
+
+
+def judge_tracked(summary: dict, rows: list[dict]):
+    """What a run tracker logs for a judge (``posixlab judge --wandb``): the summary's numbers (``judged_share``,
+    ``spearman/rho``, ``scores/decoy_auc``, ``scores/calibrated/judged_share``, ...), and a table with a row per
+    judged set (``SET_COLUMNS``, then each variant's verdict as JSON); the files stay in the run's folder.
+
+    >>> summary = {"sets": 1, "judged_share": 0.5, "spearman": None, "judge": {"model": "j"},
+    ...            "scores": {"decoy_auc": 0.75, "calibrated": {"judged_share": 0.25}}}
+    >>> rows = [{"set_index": 0, "set_id": "s", "psi": 0.2, "identical_share": 0.5, "judged_share": 0.5, "asked": 2,
+    ...          "unparsed": 0, "verdicts": [{"equivalent": True}, {"equivalent": None}]}]
+    >>> tracked = judge_tracked(summary, rows)
+    >>> tracked.scalars
+    {'sets': 1, 'judged_share': 0.5, 'scores/decoy_auc': 0.75, 'scores/calibrated/judged_share': 0.25}
+    >>> tracked.rows
+    [[0, 's', None, 0.2, 0.5, 0.5, 2, 0, '[true, null]']]
+    """
+    from posixlab.tasks.base import Tracked
+
+    def numbers(block: dict | None, prefix: str = "") -> dict:
+        out = {}
+        for key, value in (block or {}).items():
+            if isinstance(value, dict) and key in ("spearman", "scores", "calibrated"):
+                out.update(numbers(value, f"{prefix}{key}/"))
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[f"{prefix}{key}"] = value
+        return out
+
+    table = [[row.get(c) for c in SET_COLUMNS] + [json.dumps([v["equivalent"] for v in row["verdicts"]])]
+             for row in rows]
+    return Tracked(numbers(summary), table_name="judge_sets", columns=[*SET_COLUMNS, "verdicts"], rows=table,
+                   artifact_type="judge")
+
+
+def judged_rows(out: str | Path, summary: dict) -> list[dict]:
+    """The rows of the sets ``summary`` judged (the first ``summary["sets"]`` by index of the judge's file in
+    ``out``: a rerun with fewer ``--sets`` keeps more on file)."""
+    rows = _rows_on_file(Path(out) / ROWS_FILE, summary["judge"]["key"]).values()
+    return sorted(rows, key=lambda r: r["set_index"])[:summary["sets"]]
+
+
 def _check_options(folder: Path, instruction: str, alpha: float, decoys: int) -> None:
     """What ``judge_run`` is given, checked before anything is read or opened."""
     if not (folder / SETS_FILE).is_file():

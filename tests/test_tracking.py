@@ -185,3 +185,44 @@ def test_online_mode_without_a_key_stops_before_any_work(tmp_path):
     assert not (out / "sets.jsonl").exists()
     proc = run_py(["logger.mode=loud", "num_sets=1", f"hydra.run.dir={tmp_path / 'bad'}"])
     assert proc.returncode == 2 and "logger.mode must be one of offline, online, disabled" in proc.stderr
+
+
+def test_a_judge_logs_its_numbers_and_a_table_of_sets_to_its_own_run(tmp_path, capsys, monkeypatch):
+    """``posixlab judge --wandb offline``: a W&B run of job type 'judge', named judge-RUN and grouped under RUN, whose
+    summary holds judge.json's numbers (nested ones by path) and whose table has a row per judged set with each
+    variant's verdict; the judge's files stay in the run's folder (no artifact). The judge is a scripted chat server
+    (yes to every response but the one that names another colour)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    monkeypatch.setenv("POSIXLAB_TEST_NO_KEY", "x")
+    from chat_server import ChatServer, completion
+    from test_judge import record
+
+    from posixlab.cli import judge_command
+
+    def answer(body, n):
+        second = body["messages"][-1]["content"].split("Response B:\n", 1)[1].split("\n", 1)[0]
+        return 200, {}, completion("No" if second == "green" else "Yes")
+
+    run = tmp_path / "my-run"
+    run.mkdir()
+    sets = [record(["red", "red", "crimson", "green"], psi=0.5), record(["blue", "navy", "blue"], psi=0.2, index=1)]
+    (run / "sets.jsonl").write_text("".join(json.dumps(s) + "\n" for s in sets))
+    with ChatServer(answer) as server:
+        assert judge_command([str(run), "--judge", "j", "--base-url", server.base_url, "--api-key-env",
+                              "POSIXLAB_TEST_NO_KEY", "--json", "--wandb", "offline"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    (run_dir,) = offline_run_dirs(run)
+    kinds = records_by_kind(run_dir)
+    meta = kinds["run"][0].run
+    assert (meta.display_name, meta.run_group, meta.job_type) == ("judge-my-run", "my-run", "judge")
+    logged = summary_of(kinds)
+    assert logged["judged_share"] == summary["judged_share"] and logged["sets"] == 2
+    assert logged["control_judged_same"] == summary["control_judged_same"]
+    (table_file,) = (run_dir / "files" / "media" / "table").glob("judge_sets_*.table.json")
+    table = json.loads(table_file.read_text())
+    column = {name: i for i, name in enumerate(table["columns"])}
+    assert [row[column["set_id"]] for row in table["data"]] == ["s0", "s1"]
+    assert [json.loads(row[column["verdicts"]]) for row in table["data"]] == [[True, True, False], [True, True]]
+    assert [row[column["psi"]] for row in table["data"]] == [0.5, 0.2]
+    assert {a.artifact.type for a in kinds.get("artifact", [])} <= {"run_table"}  # the table's own; no folder
+    assert kinds["exit"][0].exit.exit_code == 0
