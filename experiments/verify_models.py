@@ -1,7 +1,7 @@
 """Check that the engine is exact on a model: greedy == transformers' generate, engine matrix == brute force, past
 the model's attention window too, and batched chats (the judge's, the rephraser's) == each chat alone.
 
-``tests/test_model_families.py`` holds 15 architectures to their own passes on tiny random weights; run this on the
+``tests/test_model_families.py`` holds 20 architectures to their own passes on tiny random weights; run this on the
 checkpoint itself before trusting its numbers (a packaged model, a configured one, a hub id or a local folder):
 
     python -m experiments.verify_models                      # every packaged model

@@ -2,9 +2,10 @@
 Gemma 3, Qwen2.5 and SmolLM2, and their neighbours): a tiny random model of each architecture, built in memory as
 ``tests/tiny_model.py`` builds its Llama (same character tokenizer, float32, seeded), held to the model's own
 ``transformers`` passes, which know each family's quirks: sliding-window layers beside full ones (Gemma 2 and 3,
-OLMo 3, Qwen2 with ``use_sliding_window``) or a window on every layer (Mistral, Mixtral, Phi-3, Starcoder2), logit
-soft-capping and eager attention (Gemma 2), an attention scale of its own (Gemma), clipped queries and keys (OLMo),
-learned positions (GPT-2), a parallel block (GPT-NeoX), mixtures of experts (Mixtral).
+OLMo 3, Qwen2 with ``use_sliding_window``, Cohere 2, EXAONE 4, gpt-oss) or a window on every layer (Mistral,
+Mixtral, Phi-3, Starcoder2), logit soft-capping and eager attention (Gemma 2), attention sinks (gpt-oss), an attention
+scale of its own (Gemma, Granite), clipped queries and keys (OLMo), layers without positions (SmolLM3), learned
+positions (GPT-2), a parallel block (GPT-NeoX), mixtures of experts (Mixtral, gpt-oss).
 
 The window is 8 tokens, so every prompt (13 to 120 tokens) outgrows it. The references are one-prompt greedy decoding
 through the model's own cache (``CausalLM.greedy``, whose sliding layers keep only a window of keys) and one full pass
@@ -58,6 +59,12 @@ FAMILIES = {
     "olmo3": ("Olmo3Config", "Olmo3ForCausalLM", ALTERNATING),
     "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", {"num_key_value_heads": None}),  # no grouped queries
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", None),  # GPT-2 names its sizes its own way
+    "gpt_oss": ("GptOssConfig", "GptOssForCausalLM", {"head_dim": 8, "num_local_experts": 4,
+                                                      "num_experts_per_tok": 2, **ALTERNATING}),  # attention sinks
+    "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM", {"no_rope_layers": [1, 0]}),  # a layer without positions
+    "cohere2": ("Cohere2Config", "Cohere2ForCausalLM", ALTERNATING),
+    "granite": ("GraniteConfig", "GraniteForCausalLM", {}),
+    "exaone4": ("Exaone4Config", "Exaone4ForCausalLM", ALTERNATING),
 }
 HEAD = "you are a careful judge. read the question and the answer below and say yes or no. "  # 84 shared tokens
 CHATS = [[{"role": "user", "content": HEAD + q}] for q in
