@@ -179,3 +179,32 @@ def test_a_window_the_engine_cannot_place_bounds_the_prompts_before_any_work(tmp
     prompts = [wide.tokenizer(p).input_ids for p in PROMPT_SETS[0]["prompts"]]
     reference = bruteforce_matrix(wide, prompts, [r["token_ids"] for r in first["responses"]])
     assert abs(reference - first["logprob_matrix"]).max() < 1e-4
+
+
+# Mistral-7B-Instruct-v0.1's rule (user and assistant turns alternating, a user turn first), as its template raises it
+ALTERNATING_TEMPLATE = ("{% for m in messages %}{% if (m['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+                        "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
+                        "{% endif %}<s>{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+                        "{% if add_generation_prompt %}<s>assistant:{% endif %}")
+
+
+def test_a_template_that_refuses_a_system_turn_reads_it_in_the_first_user_turn():
+    """The judge's and the rephraser's requests open with a system message, which Gemma 2's and Mistral v0.1's
+    templates refuse: in process the model reads it at the head of the first user turn (the same replies as that chat
+    written so), where it used to raise mid-run; a template error of another kind still raises."""
+    from jinja2.exceptions import TemplateError
+
+    from posixlab.judge import judge_messages
+
+    lm = build_family_lm("gemma2")
+    lm.tokenizer.chat_template = ALTERNATING_TEMPLATE
+    asked = judge_messages(("name a colour.", "red"), ("say a colour.", "blue"))
+    assert asked[0]["role"] == "system"
+    folded = [{"role": "user", "content": asked[0]["content"] + "\n\n" + asked[1]["content"]}]
+    assert lm.apply_chat_template(asked) == lm.apply_chat_template(folded)
+    greedy = Generation(max_tokens=6, temperature=0.0)
+    assert replies_and_first_tokens(lm, [asked], greedy, top=3) == replies_and_first_tokens(lm, [folded], greedy, top=3)
+    sampled = Generation(max_tokens=6, temperature=1.0, n=2, seed=1)
+    assert sample_chats(lm, [(asked, sampled)]) == sample_chats(lm, [(folded, sampled)])
+    with pytest.raises(TemplateError, match="must alternate"):
+        lm.apply_chat_template([{"role": "assistant", "content": "hi"}, {"role": "user", "content": "hello"}])

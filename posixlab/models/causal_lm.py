@@ -63,6 +63,35 @@ def context_length(config) -> int | None:
         getattr(config, "text_config", None), "max_position_embeddings", None)
 
 
+def chat_text(tokenizer, messages: list[dict]) -> str:
+    """``messages`` in the tokenizer's chat template, ready for the assistant's reply. A template that refuses a
+    system turn (Gemma 2's raises "System role not supported", Mistral-7B-Instruct-v0.1's wants user and assistant
+    turns alternating) gets the system message at the head of the first user turn, a blank line between: how such
+    models are prompted with one (the judge's and the rephraser's requests open with one).
+
+    >>> from transformers import PreTrainedTokenizerFast
+    >>> from tokenizers import Tokenizer, models
+    >>> tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel({"x": 0}, unk_token="x")))
+    >>> tok.chat_template = ("{% if messages[0]['role'] == 'system' %}{{ raise_exception('no system') }}{% endif %}"
+    ...                      "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}<model>")
+    >>> chat_text(tok, [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"}])
+    '<user>Be brief.\\n\\nHi?<model>'
+    """
+    from jinja2.exceptions import TemplateError
+
+    try:
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    except TemplateError:
+        if not messages or messages[0]["role"] != "system":
+            raise
+    system, rest = messages[0]["content"], list(messages[1:])
+    if rest and rest[0]["role"] == "user":
+        rest[0] = {**rest[0], "content": f"{system}\n\n{rest[0]['content']}"}
+    else:
+        rest.insert(0, {"role": "user", "content": system})
+    return tokenizer.apply_chat_template(rest, tokenize=False, add_generation_prompt=True)
+
+
 class TokenizedModel:
     """What every backend shares: the model's tokenizer on this machine, its name, identity and context length.
 
@@ -116,7 +145,7 @@ class TokenizedModel:
         a list of messages (few-shot exemplars as user/assistant turns, then the question) is used as it is."""
         check_chat_template(self.tokenizer, self.name)
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return chat_text(self.tokenizer, messages)
 
     def check_fits(self, prompt_ids, max_new_tokens: int, what: str = "prompt") -> None:
         if len(prompt_ids) == 0:

@@ -292,6 +292,6 @@ def _chat_ids(lm, messages: list[dict]):
     """The chat in the model's template as a batch of one row of token ids, and the id ``generate`` pads with."""
     import torch
 
-    text = lm.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    text = lm.apply_chat_template(messages)  # a system turn folded into the first user turn where refused
     ids = torch.tensor([lm.encode(text, add_special_tokens=False)], device=lm.device)
     return ids, lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else min(lm.eos_ids)
