@@ -412,15 +412,32 @@ def test_the_same_rows_draw_the_same_figure_files_under_any_string_hash_seed(tmp
     assert drawn["1"] == drawn["2"]
 
 
+def same_drawing(drawn: Path, committed: Path, most: float = 2e-4) -> bool:
+    """The same bytes, or for PNG images of one size, at most a share ``most`` of their pixels other."""
+    if drawn.read_bytes() == committed.read_bytes():
+        return True
+    if drawn.suffix != ".png":
+        return False
+    from PIL import Image
+
+    a, b = (np.asarray(Image.open(p).convert("RGBA")) for p in (drawn, committed))
+    return a.shape == b.shape and np.any(a != b, axis=-1).mean() <= most
+
+
 @pytest.mark.slow
 def test_the_committed_tables_and_figures_are_what_the_code_draws_from_the_committed_rows(tmp_path):
-    """figures/ is what figures/README.md's command writes from figures/per_set.csv, to the byte: a change to a table,
-    a statistic or a figure's drawing that is not followed by a regeneration of the committed files fails here (run
-    the command in the message and commit what it writes)."""
+    """figures/ is what figures/README.md's command writes from figures/per_set.csv: the tables to the byte, each
+    figure to all but a few pixels. A change to a table, a statistic or a figure's drawing that is not followed by a
+    regeneration of the committed files fails here (run the command in the message and commit what it writes).
+
+    Why a figure may differ by a few pixels: its bootstrap bands fit 1,000 resamples with BLAS and LAPACK, whose
+    kernels (chosen by the CPU: AVX2 or AVX-512, Intel or AMD) round differently, and a resample whose fit is nearly
+    singular can land on either side of the least-norm cutoff. Measured: one machine drew figure1_variance.png with 27
+    of its 711,321 pixels other than the committed file's; a changed label, point or line moves thousands."""
     command = [sys.executable, "-m", "posixlab.analysis", "figures/per_set.csv", "--out", str(tmp_path)]
     subprocess.run(command, cwd=ROOT, check=True, capture_output=True)
     written = sorted(p.name for p in tmp_path.iterdir() if p.is_file())
     assert len(written) >= len(TABLES) + 2 * len(FIGURES) - 4  # the offline grid has no figures 5 and 6 (hub only)
-    stale = [name for name in written if (tmp_path / name).read_bytes() != (ROOT / "figures" / name).read_bytes()]
+    stale = [name for name in written if not same_drawing(tmp_path / name, ROOT / "figures" / name)]
     assert not stale, (f"figures/ differs from what the code draws from figures/per_set.csv: {stale}; regenerate "
                        f"with `python -m posixlab.analysis figures/per_set.csv --out figures/` and commit")
