@@ -53,7 +53,8 @@ def verify(lm, num_variants: int, max_new_tokens: int, past: int) -> dict:
                                                num_sets=1, num_variants=num_variants), progress=False)[0][0]
     out = {"model": lm.name, "sliding_window": lm.sliding_window,
            "short": exact(lm, [lm.encode(t) for t in prompt_set.texts()], max_new_tokens)}
-    texts = long_prompts(lm, (lm.sliding_window or 0) + past, max_new_tokens)
+    if lm.sliding_window or lm.tokenizer.chat_template:  # the long prompts only where a check reads them
+        texts = long_prompts(lm, (lm.sliding_window or 0) + past, max_new_tokens)
     if lm.sliding_window:
         out["past_window"] = exact(lm, [lm.encode(t) for t in texts], max_new_tokens)
     if lm.tokenizer.chat_template:  # a model without one is no judge or rephraser
