@@ -16,13 +16,15 @@ What is written once here, for all three:
 - **concurrency** (``run_bounded``, ``map_bounded``): at most N requests in flight.
 
 Which error classes a caller gets, and how the messages name its server and settings, is its ``Role``. This module is
-a low layer: it imports ``posixlab.errors`` and third-party libraries only.
+a low layer: it imports ``posixlab.errors``, ``posixlab.prompts`` (the system-turn fold) and third-party libraries only.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -31,6 +33,7 @@ import httpx
 import openai
 
 from posixlab.errors import ConfigError, PosixlabError, ServerResponseError, ServerUnreachableError
+from posixlab.prompts import fold_system_turn
 
 LOCAL_PLACEHOLDER_KEY = "EMPTY"  # local servers (vLLM, llama.cpp, Ollama, SGLang) accept any key
 OPENAI_URL = "https://api.openai.com/v1"
@@ -138,6 +141,8 @@ class OpenAIClient:
         self._openai = openai.OpenAI(base_url=base_url or hosted_url, api_key=key,
                                      max_retries=max_attempts - 1, timeout=timeout)
         self.base_url = str(self._openai.base_url).rstrip("/")
+        self.folds_system = False  # set once the server refused a system turn and took it folded (``chat``)
+        self._fold_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"OpenAIClient(base_url={self.base_url!r}, api_key_env={self.api_key_env!r})"
@@ -165,12 +170,44 @@ class OpenAIClient:
             raise self.error(exc, expected="model list") from None
 
     def chat(self, body: dict):
-        """One ``/chat/completions`` request of ``body`` (see ``chat_body``); the reply has a ``choices[0].message``."""
-        reply = self._send(lambda: self._openai.chat.completions.create(**body), "chat completion", body.get("model"))
+        """One ``/chat/completions`` request of ``body`` (see ``chat_body``); the reply has a ``choices[0].message``.
+
+        A server whose chat template refuses a system turn answers a chat that opens with one with HTTP 400 (vLLM
+        serving Gemma 2 or Mistral-7B-Instruct-v0.1, whose templates raise): the chat is then asked once more with
+        the system message at the head of the first user turn, as the in-process models fold it
+        (``prompts.fold_system_turn``), and, once a folded chat is answered, every later chat of this client is sent
+        folded (``folds_system``; said once on stderr). A refusal the fold does not cure is reported with both
+        answers."""
+        folded = fold_system_turn(body.get("messages") or [])
+        if folded is not None and self.folds_system:
+            body = {**body, "messages": folded}
+        try:
+            reply = self._openai.chat.completions.create(**body)
+        except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+            if folded is None or self.folds_system:
+                raise self.error(exc, expected="chat completion", model=body.get("model")) from None
+            try:
+                reply = self._openai.chat.completions.create(**{**body, "messages": folded})
+            except (openai.APIError, ValueError) as again:
+                refusal = self.error(exc, expected="chat completion", model=body.get("model"))
+                raise type(refusal)(f"{refusal} Asked again with the system message at the head of the first user "
+                                    f"turn, it answered: {self.error(again, expected='chat completion')}") from None
+            self._learn_to_fold(exc)
+        except (openai.APIError, ValueError) as exc:  # raised once the client's retries are spent
+            raise self.error(exc, expected="chat completion", model=body.get("model")) from None
         choices = getattr(reply, "choices", None)
         if not isinstance(choices, list) or not choices or getattr(choices[0], "message", None) is None:
             raise self.malformed(f"no choices[0].message in {str(reply)[:200]!r}", "chat completion")
         return reply
+
+    def _learn_to_fold(self, refusal: openai.APIStatusError) -> None:
+        with self._fold_lock:
+            if self.folds_system:
+                return
+            self.folds_system = True
+        print(f"posixlab: the {self.role.server} at {self.base_url} refused a chat that opens with a system turn "
+              f"(HTTP {refusal.status_code}: {server_message(refusal.body, refusal.message)}); its chats are sent with "
+              f"the system message at the head of the first user turn, as the in-process models do", file=sys.stderr)
 
     def complete(self, **request):
         """One ``/completions`` request (vLLM: prompts as token ids)."""

@@ -198,3 +198,27 @@ def chat_messages(turns: list[tuple[str, str | None]]) -> list[dict]:
         if answer is not None:
             messages.append({"role": "assistant", "content": answer.strip()})
     return messages
+
+
+def fold_system_turn(messages: list[dict]) -> list[dict] | None:
+    """``messages`` with an opening system turn moved to the head of the first user turn (a blank line between), for
+    chat templates that refuse a system turn (Gemma 2's raises "System role not supported"; Mistral-7B-Instruct-v0.1's
+    wants user and assistant turns alternating); None where the chat opens with no system turn. The in-process
+    models (``causal_lm.chat_text``) and the OpenAI-compatible client (a server whose template refuses it) fold the
+    same way, so a judge or a rephraser asks the same text on either.
+
+    >>> fold_system_turn([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"}])
+    [{'role': 'user', 'content': 'Be brief.\\n\\nHi?'}]
+    >>> fold_system_turn([{"role": "system", "content": "Be brief."}])
+    [{'role': 'user', 'content': 'Be brief.'}]
+    >>> fold_system_turn([{"role": "user", "content": "Hi?"}]) is None
+    True
+    """
+    if not messages or messages[0].get("role") != "system":
+        return None
+    system, rest = messages[0]["content"], list(messages[1:])
+    if rest and rest[0].get("role") == "user":
+        rest[0] = {**rest[0], "content": f"{system}\n\n{rest[0]['content']}"}
+    else:
+        rest.insert(0, {"role": "user", "content": system})
+    return rest

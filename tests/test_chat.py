@@ -211,6 +211,42 @@ def test_cache_keys_of_earlier_versions_still_hit(monkeypatch):
     assert request_key(client.base_url, body, 0) == "525ecd43e92e28d7fd9515b80468232727a28578a1c919205cfc7c1f76fe1ad3"
 
 
+def test_a_server_that_refuses_a_system_turn_gets_it_folded_once_learned(capsys):
+    """A template that refuses a system turn (vLLM's HTTP 400 for Gemma 2 or Mistral-7B-Instruct-v0.1; the real
+    server is in test_vllm.py): the chat is asked again folded (``prompts.fold_system_turn``), later chats go folded
+    at once, said once on stderr; a chat without a system turn is not retried, and a refusal the fold does not cure
+    is reported with both answers. The scripted server refuses what a raising template would."""
+    from posixlab.chat.client import ChatClient
+
+    def template(body, n):
+        roles = [m["role"] for m in body["messages"]]
+        if "system" in roles:
+            return 400, {}, {"error": {"message": "System role not supported", "type": "BadRequestError"}}
+        if "too long" in body["messages"][0]["content"]:
+            return 400, {}, {"error": {"message": "maximum context length is 2048 tokens"}}
+        return 200, {}, completion(body["messages"][0]["content"][:9])
+
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"}]
+    with ChatServer(template) as server:
+        client = ChatClient(server.base_url, api_key_env="POSIXLAB_TEST_KEY", timeout=5, max_attempts=3)
+        assert client.complete({"model": "scripted", "messages": chat}).text == "Be brief."
+        assert client.complete({"model": "scripted", "messages": chat[1:]}).text == "Hi?"
+        assert client.complete({"model": "scripted", "messages": chat}).text == "Be brief."
+        assert [b["messages"] for b in server.bodies] == [chat, [{"role": "user", "content": "Be brief.\n\nHi?"}],
+                                                           chat[1:], [{"role": "user", "content": "Be brief.\n\nHi?"}]]
+        assert capsys.readouterr().err.count("refused a chat that opens with a system turn (HTTP 400: System role") == 1
+        with pytest.raises(ServerResponseError, match="HTTP 400: maximum context length"):  # not a system turn's fault
+            client.complete({"model": "scripted", "messages": [{"role": "user", "content": "too long"}]})
+        assert server.requests == 5
+
+        fresh = ChatClient(server.base_url, api_key_env="POSIXLAB_TEST_KEY", timeout=5, max_attempts=3)
+        long_chat = [chat[0], {"role": "user", "content": "too long"}]
+        with pytest.raises(ServerResponseError, match="HTTP 400: System role not supported.*Asked again with the "
+                                                      "system message.*HTTP 400: maximum context length"):
+            fresh.complete({"model": "scripted", "messages": long_chat})
+        assert server.requests == 7 and not fresh.folds_system
+
+
 @pytest.mark.slow
 def test_a_killed_run_resumes_sending_only_what_was_missing(tmp_path, rephrasings):
     """``kill -9`` mid-run (a real process, the real CLI), then the same command again: the answers that came back

@@ -4,6 +4,7 @@ at by hand, the guarantee on simulated grids, what it saves, the settings refuse
 later rounds send a chat API only the prompts left racing (a scripted server: a model right under some templates
 and wrong under the others, on cue)."""
 
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -19,8 +20,8 @@ from posixlab.metrics.race import race_on_grid, race_prompts
 from posixlab.metrics.selection import best_prompt_set
 from posixlab.models import ModelSpec
 from posixlab.models.loading import ServerSettings
-from posixlab.report.build import build_report
-from posixlab.results import race_row, race_summary, read_sets
+from posixlab.report.build import build_report, read_run
+from posixlab.results import race_row, race_summary, race_words, read_sets
 from posixlab.runner import run
 from posixlab.tasks.posix import PosixConfig, PosixTask, build_prompt_sets
 
@@ -150,6 +151,26 @@ def test_later_rounds_send_a_chat_api_only_the_prompts_left_racing(tmp_path):
         capped = run(cfg, progress=False)
     assert server.requests == 35 and "max_requests=35" in capped["stopped"] and capped["num_sets"] == 9
     assert capped["race"]["looks"] == 4 and capped["race"]["eliminated"] == race["eliminated"]
+    # killed there instead (no summary): the report page replays the same race from config.yaml and the records
+    killed = Path(cfg.output_dir)
+    (killed / "summary.json").unlink()
+    (killed / "config.yaml").write_text(hydra_yaml("model=chat", "model.name=scripted", "variant=template",
+                                                   "task.num_sets=16", "task.num_variants=3", "task.psi=false",
+                                                   "task.race_sets=4", "embedding=none"))
+    assert read_run(killed).summary["race"] == capped["race"]
+    page = build_report([killed], tmp_path / "killed.html").read_text(encoding="utf-8")
+    assert 'id="partial"' in page and f'<p id="race">{race_words(capped["race"])}</p>' in page
+
+
+def hydra_yaml(*overrides: str) -> str:
+    """The ``config.yaml`` a ``python run.py`` with these overrides writes."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from posixlab.cli import CONF_DIR
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return OmegaConf.to_yaml(compose(config_name="config", overrides=list(overrides)))
 
 
 @pytest.mark.slow
@@ -174,6 +195,11 @@ def test_a_race_in_process_answers_each_cell_as_a_run_that_asks_every_prompt(lm,
         "options"
     assert summary["race"] == race_summary(race, summary["config"], reading="options")
     assert summary["race"]["looks"] == 3
+    killed = Path(shutil.copytree(tmp_path / "race", tmp_path / "killed"))  # killed before its summary was written:
+    (killed / "summary.json").unlink()  # the report page replays the race on the options too
+    (killed / "config.yaml").write_text(hydra_yaml("variant=template", "task.num_sets=9", "task.num_variants=3",
+                                                   "task.psi=false", "task.race_sets=3", "embedding=none"))
+    assert read_run(killed).summary["race"] == summary["race"]
     # what the full grid says the race asks
     assert summary["race"] == {**race_on_grid([race_row(f, "options") for f in full], 3)[0], "reading": "options"}
     check = subprocess.run([sys.executable, "-m", "experiments.race_check", str(tmp_path / "full"), "--round-sets",

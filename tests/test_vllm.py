@@ -297,3 +297,49 @@ def test_launch_true_starts_a_server_for_the_run_and_stops_it(server, vllm_pytho
         assert probe.connect_ex(("127.0.0.1", port)) != 0
     processes = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
     assert not [line for line in processes if f"--port {port} " in line + " "]
+
+
+# a chat template that refuses a system turn, as Gemma 2's and Mistral-7B-Instruct-v0.1's do, in SmolLM2's format
+REFUSES_SYSTEM = ("{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
+                  "{% endif %}{% for m in messages %}"
+                  "{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"
+                  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
+
+@pytest.mark.slow
+def test_a_judge_behind_a_server_whose_template_refuses_a_system_turn(lm, small_results, vllm_python, tmp_path,
+                                                                      capsys, monkeypatch):
+    """vLLM serving SmolLM2 with a template that raises on a system turn answers the judge's first request (which
+    opens with one) with HTTP 400; the client asks it again folded and sends the rest folded. The verdicts, replies
+    and P(yes) are then the in-process judge's over the same template (``chat_text`` folds the same way), P(yes)
+    within 1e-4."""
+    import shutil
+
+    from conftest import lm_spec
+
+    from posixlab.cli import judge_command
+    from posixlab.judge import ROWS_FILE, judge_run
+
+    template = tmp_path / "refuses_system.jinja"
+    template.write_text(REFUSES_SYSTEM)
+    run = shutil.copytree(next(small_results.glob("*_mmlu_template_0shot")), tmp_path / "run")
+    folder = prepare_packaged_model("smollm2-135m-instruct", default_cache_dir())
+    args = TEST_SERVER_ARGS + ("--chat-template", str(template))
+    with LocalServer(vllm_python, str(folder), SERVED, "float32", 2048, args) as refusing:
+        assert judge_command([str(run), "--judge", SERVED, "--base-url", refusing.base_url, "--sets", "2",
+                              "--out", str(tmp_path / "served")]) == 0
+    err = capsys.readouterr().err
+    assert err.count("refused a chat that opens with a system turn (HTTP 400") == 1, err[-2000:]
+
+    monkeypatch.setattr(lm.tokenizer, "chat_template", REFUSES_SYSTEM)
+    judge_run(run, lm_spec(), lm=lm, sets=2, out=tmp_path / "here", progress=False)
+    served, here = ([json.loads(line) for line in (tmp_path / where / ROWS_FILE).read_text().splitlines()]
+                    for where in ("served", "here"))
+    pairs = [(a, b) for x, y in zip(served, here) for a, b in zip(x["verdicts"] + [x["control"]],
+                                                                  y["verdicts"] + [y["control"]]) if a and b]
+    asked = [(a, b) for a, b in pairs if a.get("replies")]
+    assert asked and all(a["replies"] == b["replies"] and a["equivalent"] == b["equivalent"] for a, b in asked)
+    gap = max(abs(a["p_same"] - b["p_same"]) for a, b in asked)
+    print(f"judge behind vLLM with a template refusing system turns: {len(asked)} pairs as in process, "
+          f"max |Δ P(yes)| {gap:.1e}")
+    assert gap < 1e-4

@@ -71,6 +71,12 @@ class ChatClient:
     def __repr__(self) -> str:
         return f"ChatClient(base_url={self.base_url!r}, api_key_env={self.api_key_env!r})"
 
+    @property
+    def folds_system(self) -> bool:
+        """Whether the server refused a chat opening with a system turn and its chats now go folded
+        (``OpenAIClient.chat``)."""
+        return self._api.folds_system
+
     def models(self) -> list[str] | None:
         """The served model ids (``GET /models``), or None where an endpoint does not list them. Asked once before
         any work: a dead endpoint or a rejected key stops the run here, before anything is built."""

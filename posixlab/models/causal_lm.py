@@ -28,6 +28,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from posixlab.errors import ConfigError, ContextLengthError, PromptSetError
 from posixlab.models.capabilities import GENERATE, SCORE, check_chat_template
+from posixlab.prompts import fold_system_turn
 
 
 
@@ -66,8 +67,8 @@ def context_length(config) -> int | None:
 def chat_text(tokenizer, messages: list[dict]) -> str:
     """``messages`` in the tokenizer's chat template, ready for the assistant's reply. A template that refuses a
     system turn (Gemma 2's raises "System role not supported", Mistral-7B-Instruct-v0.1's wants user and assistant
-    turns alternating) gets the system message at the head of the first user turn, a blank line between: how such
-    models are prompted with one (the judge's and the rephraser's requests open with one).
+    turns alternating) gets the system message at the head of the first user turn (``prompts.fold_system_turn``):
+    how such models are prompted with one (the judge's and the rephraser's requests open with one).
 
     >>> from transformers import PreTrainedTokenizerFast
     >>> from tokenizers import Tokenizer, models
@@ -82,14 +83,10 @@ def chat_text(tokenizer, messages: list[dict]) -> str:
     try:
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     except TemplateError:
-        if not messages or messages[0]["role"] != "system":
+        folded = fold_system_turn(messages)
+        if folded is None:
             raise
-    system, rest = messages[0]["content"], list(messages[1:])
-    if rest and rest[0]["role"] == "user":
-        rest[0] = {**rest[0], "content": f"{system}\n\n{rest[0]['content']}"}
-    else:
-        rest.insert(0, {"role": "user", "content": system})
-    return tokenizer.apply_chat_template(rest, tokenize=False, add_generation_prompt=True)
+    return tokenizer.apply_chat_template(folded, tokenize=False, add_generation_prompt=True)
 
 
 class TokenizedModel:

@@ -621,7 +621,13 @@ class PosixTask(Task):
     def partial_meta(cls, config: dict, folder: Path) -> dict:
         from posixlab.tasks import posix_report
 
-        return posix_report.partial_meta(super().partial_meta(config, folder), config, cls.read_unit_records(folder))
+        records = cls.read_unit_records(folder)
+        meta = posix_report.partial_meta(super().partial_meta(config, folder), config, records)
+        if (meta.get("config") or {}).get("race_sets"):  # the race replayed with the looks the run planned, on what
+            meta["race_sets_planned"] = cls.units_planned(config)  # it read (options where it scored them)
+            meta["race_reading"] = "options" if any(a and a.get("by_options") for r in records
+                                                    for a in r.get("answers") or []) else "greedy"
+        return meta
 
 
 # the per-set table a run tracker logs (PosixTask.tracked)
