@@ -172,32 +172,48 @@ class OpenAIClient:
     def chat(self, body: dict):
         """One ``/chat/completions`` request of ``body`` (see ``chat_body``); the reply has a ``choices[0].message``.
 
-        A server whose chat template refuses a system turn answers a chat that opens with one with HTTP 400 (vLLM
-        serving Gemma 2 or Mistral-7B-Instruct-v0.1, whose templates raise): the chat is then asked once more with
-        the system message at the head of the first user turn, as the in-process models fold it
-        (``prompts.fold_system_turn``), and, once a folded chat is answered, every later chat of this client is sent
-        folded (``folds_system``; said once on stderr). A refusal the fold does not cure is reported with both
-        answers."""
+        A server whose chat template refuses a system turn answers a chat that opens with one with an error: HTTP 400
+        from vLLM (serving Gemma 2 or Mistral-7B-Instruct-v0.1, whose templates raise), 500 from llama-cpp-python's
+        server. The chat is then asked once more with the system message at the head of the first user turn, as the
+        in-process models fold it (``prompts.fold_system_turn``), and, once a folded chat is answered, every later
+        chat of this client is sent folded (``folds_system``; said once on stderr). A 5xx may have been the server's
+        passing trouble, so there the chat as written is asked once more too, and kept if it is answered now. A
+        refusal the fold does not cure is reported with both answers."""
         folded = fold_system_turn(body.get("messages") or [])
         if folded is not None and self.folds_system:
             body = {**body, "messages": folded}
+        create = self._openai.chat.completions.create
         try:
-            reply = self._openai.chat.completions.create(**body)
-        except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
-            if folded is None or self.folds_system:
+            reply = create(**body)
+        except openai.APIStatusError as exc:  # raised once the client's retries are spent (5xx)
+            if folded is None or self.folds_system or not (exc.status_code in (400, 422) or exc.status_code >= 500):
                 raise self.error(exc, expected="chat completion", model=body.get("model")) from None
-            try:
-                reply = self._openai.chat.completions.create(**{**body, "messages": folded})
-            except (openai.APIError, ValueError) as again:
-                refusal = self.error(exc, expected="chat completion", model=body.get("model"))
-                raise type(refusal)(f"{refusal} Asked again with the system message at the head of the first user "
-                                    f"turn, it answered: {self.error(again, expected='chat completion')}") from None
-            self._learn_to_fold(exc)
-        except (openai.APIError, ValueError) as exc:  # raised once the client's retries are spent
+            reply = self._refused_system_turn(create, body, folded, exc)
+        except (openai.APIError, ValueError) as exc:
             raise self.error(exc, expected="chat completion", model=body.get("model")) from None
         choices = getattr(reply, "choices", None)
         if not isinstance(choices, list) or not choices or getattr(choices[0], "message", None) is None:
             raise self.malformed(f"no choices[0].message in {str(reply)[:200]!r}", "chat completion")
+        return reply
+
+    def _refused_system_turn(self, create: Callable, body: dict, folded: list[dict], refusal: openai.APIStatusError):
+        """``body`` (opening with a system turn) was refused with ``refusal``: its reply asked with ``folded``."""
+        model = body.get("model")
+        try:
+            reply = create(**{**body, "messages": folded})
+        except (openai.APIError, ValueError) as again:
+            first = self.error(refusal, expected="chat completion", model=model)
+            raise type(first)(f"{first} Asked again with the system message at the head of the first user turn, it "
+                              f"answered: {self.error(again, expected='chat completion')}") from None
+        if refusal.status_code >= 500:  # a refusal, or trouble that has passed? the chat as written once more
+            try:
+                return create(**body)
+            except openai.APIStatusError as exc:
+                if exc.status_code < 500:
+                    raise self.error(exc, expected="chat completion", model=model) from None
+            except (openai.APIError, ValueError) as exc:
+                raise self.error(exc, expected="chat completion", model=model) from None
+        self._learn_to_fold(refusal)
         return reply
 
     def _learn_to_fold(self, refusal: openai.APIStatusError) -> None:

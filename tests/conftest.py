@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -99,6 +100,25 @@ def llama_server(tmp_path_factory):
     """A real OpenAI-compatible server on loopback: llama-cpp-python's, with the packaged Qwen2.5-Coder-0.5B GGUF,
     one for the whole session (the rephraser's and the chat backend's tests share it). It serves one request at a
     time, so its answers at temperature 0 are deterministic."""
+    import subprocess
+    import sys
+
+    from posixlab.models.assets import PACKAGED_MODELS, assemble_gguf
+
+    # the README's way to find the file: `posixlab gguf-path qwen2.5-coder-0.5b-instruct`
+    found = subprocess.run([sys.executable, "-m", "posixlab", "gguf-path", LLAMA_MODEL],  # from any folder
+                           capture_output=True, text=True, cwd=tmp_path_factory.mktemp("elsewhere"))
+    assert found.returncode == 0, found.stderr
+    gguf = Path(found.stdout.strip())
+    assert gguf == assemble_gguf(PACKAGED_MODELS[LLAMA_MODEL]) and gguf.is_file()
+    with llama_cpp_server(gguf, LLAMA_MODEL, tmp_path_factory.mktemp("llama")) as base_url:
+        yield base_url
+
+
+@contextlib.contextmanager
+def llama_cpp_server(gguf: Path, alias: str, log_dir: Path, *extra: str):
+    """llama-cpp-python's server for ``gguf`` (served as ``alias``; ``extra``: its own options) on a free port of
+    loopback, until the block ends: its ``/v1`` URL."""
     import importlib.util
     import subprocess
     import sys
@@ -106,21 +126,14 @@ def llama_server(tmp_path_factory):
     import urllib.request
 
     from chat_server import free_port
-    from posixlab.models.assets import PACKAGED_MODELS, assemble_gguf
 
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.fail(f"llama-cpp-python is not installed; these tests need its server. Install it with: {LLAMA_INSTALL}")
-    # the README's way to find the file: `posixlab gguf-path qwen2.5-coder-0.5b-instruct`
-    found = subprocess.run([sys.executable, "-m", "posixlab", "gguf-path", LLAMA_MODEL],  # from any folder
-                           capture_output=True, text=True, cwd=tmp_path_factory.mktemp("elsewhere"))
-    assert found.returncode == 0, found.stderr
-    gguf = Path(found.stdout.strip())
-    assert gguf == assemble_gguf(PACKAGED_MODELS[LLAMA_MODEL]) and gguf.is_file()
     port = free_port()
-    log = tmp_path_factory.mktemp("llama") / "server.log"  # a file, not a pipe: a full pipe would block the server
+    log = log_dir / "server.log"  # a file, not a pipe: a full pipe would block the server
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias",
-                                 LLAMA_MODEL, "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048"],
+                                 alias, "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", *extra],
                                 stdout=out, stderr=out)
     try:
         deadline = time.monotonic() + 180

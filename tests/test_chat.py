@@ -247,6 +247,37 @@ def test_a_server_that_refuses_a_system_turn_gets_it_folded_once_learned(capsys)
         assert server.requests == 7 and not fresh.folds_system
 
 
+def test_a_server_error_to_a_system_turn_is_told_from_passing_trouble():
+    """llama-cpp-python's server answers a template's refusal with HTTP 500 (the real one: test_judge.py), which the
+    ``openai`` client retries first. Then the folded chat is asked, and the chat as written once more: refused
+    again, the fold is learnt; answered now (the server's trouble had passed), its answer is kept and nothing is
+    learnt. Two attempts a request here."""
+    from posixlab.chat.client import ChatClient
+
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"}]
+    folded = [{"role": "user", "content": "Be brief.\n\nHi?"}]
+
+    def refusing(body, n):
+        if body["messages"][0]["role"] == "system":
+            return 500, {}, {"error": {"message": "System role not supported", "type": "internal_server_error"}}
+        return 200, {}, completion("folded")
+
+    def troubled(body, n):  # the first two requests fail, whatever they ask
+        if n <= 2:
+            return 500, {}, {"error": {"message": "busy", "type": "internal_server_error"}}
+        return 200, {}, completion("folded" if body["messages"][0]["role"] == "user" else "as written")
+
+    for answer, reply, learnt in ((refusing, "folded", True), (troubled, "as written", False)):
+        with ChatServer(answer) as server:
+            client = ChatClient(server.base_url, api_key_env="POSIXLAB_TEST_KEY", timeout=5, max_attempts=2)
+            assert client.complete({"model": "scripted", "messages": chat}).text == reply
+            assert client.folds_system is learnt
+            sent = [chat, chat, folded] + ([chat, chat] if learnt else [chat])
+            assert [b["messages"] for b in server.bodies] == sent
+            client.complete({"model": "scripted", "messages": chat})
+            assert server.bodies[-1]["messages"] == (folded if learnt else chat)
+
+
 @pytest.mark.slow
 def test_a_killed_run_resumes_sending_only_what_was_missing(tmp_path, rephrasings):
     """``kill -9`` mid-run (a real process, the real CLI), then the same command again: the answers that came back

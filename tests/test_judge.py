@@ -444,6 +444,33 @@ def test_judge_through_a_chat_api_on_loopback(llama_server, small_results, tmp_p
     assert all((v["p_same"] >= 0.5) == v["equivalent"] for v in pairs)
 
 
+@pytest.mark.slow
+def test_a_judge_behind_llama_cpp_whose_template_refuses_a_system_turn(small_results, tmp_path, capsys):
+    """llama-cpp-python's server running SmolLM2 with a chat template that fails on a system turn (given as a
+    tokenizer config, as the server takes a model's) answers the judge's first request with HTTP 500, after the
+    client's retries; the folded chat is answered and the chat as written refused again, so the rest go folded: the
+    judge finishes with every reply read."""
+    from conftest import llama_cpp_server
+
+    from posixlab.models.assets import PACKAGED_MODELS, assemble_gguf
+
+    refusing = ("{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+                "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}")
+    config = tmp_path / "tokenizer_config.json"
+    config.write_text(json.dumps({"chat_template": refusing, "bos_token": "<|im_start|>", "eos_token": "<|im_end|>"}))
+    run = next(small_results.glob("*_mmlu_template_0shot"))
+    with llama_cpp_server(assemble_gguf(PACKAGED_MODELS["smollm2-135m-instruct"]), "smollm2", tmp_path,
+                          "--chat_format", "hf-tokenizer-config", "--hf_tokenizer_config_path", str(config)) as url:
+        assert judge_command([str(run), "--judge", "smollm2", "--base-url", url, "--sets", "1",
+                              "--out", str(tmp_path / "judged"), "--json"]) == 0
+    said = capsys.readouterr()
+    summary = json.loads(said.out)
+    assert said.err.count("refused a chat that opens with a system turn (HTTP 500: ") == 1, said.err[-2000:]
+    rows = [json.loads(line) for line in (tmp_path / "judged" / ROWS_FILE).read_text().splitlines()]
+    replies = [r for row in rows for v in row["verdicts"] for r in v["replies"]] + rows[0]["control"]["replies"]
+    assert summary["sets"] == 1 and summary["asked"] == len(replies) > 0
+
+
 def test_a_dead_endpoint_is_one_error_and_keeps_what_was_judged(tmp_path, capsys):
     """The judge's endpoint does not answer: exit 2 at the first set that needs it, one message; the sets already on
     file stay, and nothing else is written."""
