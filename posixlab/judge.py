@@ -429,7 +429,8 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
     summary = {"run": str(folder), "judge": {"model": spec.name, "key": settings.key, "both_orders": both_orders,
                                              "decoys": decoys,
                                              "instruction_sha256": hashlib.sha256(instruction.encode()).hexdigest(),
-                                             "identity": getattr(lm, "identity", None)},
+                                             "identity": getattr(lm, "identity", None),
+                                             "system_folded": system_folded(lm)},
                "sets_in_run": len(every), **judge_summary(rows), "scores": judge_scores(rows, alpha)}
     summary["warnings"] = judge_warnings(summary)
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -526,6 +527,20 @@ def _waves(pending: list[tuple[int, dict]], lm) -> list[list[tuple[int, dict]]]:
     return waves
 
 
+def system_folded(lm) -> bool | None:
+    """Whether the judge read its system message at the head of the first user turn, its chat template refusing
+    one (in process: ``causal_lm.chat_text``; behind a server: ``OpenAIClient.chat``); None where no judge opened."""
+    client = getattr(lm, "client", None)
+    if client is not None and hasattr(client, "folds_system"):
+        return client.folds_system
+    tokenizer = getattr(lm, "tokenizer", None)
+    if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+        return None
+    from posixlab.models.causal_lm import refuses_system_turn
+
+    return refuses_system_turn(tokenizer)
+
+
 def _judge_fields(spec) -> dict:
     """The judge's settings as its key holds them, with its requests in flight at the default (8, as every key before
     it could be set had): the same judge asked faster is the same judge, and reuses its verdicts."""
@@ -620,7 +635,9 @@ def judge_words(summary: dict) -> str:
     """Who judged what, in one line."""
     return (f"judge {summary['judge']['model']}{' (both orders)' if summary['judge']['both_orders'] else ''}: "
             f"{summary['sets']} of {summary['sets_in_run']} sets, {summary['variants']} variant responses, "
-            f"{summary['asked']} asked, {summary['unparsed']} unparsed")
+            f"{summary['asked']} asked, {summary['unparsed']} unparsed"
+            + ("; its system message read in the first user turn (its chat template refuses one)"
+               if summary["judge"].get("system_folded") else ""))
 
 
 def judge_table(summary: dict) -> str:

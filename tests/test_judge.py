@@ -10,7 +10,7 @@ import pytest
 from posixlab.cli import judge_command
 from posixlab.errors import ConfigError
 from posixlab.judge import ROWS_FILE, SUMMARY_FILE, conformal_threshold, judge_rows, judge_run, judge_scores, \
-    judge_set, judge_summary, judge_warnings, parse_verdict
+    judge_set, judge_summary, judge_warnings, judge_words, parse_verdict
 
 
 def record(responses, psi=1.0, index=0, ids=None):
@@ -468,7 +468,8 @@ def test_a_judge_behind_llama_cpp_whose_template_refuses_a_system_turn(small_res
     assert said.err.count("refused a chat that opens with a system turn (HTTP 500: ") == 1, said.err[-2000:]
     rows = [json.loads(line) for line in (tmp_path / "judged" / ROWS_FILE).read_text().splitlines()]
     replies = [r for row in rows for v in row["verdicts"] for r in v["replies"]] + rows[0]["control"]["replies"]
-    assert summary["sets"] == 1 and summary["asked"] == len(replies) > 0
+    assert summary["sets"] == 1 and summary["asked"] == len(replies) > 0 and summary["judge"]["system_folded"] is True
+    assert "its system message read in the first user turn" in judge_words(summary)
 
 
 def test_a_dead_endpoint_is_one_error_and_keeps_what_was_judged(tmp_path, capsys):

@@ -318,7 +318,7 @@ def test_a_judge_behind_a_server_whose_template_refuses_a_system_turn(lm, small_
     from conftest import lm_spec
 
     from posixlab.cli import judge_command
-    from posixlab.judge import ROWS_FILE, judge_run
+    from posixlab.judge import ROWS_FILE, SUMMARY_FILE, judge_run
 
     template = tmp_path / "refuses_system.jinja"
     template.write_text(REFUSES_SYSTEM)
@@ -332,7 +332,9 @@ def test_a_judge_behind_a_server_whose_template_refuses_a_system_turn(lm, small_
     assert err.count("refused a chat that opens with a system turn (HTTP 400") == 1, err[-2000:]
 
     monkeypatch.setattr(lm.tokenizer, "chat_template", REFUSES_SYSTEM)
-    judge_run(run, lm_spec(), lm=lm, sets=2, out=tmp_path / "here", progress=False)
+    here_summary = judge_run(run, lm_spec(), lm=lm, sets=2, out=tmp_path / "here", progress=False)
+    served_summary = json.loads((tmp_path / "served" / SUMMARY_FILE).read_text())
+    assert served_summary["judge"]["system_folded"] is here_summary["judge"]["system_folded"] is True
     served, here = ([json.loads(line) for line in (tmp_path / where / ROWS_FILE).read_text().splitlines()]
                     for where in ("served", "here"))
     pairs = [(a, b) for x, y in zip(served, here) for a, b in zip(x["verdicts"] + [x["control"]],

@@ -89,6 +89,18 @@ def chat_text(tokenizer, messages: list[dict]) -> str:
     return tokenizer.apply_chat_template(folded, tokenize=False, add_generation_prompt=True)
 
 
+def refuses_system_turn(tokenizer) -> bool:
+    """Whether the tokenizer's chat template refuses a chat that opens with a system turn (``chat_text`` folds it)."""
+    from jinja2.exceptions import TemplateError
+
+    probe = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    try:
+        tokenizer.apply_chat_template(probe, tokenize=False, add_generation_prompt=True)
+    except TemplateError:
+        return True
+    return False
+
+
 class TokenizedModel:
     """What every backend shares: the model's tokenizer on this machine, its name, identity and context length.
 
