@@ -237,3 +237,19 @@ def replies_and_first_tokens(lm, chats: list[list[dict]], generation, top: int =
 
         return map_bounded(reply, chats, lm.spec.server.max_concurrency)
     return [reply(messages) for messages in chats]
+
+
+def system_folded(lm) -> bool | None:
+    """Whether ``lm`` (opened with ``open_to_generate``) reads a chat's system message at the head of the first user
+    turn, its chat template refusing one (in process: ``causal_lm.chat_text``; behind a server: ``OpenAIClient.chat``,
+    which learns it at the server's first refusal); None where no template is known. A judge's summary and a
+    rephraser's paraphrase records say it, since the model read a different prompt than the chat as written."""
+    client = getattr(lm, "client", None)
+    if client is not None and hasattr(client, "folds_system"):
+        return client.folds_system
+    tokenizer = getattr(lm, "tokenizer", None)
+    if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+        return None
+    from posixlab.models.causal_lm import refuses_system_turn
+
+    return refuses_system_turn(tokenizer)

@@ -384,7 +384,7 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
     one is missing. ``alpha``: the calibrated verdicts' rate (``judge_scores``); ``decoys``: controls a set (the
     next sets' original responses; calibration at ``alpha`` needs ⌈1/α⌉ − 1 in all). Returns the summary
     (``judge.json``)."""
-    from posixlab.backends import open_to_generate, replies_and_first_tokens
+    from posixlab.backends import open_to_generate, replies_and_first_tokens, system_folded
     from posixlab.openai_client import Generation
 
     folder, out = Path(folder), Path(out or folder)
@@ -525,20 +525,6 @@ def _waves(pending: list[tuple[int, dict]], lm) -> list[list[tuple[int, dict]]]:
         waves[-1].append(item)
         size += len(item[1]["responses"])  # its variants and its control, at most
     return waves
-
-
-def system_folded(lm) -> bool | None:
-    """Whether the judge read its system message at the head of the first user turn, its chat template refusing
-    one (in process: ``causal_lm.chat_text``; behind a server: ``OpenAIClient.chat``); None where no judge opened."""
-    client = getattr(lm, "client", None)
-    if client is not None and hasattr(client, "folds_system"):
-        return client.folds_system
-    tokenizer = getattr(lm, "tokenizer", None)
-    if tokenizer is None or not getattr(tokenizer, "chat_template", None):
-        return None
-    from posixlab.models.causal_lm import refuses_system_turn
-
-    return refuses_system_turn(tokenizer)
 
 
 def _judge_fields(spec) -> dict:

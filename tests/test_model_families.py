@@ -194,12 +194,16 @@ def test_a_template_that_refuses_a_system_turn_reads_it_in_the_first_user_turn()
     written so), where it used to raise mid-run; a template error of another kind still raises."""
     from jinja2.exceptions import TemplateError
 
-    from posixlab.judge import judge_messages, system_folded
+    from posixlab.backends import system_folded
+    from posixlab.rephrase.base import Rephraser
+    from posixlab.judge import judge_messages
 
     lm = build_family_lm("gemma2")
     assert system_folded(lm) is False  # the tiny model's own template takes a system turn
     lm.tokenizer.chat_template = ALTERNATING_TEMPLATE
     assert system_folded(lm) is True  # what the judge's summary records
+    assert Rephraser("in-process", {}, lm=lm).system_folded() is True  # and a rephraser's paraphrase records
+    assert Rephraser("not opened", {}, open_lm=lambda: lm).system_folded() is None
     asked = judge_messages(("name a colour.", "red"), ("say a colour.", "blue"))
     assert asked[0]["role"] == "system"
     folded = [{"role": "user", "content": asked[0]["content"] + "\n\n" + asked[1]["content"]}]

@@ -183,6 +183,40 @@ def test_a_request_s_replies_and_several_questions_at_once(tmp_path):
                                            for s, x in ((seed, "a"), (seed, "b"), (seed + 1, "a"))]
 
 
+def test_paraphrases_written_through_a_template_that_refuses_a_system_turn_say_so(tmp_path, capsys):
+    """A server whose template refuses the instruction's system turn (vLLM's HTTP 400 for Gemma 2 or
+    Mistral-7B-Instruct-v0.1): the first request is asked again folded and the rest go folded; every paraphrase
+    record, and the run's variant details, say ``system_folded`` (the prompt the model read differs from the chat as
+    written), and a server that takes a system turn leaves it false. Four in flight: the first question goes alone,
+    so the fold is learnt before the others are asked."""
+    from chat_server import ChatServer
+
+    from posixlab.prompts import PromptItem
+    from posixlab.rephrase import ParaphraseFile
+    from posixlab.variants import ParaphraseSource, ParaphraseVariants
+
+    def answer(body, n):
+        if refuses and body["messages"][0]["role"] == "system":
+            return 400, {}, {"error": {"message": "System role not supported", "type": "BadRequestError"}}
+        text = body["messages"][-1]["content"].rsplit("Text: ", 1)[1]
+        return 200, {}, completion(f"1. Rewrite {body['seed'] % 997}: {text}")
+
+    items = [PromptItem(f"q{i}", f"Question number {i}: which planet is red?") for i in range(3)]
+    assert INSTRUCTION.system  # the project's instruction opens with a system message
+    for refuses in (True, False):
+        with ChatServer(answer) as server:
+            store = ParaphraseFile(tmp_path / f"refuses_{refuses}.jsonl")
+            variants = ParaphraseVariants(ParaphraseSource(store, local(server.base_url, max_concurrency=4),
+                                                           INSTRUCTION, samples=1, per_request=1))
+            variants.prepare(items, 2, progress=False)
+            asked = [b["messages"][0]["role"] for b in server.bodies]
+        records = [json.loads(line) for line in store.path.read_text().splitlines()]
+        assert len(records) == 3 and all(r["system_folded"] is refuses for r in records)
+        assert variants.describe()["system_folded"] is refuses
+        assert asked == (["system"] + ["user"] * 6 if refuses else ["system"] * 6)
+        assert capsys.readouterr().err.count("refused a chat that opens with a system turn") == refuses
+
+
 def test_server_down_names_the_endpoint():
     base_url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     start = time.monotonic()

@@ -28,7 +28,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from posixlab.backends import generate, generate_many
+from posixlab.backends import generate, generate_many, system_folded
 from posixlab.errors import ConfigError, RephraserError
 from posixlab.rephrase.quality import split_statement_list
 
@@ -102,6 +102,11 @@ class Rephraser:
                 raise RephraserError(f"rephraser {self.name or type(self).__name__} has no model to write with")
             self._lm = self._open_lm()
         return self._lm
+
+    def system_folded(self) -> bool | None:
+        """Whether the model read the instruction's system message at the head of the first user turn, its chat
+        template refusing one (``posixlab.backends.system_folded``); None until the model has opened."""
+        return None if self._lm is None else system_folded(self._lm)
 
     def generation(self, max_tokens: int, *, n: int, seed: int):
         """One request's decoding: this rephraser's sampling, the request's budget, replies and seed."""

@@ -359,6 +359,7 @@ class ParaphraseSource:
             "requests": found.requests + previous.get("requests", 0),
             "candidates": found.candidates + previous.get("candidates", 0), "rejected": dict(rejected),
         }
+        record.update(self._folded())
         if self.scorer is not None:
             record["quality"] = {"scorer": self.scorer.identity, "scores": found.quality}
             if previous.get("dropped"):
@@ -385,8 +386,15 @@ class ParaphraseSource:
         return {"rephraser": self.rephraser.name, "rephraser_identity": self.rephraser.identity,
                 "quality_scorer": self.scorer.identity if self.scorer else None,
                 "instruction": self.instruction.to_dict(), "instruction_sha256": self.instruction.sha256,
-                "paraphrase_file": str(self.store.path), **shipped,
+                "paraphrase_file": str(self.store.path), **shipped, **self._folded(),
                 **{k: v for k, v in self.collect_options.items()}}
+
+
+    def _folded(self) -> dict:
+        """``system_folded`` where the rephraser's model is open and its instruction has a system message: whether
+        the model read that message at the head of the first user turn (its chat template refusing a system turn)."""
+        folded = self.rephraser.system_folded() if self.instruction.system else None
+        return {} if folded is None else {"system_folded": folded}
 
 
 def make_paraphrase_source(cfg: RephraserConfig, cache_dir: str | Path, model=None,

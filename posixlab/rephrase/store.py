@@ -3,10 +3,12 @@
 One JSON object a line, appended as each original is paraphrased (a killed run keeps what it finished):
 
     {"key": ..., "original": ..., "paraphrases": [...], "rephraser": {...}, "instruction_sha256": ...,
-     "requests": 2, "rejected": {"duplicate": 3}, "checksum": ...}
+     "requests": 2, "rejected": {"duplicate": 3}, "system_folded": false, "checksum": ...}
 
 ``key`` is the SHA-256 of (rephraser identity, instruction, original), so every model of a sweep sees the same
-paraphrases, as in the paper, and a changed instruction or rephraser never reuses stale ones. ``checksum`` covers
+paraphrases, as in the paper, and a changed instruction or rephraser never reuses stale ones. ``system_folded``
+(where the instruction has a system message): the model read that message at the head of the first user turn, its
+chat template refusing a system turn. ``checksum`` covers
 the rest of the record; a line that does not parse or whose checksum disagrees makes the whole file refused, with
 its line number, never silently skipped. When a key appears twice the later line wins (a top-up to more
 paraphrases appends a longer record).
