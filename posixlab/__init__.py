@@ -16,7 +16,7 @@ cheap (no torch until a model is needed).
 """
 
 from posixlab.lazy import lazy_exports
-from posixlab.version import __version__
+from posixlab.version import __version__  # noqa: F401 (re-exported: posixlab.__version__)
 
 _WHERE = {**dict.fromkeys(("evaluate", "EvaluationResult", "load_result", "configured_models"), "posixlab.api"),
           **dict.fromkeys(("classify", "ClassificationResult", "load_classification"), "posixlab.classify_api"),

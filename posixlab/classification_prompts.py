@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from posixlab.data.classification import BUILTIN, CLASSES, Sample
+from posixlab.data.classification import BUILTIN, CLASSES, Sample  # noqa: F401 (CLASSES: the doctests use it)
 from posixlab.errors import ConfigError
 
 STRATEGIES = ("simple", "detail", "1shot", "structured")  # structured: a JSON object of a schema (posixlab/structured/)

@@ -90,7 +90,7 @@ def task_schema(task_type) -> type:
     def annotation(name: str):
         try:  # what OmegaConf 2.3 cannot type is Any (see above)
             OmegaConf.structured(dataclasses.make_dataclass("_Probe", [(name, hints[name], default_of(name))]))
-        except Exception:  # noqa: BLE001: OmegaConf's errors for an unsupported annotation vary by kind
+        except Exception:  # noqa: BLE001 (OmegaConf's errors for an unsupported annotation vary by kind)
             return typing.Any
         return hints[name]
 
@@ -305,7 +305,7 @@ def write_run_report(folder: str, gate_rows: list | None = None) -> None:
 
     try:
         path = build_report([folder], Path(folder) / REPORT_FILE, gate_rows)
-    except Exception as exc:  # noqa: BLE001: the run's results stand without the page
+    except Exception as exc:  # noqa: BLE001 (the run's results stand without the page)
         print(f"posixlab: warning: no report page ({type(exc).__name__}: {exc}); "
               f"posixlab report {folder} writes it", file=sys.stderr)
         return
@@ -785,7 +785,7 @@ def check_value_type(cfg: DictConfig, key: str, override) -> None:
             values = [OverridesParser.create().parse_override(f"{key}={text}").value() for text in texts]
         else:
             texts, values = [override.get_value_element_as_str()], [override.value()]
-    except Exception:  # noqa: BLE001: a sweep this cannot list (interval(...)): Hydra checks each job's value
+    except Exception:  # noqa: BLE001 (a sweep this cannot list (interval(...)): Hydra checks each job's value)
         return
     for text, value in zip(texts, values):
         try:
@@ -796,12 +796,12 @@ def check_value_type(cfg: DictConfig, key: str, override) -> None:
                 for part in key.split("."):
                     node = node._get_node(part)
                 kind = _kind_of(node)
-            except Exception:  # noqa: BLE001: then OmegaConf's own words
+            except Exception:  # noqa: BLE001 (then OmegaConf's own words)
                 kind = None
             where = f" (in {override.input_line})" if len(texts) > 1 else ""
             raise ConfigError(f"{key} takes {kind}, not {text!r}{where}" if kind else
                               f"{key}={text}: {str(exc).splitlines()[0]}{where}") from None
-        except Exception:  # noqa: BLE001: anything else is Hydra's to report
+        except Exception:  # noqa: BLE001 (anything else is Hydra's to report)
             return
 
 

@@ -79,7 +79,7 @@ def _read_state(path: Path) -> dict | None:
 
 
 def _record_exit(original):
-    def exit(code=None):  # noqa: A001: the same call, its code kept for the job's status at exit
+    def exit(code=None):  # noqa: A001 (the same call, its code kept for the job's status at exit)
         _exit_code[:] = [code]
         original(code)
 
@@ -119,7 +119,7 @@ def _exit_before_end() -> None:
                 if not result.exists():
                     with submitit_utils.temporary_save_path(result) as tmp:
                         submitit_utils.cloudpickle_dump(("error", message), tmp)
-            except Exception:  # noqa: BLE001: the status file says it anyway
+            except Exception:  # noqa: BLE001 (the status file says it anyway)
                 pass
     _open_jobs.clear()
 
@@ -157,7 +157,7 @@ class JobStatusCallback(Callback):
             _open_jobs[str(out)] = {"path": path, "cell": out.name, "log": str(log) if log else None, "say": sweep}
             _exit_code.clear()
             _write_state(path, state)
-        except Exception as exc:  # noqa: BLE001: status files must never stop a job
+        except Exception as exc:  # noqa: BLE001 (status files must never stop a job)
             print(f"posixlab: warning: could not write the job's status file ({exc})", file=sys.stderr)
 
     def on_job_end(self, config, job_return=None, **kwargs) -> None:
@@ -242,10 +242,10 @@ def _grid(sweep: Path) -> tuple[list[list[str]] | None, dict]:
         launcher = OmegaConf.to_container(with_dir.hydra.launcher, resolve=False) or {}
         folder = with_dir.hydra.launcher.get("submitit_folder")
         if folder is not None:
-            import hydra.core.utils  # noqa: F401: registers the ${now:} resolver that sweep folders use
+            import hydra.core.utils  # noqa: F401 (registers the ${now:} resolver that sweep folders use)
 
             launcher["submitit_folder"] = str(with_dir.hydra.launcher.submitit_folder)
-    except Exception:  # noqa: BLE001: an unresolvable launcher folder leaves the cells' own files
+    except Exception:  # noqa: BLE001 (an unresolvable launcher folder leaves the cells' own files)
         pass
     try:
         from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -256,7 +256,7 @@ def _grid(sweep: Path) -> tuple[list[list[str]] | None, dict]:
         batches = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(arguments),
                                                config.hydra.sweeper.get("max_batch_size"))
         return [job for batch in batches for job in batch], launcher
-    except Exception:  # noqa: BLE001: another sweeper (optuna, ...): the cells with folders only
+    except Exception:  # noqa: BLE001 (another sweeper (optuna, ...): the cells with folders only)
         return None, launcher
 
 
@@ -398,7 +398,7 @@ def _submitit_result(log: Path | None) -> tuple[str, str] | None:
 
         with open(path, "rb") as f:
             kind, value = pickle.load(f)
-    except Exception:  # noqa: BLE001: a result of another Python or being written
+    except Exception:  # noqa: BLE001 (a result of another Python or being written)
         return None
     if kind == "success":
         return "success", ""

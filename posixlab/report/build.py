@@ -116,7 +116,7 @@ def _partial(folder: Path) -> Run:
     meta = task.partial_meta(config, folder)
     try:  # the records as the summary reads them (the page's may leave texts out)
         summary = task.summarize(task.summary_records(folder, skip_unreadable=True), meta)
-    except Exception as exc:  # noqa: BLE001: too few records for a statistic; the records are still shown
+    except Exception as exc:  # noqa: BLE001 (too few records for a statistic; the records are still shown)
         summary = {**meta, "task": task.name}
         note = f"the {len(records)} {task.unit_name}s written so far cannot be summarised ({type(exc).__name__}: {exc})"
     else:
@@ -158,7 +158,7 @@ def _task_of_folder(folder: Path, config: dict) -> type[Task]:
 def _planned(task: type[Task], config: dict) -> int | None:
     try:
         return task.units_planned(config)
-    except Exception:  # noqa: BLE001: an older or foreign config.yaml
+    except Exception:  # noqa: BLE001 (an older or foreign config.yaml)
         return None
 
 
@@ -223,7 +223,7 @@ def render(runs: list[Run], gates: list[list]) -> str:
 def _about(run: Run) -> str:
     try:
         return run.task.report_lines(run.summary)[0]
-    except Exception:  # noqa: BLE001: an older or partial summary the task's result line cannot read
+    except Exception:  # noqa: BLE001 (an older or partial summary the task's result line cannot read)
         return f"{run.task.name} run"
 
 
@@ -245,7 +245,7 @@ def _sections(run: Run, prefix: str) -> str:
     """The task's sections; where they cannot read this summary (an older one), the generic page and why."""
     try:
         return run.task.report_sections(run.folder, run.summary, prefix)
-    except Exception as exc:  # noqa: BLE001: the page still opens, and says what it cannot show
+    except Exception as exc:  # noqa: BLE001 (the page still opens, and says what it cannot show)
         note = h.banner(h.esc(f"the {run.task.name} page cannot read this run's results ({type(exc).__name__}: "
                               f"{exc}); the generic view follows"), kind="warn")
         return note + Task.report_sections.__func__(run.task, run.folder, run.summary, prefix)
@@ -254,7 +254,7 @@ def _sections(run: Run, prefix: str) -> str:
 def _values(run: Run) -> list[float]:
     try:
         return run.task.report_values(run.folder, run.summary)
-    except Exception:  # noqa: BLE001: a run whose records the task cannot read has no distribution here
+    except Exception:  # noqa: BLE001 (a run whose records the task cannot read has no distribution here)
         return []
 
 
@@ -332,5 +332,5 @@ def _gate(run: Run, rows: list, prefix: str) -> str:
 def _gate_detail(run: Run, row, prefix: str) -> str:
     try:
         return run.task.report_gate_detail(run.folder, run.summary, row, prefix)
-    except Exception:  # noqa: BLE001: the threshold's row is shown either way
+    except Exception:  # noqa: BLE001 (the threshold's row is shown either way)
         return ""

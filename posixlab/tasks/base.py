@@ -356,7 +356,7 @@ class Task:
                 "engine": {}, "config": config}
         try:  # the configuration as a run records it (the dataclass); the resolved config where it cannot be read
             meta["config"] = dataclasses.asdict(cls.config_from(config, str(folder)))
-        except Exception:  # noqa: BLE001: a config this posixlab cannot read still names the model and data
+        except Exception:  # noqa: BLE001 (a config this posixlab cannot read still names the model and data)
             pass
         return meta
 

@@ -204,7 +204,7 @@ class ClassificationTask(Task):
             cfg = cls.config_from(config, str(folder))
             definition = classifier_definition(cfg)
             classes = list(definition.classes if definition else CLASSES[cfg.data.name])
-        except Exception:  # noqa: BLE001: a config this posixlab cannot read; the records name the classes
+        except Exception:  # noqa: BLE001 (a config this posixlab cannot read; the records name the classes)
             classes = None
         return report.partial_meta(meta, config, cls.read_unit_records(folder), classes)
 

@@ -115,6 +115,6 @@ def live_metrics(records: list[dict]) -> dict:
     if any(g is not None for g in gold):
         try:
             out["C"] = consistency([r["distribution"] for r in records], gold)["mean"]
-        except Exception:  # noqa: BLE001: fewer than 2 samples of any class so far
+        except Exception:  # noqa: BLE001 (fewer than 2 samples of any class so far)
             pass
     return out
