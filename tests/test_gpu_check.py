@@ -196,3 +196,24 @@ def test_the_tiny_configuration_runs_on_the_cpu_and_passes_parity(tmp_path):
     assert budgets[2]["sets_on_segments"] == 0 and 0.5 <= budgets[2]["peak_over_budget"] <= 1.1, budgets
     assert 0 < budgets[3]["peak_over_budget"] <= 1.1, budgets
     assert "worst case" in report["note"] and "worst case" in (out / "gpu_check.md").read_text()
+
+
+@pytest.mark.slow  # two random-weight engines in one process: ~8 s on 2 cores
+def test_the_next_lent_gpu_s_prepared_call_runs_on_the_cpu(tmp_path):
+    """The call figures/gpu_check/README.md (section 7) prepares for the next lent card (today's engine beside the
+    same engine with shared decoding and head folding off, the budgets first), on the tiny configuration: a device
+    minute is never spent on a crash, and the engine beside it gives the same ψ."""
+    out = tmp_path / "gqa"
+    proc = subprocess.run([sys.executable, "-m", "experiments.gpu_check", "--config", "tiny", "--device", "cpu",
+                           "--threads", "1", "--out", str(out), "--skip-parity", "--no-authors", "--budgets-first",
+                           "--speed-workloads", "mmlu", "mmlu-3shot", "--budget-sets", "1",
+                           "--before", "posixlab/scoring/engine.py", "--before-option", "shared_decoding=false",
+                           "--before-option", "fold_heads=false", "--before-kernels", "today", "--before-sets", "1"],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    speed = json.loads((out / "gpu_check.json").read_text())["speed"]
+    before = speed["before"]
+    assert before["options"] == {"shared_decoding": False, "fold_heads": False} and before["kernels"] == "today"
+    assert set(before["workloads"]) == set(speed["workloads"]) == {"mmlu", "mmlu-3shot"}
+    assert all(0 <= w["max_abs_dpsi_against_today"] < 1e-4 for w in before["workloads"].values())
+    assert speed["budgets"] and "shared_decoding=false" in (out / "gpu_check.md").read_text()
