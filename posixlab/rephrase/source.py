@@ -389,7 +389,6 @@ class ParaphraseSource:
                 "paraphrase_file": str(self.store.path), **shipped, **self._folded(),
                 **{k: v for k, v in self.collect_options.items()}}
 
-
     def _folded(self) -> dict:
         """``system_folded`` where the rephraser's model is open and its instruction has a system message: whether
         the model read that message at the head of the first user turn (its chat template refusing a system turn)."""
