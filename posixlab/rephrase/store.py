@@ -9,8 +9,8 @@ One JSON object a line, appended as each original is paraphrased (a killed run k
 paraphrases, as in the paper, and a changed instruction or rephraser never reuses stale ones. ``system_folded``
 (where the instruction has a system message): the model read that message at the head of the first user turn, its
 chat template refusing a system turn. ``checksum`` covers the rest of the record; a line that does not parse or whose
-checksum disagrees makes the whole file refused, with its line number, never silently skipped. When a key appears twice the later line wins (a top-up to more
-paraphrases appends a longer record).
+checksum disagrees makes the whole file refused, with its line number, never silently skipped. When a key appears
+twice the later line wins (a top-up to more paraphrases appends a longer record).
 
 A user's own paraphrase file (``rephraser=file``) needs only ``original`` and ``paraphrases`` per line; it is looked
 up by original text, and a ``checksum``, when present, is checked too.
