@@ -181,6 +181,11 @@ def test_the_classification_page(cls_run):
     differs = sum(len({p["label"] for p in r["predictions"]}) > 1 for r in samples)
     assert (page.count("answer differs") > 0) == (differs > 0)
     assert PARAPHRASES[0] in page and 'data-ref="q1"' in page  # each rephrasing's text, written once
+    writer = re.search(r"<h2>Who wrote the rephrasings</h2>(.*?)</section>", page, re.S).group(1)
+    cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", writer, re.S)]
+    about = json.loads((cls_run / "rephrasings.json").read_text())["rephraser"]
+    assert dict(zip(cells[::2], cells[1::2])) == {"written by": "user-supplied paraphrase file",
+                                                  "paraphrase file": about["paraphrase_file"]}
 
 
 def test_a_partial_run_is_marked_and_a_bad_folder_is_refused(posix_run, tmp_path, capsys):
@@ -220,6 +225,37 @@ def test_an_older_summary_says_what_it_cannot_show(posix_run, tmp_path):
     page = page_of(old)
     assert "older posixlab" in page and "most_sensitive" in page
     assert page.count('<tr class="unit"') == 3 and "POSIX = " in h1(page)
+
+
+def test_a_paraphrase_run_s_page_says_who_wrote_its_paraphrases(posix_run, tmp_path):
+    """A paraphrase (or mixture) run's page names its rephraser, the instruction's hash, whether the model read the
+    instruction's system message folded, where the paraphrases are and how they measured; a spelling run's has no
+    such section. The run's summary is given a paraphrase run's ``variant_details`` (as ``python run.py
+    variant=paraphrase`` writes them)."""
+    assert "Who wrote the paraphrases" not in page_of(posix_run)
+    para = tmp_path / "para"
+    shutil.copytree(posix_run, para)
+    summary = json.loads((para / "summary.json").read_text())
+    summary["variant"] = "paraphrase"
+    summary["variant_details"] = {
+        "rephraser": "hf:gemma-2-9b-it", "instruction_sha256": "b16b1496da2c9744" + "0" * 48,
+        "rephraser_identity": {"backend": "hf", "model": "gemma-2-9b-it", "source": "hub", "revision": None,
+                               "temperature": 0.8, "top_p": 0.95},
+        "paraphrase_file": "/cache/paraphrases/hf-gemma-2-9b-it.jsonl", "system_folded": True,
+        "paraphrase_quality": {"checked": True, "paraphrases": 9, "similarity_q05_q50_q95": [0.71, 0.82, 0.97],
+                               "length_ratio_q05_q50_q95": [0.67, 0.89, 1.59], "numbers_kept": 1.0,
+                               "entities_kept": 1.0, "borrowing": 0.0, "rules": {"min_similarity": 0.7}}}
+    (para / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    section = re.search(r"<h2>Who wrote the paraphrases</h2>(.*?)</section>", page_of(para), re.S).group(1)
+    cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", section, re.S)]
+    assert dict(zip(cells[::2], cells[1::2])) == {
+        "written by": "hf:gemma-2-9b-it", "its settings": "source hub, temperature 0.8, top_p 0.95",
+        "instruction": "SHA-256 b16b1496da2c… (the whole instruction: in the run&#x27;s summary.json)",
+        "its system message": "read at the head of the first user turn (the model&#x27;s chat template refuses a "
+                              "system turn)",
+        "paraphrase file": "/cache/paraphrases/hf-gemma-2-9b-it.jsonl",
+        "measured": "9 checked · similarity to the original 0.71 / 0.82 / 0.97 (5/50/95%) · length ratio 0.67 / 0.89 "
+                    "/ 1.59 · numbers kept 100% · names kept 100% · example words borrowed 0%"}
 
 
 def test_the_runs_of_one_page_share_its_room_for_tables_and_details(cls_run, tmp_path, monkeypatch):

@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from posixlab.errors import ConfigError, EndpointUnreachableError, RephraserError
 from posixlab.rephrase.base import Instruction, ParaphraseCollector, Rephraser
 from posixlab.rephrase.config import RephraserConfig, default_paraphrase_path, make_rephraser, resolve_rephraser
-from posixlab.rephrase.quality import QualityRules, QualityScorer, summarize
+from posixlab.rephrase.quality import QualityRules, QualityScorer, describe_summary, summarize
 from posixlab.rephrase.store import ParaphraseFile, record_key
 
 SHIPPED = Path(__file__).resolve().parents[1] / "data" / "paraphrases"  # read-only, inside the package
@@ -394,6 +394,28 @@ class ParaphraseSource:
         the model read that message at the head of the first user turn (its chat template refusing a system turn)."""
         folded = self.rephraser.system_folded() if self.instruction.system else None
         return {} if folded is None else {"system_folded": folded}
+
+
+def provenance_rows(about: dict, quality: dict | None = None) -> list[tuple[str, str]]:
+    """(label, text) rows a report shows of ``ParaphraseSource.describe()``'s dict (a POSIX run's
+    ``variant_details``, a classification run's ``rephrasings.json``): who wrote the paraphrases and with what
+    settings, the instruction's hash, whether its system message was read folded, where they are, and ``quality``'s
+    measures (``quality_summary``). Empty where no rephraser is named (one prompt a sample, say)."""
+    if not about.get("rephraser"):
+        return []
+    identity = about.get("rephraser_identity") or {}
+    settings = ", ".join(f"{k} {v}" for k, v in identity.items() if k not in ("backend", "model") and v is not None)
+    folded, shipped = about.get("system_folded"), about.get("shipped_paraphrases")
+    measured = describe_summary(quality)
+    rows = [("written by", about["rephraser"]), ("its settings", settings or None),
+            ("instruction", f"SHA-256 {about['instruction_sha256'][:12]}… (the whole instruction: in the run's "
+                            f"summary.json)" if about.get("instruction_sha256") else None),
+            ("its system message", None if folded is None else "read at the head of the first user turn (the "
+             "model's chat template refuses a system turn)" if folded else "sent as a system turn"),
+            ("shipped with posixlab", f"{shipped['texts']} texts ({', '.join(shipped['files'])})" if shipped else None),
+            ("paraphrase file", about.get("paraphrase_file")),
+            ("measured", measured.removeprefix("paraphrases: ") if measured else None)]
+    return [(label, str(text)) for label, text in rows if text is not None]
 
 
 def make_paraphrase_source(cfg: RephraserConfig, cache_dir: str | Path, model=None,

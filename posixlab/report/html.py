@@ -216,6 +216,12 @@ def _td(item) -> str:
     return f"<td{attrs(cls=c['cls'], title=c['title'], data_v=None if sort is None else repr(sort))}>{shown}</td>"
 
 
+def facts(rows: list[tuple[str, str]]) -> str:
+    """A two-column table of (label, text) rows, in their order."""
+    return table([("what", "what"), ("value", "value")], [[cell(None, esc(a)), cell(None, esc(b))] for a, b in rows],
+                 sortable=False)
+
+
 def table(columns: list[tuple[str, str]], rows: list[list], *, id: str | None = None, sortable: bool = True,
           row_attrs: list[dict] | None = None, cls: str = "") -> str:
     """A table: ``columns`` (key, heading); each row a list of values or ``cell``s; ``row_attrs``: per row, the

@@ -1,8 +1,8 @@
 """What a POSIX run's page in ``posixlab report`` shows (``PosixTask.report_sections``): the headline (POSIX with
-its interval, model, data set, variant, shots, N), the four factors, the accuracy block, where ψ comes from (the
-summary's most sensitive sets), and a table of every set whose row opens the set: its N prompts with each variant's
-edit against the original highlighted, the responses and answers, the N×N log-probability matrix as a heat map,
-and the prompt pairs that contribute most to ψ."""
+its interval, model, data set, variant, shots, N), the four factors, the accuracy block, who wrote the paraphrases
+(a paraphrase or mixture run), where ψ comes from (the summary's most sensitive sets), and a table of every set whose
+row opens the set: its N prompts with each variant's edit against the original highlighted, the responses and
+answers, the N×N log-probability matrix as a heat map, and the prompt pairs that contribute most to ψ."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import numpy as np
 
 from posixlab.metrics.selection import best_set_words
 from posixlab.metrics.where import normalised_log_ratios
+from posixlab.rephrase.source import provenance_rows
 from posixlab.report import html as h
 from posixlab.results import race_words
 from posixlab.tasks.base import model_name
@@ -27,7 +28,8 @@ def sections(folder: Path, summary: dict, records: list[dict], prefix: str = "",
     """Every section of a POSIX run's page. ``whole``: reads the records of the sets whose details the page opens
     (by set index) when ``records`` are kept without texts (``results.without_texts``)."""
     return "".join([
-        _headline(summary), _factors(summary), _judged(folder), _accuracy(summary), _where(summary, prefix),
+        _headline(summary), _factors(summary), _judged(folder), _accuracy(summary), _paraphrases(summary),
+        _where(summary, prefix),
         _sets(records, prefix, whole), _figures(folder)])
 
 
@@ -123,6 +125,13 @@ def _accuracy(summary: dict) -> str:
         [("measure", "measure"), *[(r, r.replace("by_", "")) for r in readings]], rows, sortable=False)
         + (f'<p id="race">{h.esc(race)}</p>' if race else "")
         + f'<p class="small">{h.esc(block.get("note", ""))}</p>')
+
+
+def _paraphrases(summary: dict) -> str:
+    """Who wrote a paraphrase or mixture run's paraphrases, told what, and how they measured (``variant_details``)."""
+    details = summary.get("variant_details") or {}
+    rows = provenance_rows(details, details.get("paraphrase_quality"))
+    return h.section("Who wrote the paraphrases", h.facts(rows)) if rows else ""
 
 
 def _dig(node: dict, dotted: str):

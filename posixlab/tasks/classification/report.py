@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from posixlab.metrics.classification import NA
+from posixlab.rephrase.source import provenance_rows
 from posixlab.report import html as h
 from posixlab.tasks.base import model_name
 from posixlab.results import REPHRASINGS_FILE
@@ -19,9 +20,11 @@ TEXT_CHARS = 600  # of a sample's text in its detail
 
 
 def sections(folder: Path, summary: dict, records: list[dict], prefix: str = "") -> str:
-    prompts = prompt_texts(folder, summary)
+    document = _rephrasings(folder)
+    prompts = prompt_texts(document)
+    about = document.get("rephraser") or {}
     return "".join([_headline(summary), _noise_floor(summary), _per_class(summary), _structured(summary),
-                    _prompts(prompts), _samples(records, prompts, prefix), _figures(folder)])
+                    _writer(about), _prompts(prompts), _samples(records, prompts, prefix), _figures(folder)])
 
 
 def values(records: list[dict]) -> list[float]:
@@ -122,14 +125,24 @@ def _structured(summary: dict) -> str:
     return h.section(f"Schema variants: S and C per dimension ({summary.get('structured_mode')} mode)", body)
 
 
-def prompt_texts(folder: Path, summary: dict) -> list[dict]:
-    """Each prompt q of the run: ``{"q", "kind", "text", "html"}`` from ``rephrasings.json`` (a schema variant: its
-    dimension and change, the schema's differing spans highlighted); empty when the folder has no such file."""
-    path = Path(folder) / REPHRASINGS_FILE
+def _rephrasings(folder: Path) -> dict:
+    """The run's ``rephrasings.json`` (its prompts and who wrote them); empty when the folder has none."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = json.loads((Path(folder) / REPHRASINGS_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return []
+        return {}
+    return document if isinstance(document, dict) else {}
+
+
+def _writer(about: dict) -> str:
+    """Who wrote the task sentence's rephrasings (or the schema variants' texts), and how they measured."""
+    rows = provenance_rows(about, about.get("rephrasing_quality"))
+    return h.section("Who wrote the rephrasings", h.facts(rows)) if rows else ""
+
+
+def prompt_texts(document: dict) -> list[dict]:
+    """Each prompt q of the run: ``{"q", "kind", "text", "html"}`` from its ``rephrasings.json`` (``document``; a
+    schema variant: its dimension and change, the schema's differing spans highlighted); empty without one."""
     schemas = document.get("schemas") or []
     if schemas:
         first = json.dumps(schemas[0].get("schema"), ensure_ascii=False)
