@@ -29,8 +29,7 @@ def sections(folder: Path, summary: dict, records: list[dict], prefix: str = "",
     (by set index) when ``records`` are kept without texts (``results.without_texts``)."""
     return "".join([
         _headline(summary), _factors(summary), _judged(folder), _accuracy(summary), _paraphrases(summary),
-        _where(summary, prefix),
-        _sets(records, prefix, whole), _figures(folder)])
+        _where(summary, prefix), _sets(records, prefix, whole), _figures(folder)])
 
 
 def values(records: list[dict]) -> list[float]:
