@@ -7,6 +7,7 @@ timed), so its time and peak memory do not depend on what ran before it:
   (c) posixlab's engine, cold (no score cache),
   (d) posixlab's vLLM backend against a vLLM server on loopback (vLLM's CPU build here, float32, started by this
       script from the venv ``python -m posixlab.serving.install`` builds; ``--no-vllm`` leaves it out),
+  (e) with ``--llamacpp``: posixlab's llamacpp backend on the same model's GGUF file, quantized (llama-cpp-python),
   and a brute-force computation (one full forward pass per pair).
 It reports wall times, the speed-ups of (c), the largest |Δψ| between (c) in ``reference_compat`` mode and (b), the
 largest |Δψ| and |Δ log P| between (c) in paper mode and the brute force and between (d) and (c), the peak memory of
@@ -23,6 +24,7 @@ A scaling table (engine time per set against N and against response length) foll
     python -m experiments.benchmark_scoring                  # both workloads, 1 set each (~12 min on 2 CPU cores)
     python -m experiments.benchmark_scoring --sets 3 --out bench.json
     python -m experiments.benchmark_scoring --no-authors --no-vllm   # the engine, brute force and scaling only
+    python -m experiments.benchmark_scoring --no-authors --no-vllm --no-scaling --llamacpp --sets 3   # (c) vs (e)
 
 Workloads (N = 21 prompts a set: the original and 20 spelling variants):
   mmlu: the paper's MMLU prompt (header, question, options), 5 new tokens;
@@ -47,7 +49,7 @@ import numpy as np
 import torch
 
 from experiments.gpu_phases import PeakMemory, forward_ceiling, timed
-from posixlab.backends import load
+from posixlab.backends import engine_for, load
 from posixlab.data import DatasetSpec, load_items, select_items
 from posixlab.metrics import REFERENCE_COMPAT, psi
 from posixlab.models import ModelSpec, ServerSettings
@@ -102,7 +104,7 @@ def build_workload(lm, name: str, num_sets: int, seed: int):
     return texts, [[lm.encode(t) for t in s] for s in texts]
 
 
-CONTENDERS = ("c_engine", "bruteforce", "a_authors_batched", "b_authors_unbatched", "d_vllm")
+CONTENDERS = ("c_engine", "bruteforce", "a_authors_batched", "b_authors_unbatched", "d_vllm", "e_llamacpp")
 
 
 def run_contender(contender: str, model: str, workload: str, num_sets: int, seed: int,
@@ -112,6 +114,8 @@ def run_contender(contender: str, model: str, workload: str, num_sets: int, seed
     spec = ModelSpec(model, "packaged", model, dtype=dtype)
     if contender == "d_vllm":
         spec = dataclasses.replace(spec, backend="vllm", server=ServerSettings(base_url=base_url, served_name=model))
+    elif contender == "e_llamacpp":
+        spec = dataclasses.replace(spec, backend="llamacpp")
     lm = load(spec)
     max_new = WORKLOADS[workload]["max_new_tokens"]
     texts, ids = build_workload(lm, workload, num_sets, seed)
@@ -120,17 +124,15 @@ def run_contender(contender: str, model: str, workload: str, num_sets: int, seed
         responses = [s.responses for _, s in sorted(ScoringEngine(lm, max_new).score_sets(ids))]
     device = getattr(lm, "device", torch.device("cpu"))
     with PeakMemory(device) as mem:
-        if contender in ("c_engine", "d_vllm"):
-            from posixlab.serving import ServerEngine  # here: the openai client is needed for a server only
-
-            engine = ScoringEngine(lm, max_new) if contender == "c_engine" else ServerEngine(lm, max_new)
+        if contender in ("c_engine", "d_vllm", "e_llamacpp"):
+            engine = engine_for(lm, max_new)  # the backend's own engine (in process, vLLM, llama.cpp), no score cache
             results, seconds = timed(lambda: dict(engine.score_sets(ids)))
         elif contender == "bruteforce":
             brute, seconds = timed(lambda: [bruteforce_matrix(lm, p, r) for p, r in zip(ids, responses)])
         else:
             trace, seconds = timed(lambda: run_authors(lm, texts, max_new, batched=contender == "a_authors_batched"))
     out.update({"seconds": round(seconds, 2), "s_per_set": round(seconds / num_sets, 2), "peak_mib": mem.mib})
-    if contender in ("c_engine", "d_vllm"):
+    if contender in ("c_engine", "d_vllm", "e_llamacpp"):
         sets = [results[k] for k in range(len(ids))]
         out["responses"] = [s.responses for s in sets]
         out["matrices"] = [s.matrix.tolist() for s in sets]
@@ -235,6 +237,14 @@ def bench_workload(args, name: str, server: LocalServer | None) -> dict:
         row["max_abs_dlogprob_d_vs_c"] = max_abs(d["matrices"], c["matrices"])
         row["max_abs_dpsi_d_vs_c"] = max(abs(p - psi(np.array(m), n))
                                          for p, m, n in zip(paper, d["matrices"], lengths))
+    if args.llamacpp:  # the quantized model: its own responses and ψ, compared with (c)'s (not equal: other numbers)
+        e = in_fresh_process("e_llamacpp", args, name)
+        row["e_llamacpp"] = {k: e[k] for k in ("seconds", "s_per_set", "peak_mib", "forward_tokens")}
+        row["slowdown_e_over_c"] = round(e["seconds"] / c["seconds"], 1)
+        e_psi = [psi(np.array(m), [len(x) for x in r]) for m, r in zip(e["matrices"], e["responses"])]
+        row["mean_psi_c_e"] = [round(float(np.mean(paper)), 4), round(float(np.mean(e_psi)), 4)]
+        row["responses_agree_e"] = round(float(np.mean([x == y for ours, theirs in zip(c["responses"], e["responses"])
+                                                         for x, y in zip(ours, theirs)])), 3)
     return row
 
 
@@ -288,6 +298,11 @@ def markdown(report: dict) -> str:
             f"{r['limit']['engine_over_limit']}× | {sci('max_abs_dpsi_compat_vs_b')} | "
             f"{sci('max_abs_dpsi_paper_vs_bruteforce')} | {sci('max_abs_dpsi_d_vs_c')} | "
             f"{a.get('peak_mib', 'n/a')} / {b.get('peak_mib', 'n/a')} / {c['peak_mib']} / {server} |")
+    for r in report["workloads"]:
+        if "e_llamacpp" in r:
+            lines += ["", f"(e) llama.cpp on the GGUF file, {r['workload']}: {r['e_llamacpp']['seconds']:.1f} s "
+                          f"({r['slowdown_e_over_c']}× (c)'s), mean ψ {r['mean_psi_c_e'][1]} against (c)'s "
+                          f"{r['mean_psi_c_e'][0]}, {r['responses_agree_e']:.0%} of the greedy responses as (c)'s"]
     if report["scaling"]:
         lines += ["", "Scaling (engine, cold, one set):", "",
                   "| workload | N | max new tokens | mean response tokens | unique responses | forward tokens | s per set |",
@@ -311,6 +326,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--dtype", default="auto", help="model.dtype of every contender (auto: bfloat16 on a GPU, "
                         "float32 on CPU); the vLLM server computes in the same one")
     parser.add_argument("--no-scaling", action="store_true")
+    parser.add_argument("--llamacpp", action="store_true", help="add (e): the llamacpp backend on the GGUF file")
     parser.add_argument("--out", default=None, help="write the JSON report here, and the Markdown beside it")
     parser.add_argument("--child", choices=CONTENDERS + ("scaling",), help=argparse.SUPPRESS)
     parser.add_argument("--child-out", help=argparse.SUPPRESS)

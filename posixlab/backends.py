@@ -12,7 +12,8 @@ transformers):
 
 - ``transformers``: in this process (``posixlab/scoring/backend.py``): generate, score, structured decoding;
 - ``vllm``: a vLLM server (``posixlab/serving/backend.py``; the tokenizer here, token ids over HTTP);
-- ``chat``: any OpenAI-compatible chat-completions endpoint (``posixlab/chat/backend.py``): text in, text out.
+- ``chat``: any OpenAI-compatible chat-completions endpoint (``posixlab/chat/backend.py``): text in, text out;
+- ``llamacpp``: a GGUF file in llama.cpp, in this process, quantized as shipped (``posixlab/llamacpp/backend.py``).
 
 Another backend (an Anthropic-style API, SGLang) is one module that calls ``register`` when imported; a test-only
 one lives in ``tests/``.
@@ -91,7 +92,7 @@ class Backend:
 BACKENDS: dict[str, Backend] = {}
 # name -> the module that registers it, imported the first time the name is asked for
 BUILT_IN = {"transformers": "posixlab.scoring.backend", "vllm": "posixlab.serving.backend",
-            "chat": "posixlab.chat.backend"}
+            "chat": "posixlab.chat.backend", "llamacpp": "posixlab.llamacpp.backend"}
 
 
 def register(backend: Backend) -> None:

@@ -41,7 +41,9 @@ def check_adapter_spec(spec) -> None:
                           f"{spec.backend} backend: merge the adapter into the weights (peft's merge_and_unload, then "
                           f"save_pretrained) and give that folder as model.source=local model.path=FOLDER"
                           + (" (vLLM's own LoRA serving cannot score prompts: vllm-project/vllm #29955)"
-                             if spec.backend == "vllm" else ""))
+                             if spec.backend == "vllm" else "")
+                          + (", converted to GGUF (llama.cpp's convert_hf_to_gguf.py) for llamacpp"
+                             if spec.backend == "llamacpp" else ""))
     if spec.source == "loaded":
         raise ConfigError("model.adapter with a model object given in Python: apply the adapter to the model first "
                           "(peft's PeftModel.from_pretrained, then merge_and_unload) and give that")

@@ -101,6 +101,38 @@ def refuses_system_turn(tokenizer) -> bool:
     return False
 
 
+# Probe strings for the tokenizer check: spaces, digits, punctuation, a newline, non-ASCII text and an answer mark,
+# the places where two tokenizers of one family most often part ways.
+TOKENIZER_PROBES = (
+    "Question: What is the capital of France?\nA: (B)",
+    "  leading spaces, 1234567 digits, and a tab\there.",
+    "Ünïcödé — «quotes», 数学, emoji 🙂!",
+)
+
+
+def tokenizer_disagreement(tokenizer, theirs) -> str | None:
+    """Where the tokenizer here and another (``theirs(text, add_special_tokens)`` -> ids: a server's, llama.cpp's)
+    first part ways on the probes, described; None when they agree on every probe, with and without special tokens.
+
+    >>> class Chars:  # a toy tokenizer: one id per character
+    ...     def __call__(self, text, add_special_tokens=True):
+    ...         return type("E", (), {"input_ids": [0] * add_special_tokens + [ord(c) for c in text]})()
+    >>> tokenizer_disagreement(Chars(), lambda text, special: Chars()(text, special).input_ids) is None
+    True
+    >>> print(tokenizer_disagreement(Chars(), lambda text, special: [ord(c) for c in text]))
+    'Question: What is the capital of France?\\nA: (B)' (add_special_tokens=True): from token 0, here [0, 81, 117, \
+101, 115], there [81, 117, 101, 115, 116]
+    """
+    for probe in TOKENIZER_PROBES:
+        for special in (True, False):
+            ours, other = list(tokenizer(probe, add_special_tokens=special).input_ids), list(theirs(probe, special))
+            if ours != other:
+                first = next((k for k, (a, b) in enumerate(zip(ours, other)) if a != b), min(len(ours), len(other)))
+                return (f"{probe!r} (add_special_tokens={special}): from token {first}, here {ours[first:first + 5]}, "
+                        f"there {other[first:first + 5]}")
+    return None
+
+
 class TokenizedModel:
     """What every backend shares: the model's tokenizer on this machine, its name, identity and context length.
 

@@ -66,7 +66,8 @@ class ModelSpec:
     # a PEFT adapter (LoRA ...) merged into the weights as they load: a folder or a hub id (posixlab/models/adapters.py)
     adapter: str | None = None
     adapter_revision: str | None = None  # the adapter's hub revision; pin a commit to reproduce exactly
-    backend: str = "transformers"  # where it runs: transformers (this process) | vllm | chat (posixlab/backends.py)
+    # where it runs: transformers (this process) | vllm | chat | llamacpp (a GGUF file; posixlab/backends.py)
+    backend: str = "transformers"
     server: ServerSettings = field(default_factory=ServerSettings)  # server backends only
 
 

@@ -156,6 +156,24 @@ class SetScorer:
         raise NotImplementedError
 
     @staticmethod
+    def _waves_of_prompts(sets, order: list[int], limit: int) -> list[list[int]]:
+        """The sets ``order`` lists, in that order, cut into waves of at most ``limit`` distinct prompts each (a set
+        with more is a wave of its own).
+
+        >>> SetScorer._waves_of_prompts([[[1], [2]], [[1], [1]], [[3], [4], [5]]], [0, 1, 2], 3)
+        [[0, 1], [2]]
+        """
+        waves, current, rows = [], [], 0
+        for i in order:
+            n = len({tuple(p) for p in sets[i]})
+            if current and rows + n > limit:
+                waves.append(current)
+                current, rows = [], 0
+            current.append(i)
+            rows += n
+        return waves + [current] if current else waves
+
+    @staticmethod
     def _responses_needed(slots: list[list[int]], extras: list[list[Ids]], generated: dict) -> dict[int, dict]:
         """For each unique prompt ``u``, the responses it must be scored on: every other distinct response of each
         set it belongs to, and the set's extra continuations (its own response is the generation's diagonal)."""

@@ -41,15 +41,7 @@ class ServerEngine(SetScorer):
 
     def _plan_waves(self, sets, indices: list[int], in_order: bool = False) -> list[list[int]]:
         order = indices if in_order else sorted(indices, key=lambda i: (max(len(p) for p in sets[i]), i))
-        waves, current, rows = [], [], 0
-        for i in order:
-            n = len({tuple(p) for p in sets[i]})
-            if current and rows + n > WAVE_PROMPTS:
-                waves.append(current)
-                current, rows = [], 0
-            current.append(i)
-            rows += n
-        return waves + [current] if current else waves
+        return self._waves_of_prompts(sets, order, WAVE_PROMPTS)
 
     def _run_wave(self, items: list[tuple[int, list[Ids], list[Ids]]]) -> Iterator[tuple[int, SetScores]]:
         unique: dict[Ids, int] = {}

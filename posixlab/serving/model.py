@@ -15,17 +15,9 @@ from __future__ import annotations
 import sys
 
 from posixlab.errors import ConfigError, TokenizerMismatchError
-from posixlab.models.causal_lm import TokenizedModel, eos_ids_of
+from posixlab.models.causal_lm import TokenizedModel, eos_ids_of, tokenizer_disagreement
 from posixlab.models.loading import ModelSpec, model_folder
 from posixlab.serving.client import VLLMClient
-
-# Probe strings for the tokenizer check: spaces, digits, punctuation, a newline, non-ASCII text and an answer mark,
-# the places where two tokenizers of one family most often part ways.
-TOKENIZER_PROBES = (
-    "Question: What is the capital of France?\nA: (B)",
-    "  leading spaces, 1234567 digits, and a tab\there.",
-    "Ünïcödé — «quotes», 数学, emoji 🙂!",
-)
 
 
 class ServedModel(TokenizedModel):
@@ -94,14 +86,10 @@ def connect(spec: ModelSpec, cache_dir=None) -> ServedModel:
 
 def check_tokenizer(client: VLLMClient, served_name: str, tokenizer, name: str) -> None:
     """Raise ``TokenizerMismatchError`` unless the local tokenizer gives the server's ids on every probe."""
-    for probe in TOKENIZER_PROBES:
-        for special in (True, False):
-            ours = list(tokenizer(probe, add_special_tokens=special).input_ids)
-            theirs = client.tokenize(served_name, probe, add_special_tokens=special)
-            if ours != theirs:
-                first = next((k for k, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
-                raise TokenizerMismatchError(
-                    f"the tokenizer of {name} loaded here and the server's ({served_name!r}) disagree on "
-                    f"{probe!r} (add_special_tokens={special}): from token {first}, here {ours[first:first + 5]}, "
-                    f"server {theirs[first:first + 5]}. Point model.path at the model the server runs (or the server "
-                    f"at this model), so that prompts tokenised here mean the same to the server.")
+    where = tokenizer_disagreement(tokenizer, lambda probe, special: client.tokenize(
+        served_name, probe, add_special_tokens=special))
+    if where is not None:
+        raise TokenizerMismatchError(
+            f"the tokenizer of {name} loaded here and the server's ({served_name!r}) disagree on {where}. Point "
+            f"model.path at the model the server runs (or the server at this model), so that prompts tokenised here "
+            f"mean the same to the server.")

@@ -1,0 +1,50 @@
+"""The ``llamacpp`` backend: a GGUF file in llama.cpp, in this process (``LlamaCppModel``), requests run by
+``LlamaCppEngine``. It generates and scores token sequences, and greedy decoding repeats itself. Scores are cached
+by token ids under the file's identity (``ScoreCache``), apart from every other backend's."""
+
+from __future__ import annotations
+
+from posixlab.backends import Backend, register
+from posixlab.errors import ConfigError
+from posixlab.models.capabilities import DETERMINISTIC, GENERATE, SCORE
+from posixlab.scoring.backend import score_cache
+
+
+def check_llamacpp(spec) -> None:
+    if spec.server.launch or spec.server.base_url:
+        raise ConfigError("model.server.launch and model.server.base_url belong to a server backend; llamacpp runs "
+                          "the GGUF file in this process")
+    if spec.source == "local" and not spec.path:
+        raise ConfigError("model=gguf needs the file: model.path=FILE.gguf")
+    if spec.source not in ("packaged", "local"):
+        raise ConfigError(f"model {spec.name}: model.backend=llamacpp runs a GGUF file on this machine; download the "
+                          f"file and give its path (model=gguf model.path=FILE.gguf), or run a packaged model")
+
+
+def open_llamacpp(spec, cache_dir=None):
+    from posixlab.llamacpp.model import open_gguf
+
+    return open_gguf(spec, cache_dir)
+
+
+def llamacpp_engine(lm, max_new_tokens: int, options, cache, requests: list):
+    from posixlab.llamacpp.engine import LlamaCppEngine
+
+    return LlamaCppEngine(lm, max_new_tokens, cache)
+
+
+def tokenizer(spec, cache_dir=None):
+    from posixlab.llamacpp.model import gguf_tokenizer
+
+    return gguf_tokenizer(spec, cache_dir)
+
+
+def open_for_plan(spec, cache_dir=None):
+    from posixlab.llamacpp.model import open_for_plan as plan_model
+
+    return plan_model(spec, cache_dir)
+
+
+register(Backend("llamacpp", frozenset({GENERATE, SCORE, DETERMINISTIC}), open_llamacpp, llamacpp_engine,
+                 kind="in-process", check=check_llamacpp, cache=score_cache, tokenizer=tokenizer,
+                 open_for_plan=open_for_plan))

@@ -1,0 +1,225 @@
+"""A GGUF model run by llama.cpp in this process: the tokenizer here (transformers reads it from the same file), the
+weights quantized as the file holds them.
+
+Prompts are tokenised here, as every backend does, and llama.cpp runs the ids. Its key/value cache keeps the tokens
+last run, so a prompt that begins as the previous one did runs only the rest (``advance``). A pass that asks for
+logits asks for them on every token it runs. llama.cpp gives a token the same logits, bit for bit, whatever other
+tokens share its pass and however the pass is split (``n_batch``), with one exception: a pass of one token alone
+(0.02 nats apart, measured). So no pass here runs one token but a greedy decoding step: ``advance`` and ``_run`` run
+one more, a prompt's passes begin at its last two tokens, and a greedy response, decoded a token at a time as
+llama.cpp decodes, is scored again in one pass for its own log-probabilities. Every entry of a set's matrix comes
+from the same computation (``tests/test_llamacpp.py`` holds the engine to a pass per pair from an empty cache, bit
+for bit).
+
+llama.cpp computes with the file's quantized weights (and quantized activations), so its numbers differ from the
+``transformers`` backend's, which dequantizes a GGUF file to float32: log-probabilities by about 0.06 nats a token
+on SmolLM2's Q4_1 file. ψ then measures the model as it is deployed quantized.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from posixlab.errors import ConfigError, ModelUnavailableError, TokenizerMismatchError
+from posixlab.models.causal_lm import TokenizedModel, eos_ids_of, tokenizer_disagreement
+
+MAX_CONTEXT = 8192  # llama.cpp allocates its key/value cache for the whole context: a 128k-token model's would not fit
+LLAMA_CPP_PIN = "llama-cpp-python==0.3.36"  # the version the tests run (the private batch and context objects used)
+
+
+def gguf_file(spec, cache_dir=None) -> tuple[Path, dict]:
+    """(the GGUF file, the identity of its weights) for a packaged model or a local ``.gguf`` file (or a folder that
+    holds exactly one)."""
+    identity = {"name": spec.name, "source": spec.source, "path": spec.path}
+    if spec.source == "packaged":
+        from posixlab.models.assets import PACKAGED_MODELS, assemble_gguf
+
+        if spec.path not in PACKAGED_MODELS:
+            raise ConfigError(f"no packaged model {spec.path!r}; packaged models: {', '.join(PACKAGED_MODELS)}")
+        asset = PACKAGED_MODELS[spec.path]
+        return assemble_gguf(asset, Path(cache_dir) if cache_dir else None), {**identity, "gguf_sha256": asset.sha256}
+    if spec.source != "local":
+        raise ConfigError(f"model {spec.name}: model.backend=llamacpp runs a GGUF file on this machine; download the "
+                          f"file and give its path (model=gguf model.path=FILE.gguf), or run a packaged model")
+    path = Path(spec.path).expanduser()
+    if path.is_dir():
+        found = sorted(path.glob("*.gguf"))
+        if len(found) != 1:
+            raise ModelUnavailableError(f"model {spec.name}: {path} holds {len(found)} .gguf files; give the file "
+                                        f"itself as model.path")
+        path = found[0]
+    if not path.is_file() or path.suffix != ".gguf":
+        raise ModelUnavailableError(f"model {spec.name}: {spec.path} is not a .gguf file; give model.path=FILE.gguf")
+    stat = path.stat()  # names, size and modification time, as for a local folder (hashing GBs would take a while)
+    return path, {**identity, "file": path.name, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def gguf_tokenizer(spec, cache_dir=None):
+    """The tokenizer transformers reads from the GGUF file itself: the ids llama.cpp will run."""
+    from transformers import AutoTokenizer
+
+    path, _ = gguf_file(spec, cache_dir)
+    return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+
+
+def open_for_plan(spec, cache_dir=None) -> TokenizedModel:
+    """The tokenizer alone, for a dry run (no weights read)."""
+    tokenizer = gguf_tokenizer(spec, cache_dir)
+    model = TokenizedModel(tokenizer, name=spec.name, identity=gguf_file(spec, cache_dir)[1],
+                           eos_ids=eos_ids_of(None, tokenizer), max_context=None)
+    model.backend = "llamacpp"
+    return model
+
+
+class LlamaCppModel(TokenizedModel):
+    """A GGUF model in llama.cpp: text methods from ``TokenizedModel``; ``advance`` and ``logprobs_after`` run it."""
+
+    backend = "llamacpp"  # its capabilities: posixlab/llamacpp/backend.py
+
+    def __init__(self, llm, tokenizer, *, name: str, identity: dict, spec):
+        eos = set(eos_ids_of(None, tokenizer)) | {int(llm.token_eos())}
+        super().__init__(tokenizer, name=name, identity=identity, eos_ids=frozenset(eos), max_context=llm.n_ctx())
+        self.llm = llm
+        self.spec = spec
+        self.vocab = llm.n_vocab()
+        self.cached: list[int] = []  # the tokens whose keys and values llama.cpp holds, position 0 on
+
+    def close(self) -> None:
+        if self.llm is not None:
+            self.llm.close()  # freed now, not in __del__ at exit (where llama-cpp-python's teardown raises)
+            self.llm = None
+
+    def _run(self, tokens: list[int], start: int, logits: bool) -> np.ndarray | None:
+        """Run ``tokens`` at positions ``start`` on (the cache beyond ``start`` dropped first); their logits as a
+        (len(tokens), vocab) float32 array when asked."""
+        ctx, batch, step = self.llm._ctx, self.llm._batch, self.llm.n_batch
+        ctx.kv_cache_seq_rm(-1, start, -1)
+        del self.cached[start:]
+        rows = []
+        starts = list(range(0, len(tokens), step))
+        if len(starts) > 1 and len(tokens) - starts[-1] == 1:  # no pass of one token (see the module's docstring)
+            starts[-1] -= 1
+        for k, end in zip(starts, starts[1:] + [len(tokens)]):
+            chunk = tokens[k:end]
+            batch.set_batch(chunk, start + k, logits_all=logits)
+            ctx.decode(batch)
+            if logits:
+                rows.append(np.ctypeslib.as_array(ctx.get_logits(), shape=(len(chunk) * self.vocab,))
+                            .reshape(len(chunk), self.vocab).copy())
+        self.cached.extend(tokens)
+        self.forward_tokens += len(tokens)
+        return np.concatenate(rows) if logits else None
+
+    def advance(self, prefix: list[int]) -> int:
+        """Hold ``prefix`` in the cache, running only what the cache does not already hold; the tokens run."""
+        same = 0
+        for a, b in zip(self.cached, prefix):
+            if a != b:
+                break
+            same += 1
+        same -= same == len(prefix) - 1 and same > 0  # no pass of one token: run the last two again
+        rest = prefix[same:]
+        if rest:
+            self._run(list(rest), same, logits=False)
+        elif same < len(self.cached):
+            self.llm._ctx.kv_cache_seq_rm(-1, same, -1)
+            del self.cached[same:]
+        return len(rest)
+
+    def logprobs_after(self, prompt: list[int], continuation: list[int]) -> list[float]:
+        """log P(continuation[k] | prompt, continuation[:k]) for every k, float32 log-softmax, from one pass of the
+        prompt's last two tokens and the continuation but its last (the rest of the prompt from the cache)."""
+        start = scoring_start(prompt)
+        self.advance(prompt[:start])
+        logits = self._run([*prompt[start:], *continuation[:-1]], start, logits=True)[len(prompt) - 1 - start:]
+        logprobs = torch.log_softmax(torch.from_numpy(logits), dim=-1)
+        return logprobs[torch.arange(len(continuation)), torch.tensor(continuation)].tolist()
+
+    def save(self) -> tuple[list[int], object]:
+        """The cache's tokens and their keys and values, copied out of llama.cpp (``restore`` puts them back)."""
+        import ctypes
+
+        import llama_cpp
+
+        size = llama_cpp.llama_state_seq_get_size(self.llm._ctx.ctx, 0)
+        buffer = (ctypes.c_uint8 * size)()
+        if llama_cpp.llama_state_seq_get_data(self.llm._ctx.ctx, buffer, size, 0) != size:
+            raise RuntimeError("llama.cpp did not copy out its cache")
+        return list(self.cached), buffer
+
+    def restore(self, saved: tuple[list[int], object]) -> None:
+        import ctypes
+
+        import llama_cpp
+
+        tokens, buffer = saved
+        self.llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+        if llama_cpp.llama_state_seq_set_data(self.llm._ctx.ctx, buffer, ctypes.sizeof(buffer), 0) == 0:
+            raise RuntimeError("llama.cpp did not take back its cache")
+        self.cached = list(tokens)
+
+    def greedy(self, prompt: list[int], max_new_tokens: int) -> list[int]:
+        """The greedy response, a token a pass after the prompt, as llama.cpp decodes: the raw logits' argmax (the
+        lowest id on a tie, as torch's argmax), ending after the first end-of-sequence token (kept)."""
+        start = scoring_start(prompt)  # the prompt's end runs as a pass of two, as its whole would in llama.cpp
+        self.advance(prompt[:start])
+        logits, tokens = self._run(prompt[start:], start, logits=True)[-1], []
+        while True:
+            tokens.append(int(np.argmax(logits)))
+            if tokens[-1] in self.eos_ids or len(tokens) == max_new_tokens:
+                return tokens
+            logits = self._run(tokens[-1:], len(prompt) + len(tokens) - 1, logits=True)[0]
+
+
+def scoring_start(prompt: list[int]) -> int:
+    """Where a prompt's passes begin: its last two tokens run with what follows them (never a pass of one token), the
+    rest read from the cache."""
+    return max(0, len(prompt) - 2)
+
+
+def trained_context(path: Path) -> int | None:
+    """The context length the file's metadata declares (``<architecture>.context_length``), or None: read with the
+    vocabulary alone (a tenth of a second), whose context llama.cpp warns about on stderr (hushed)."""
+    from llama_cpp import Llama
+    from llama_cpp._utils import suppress_stdout_stderr
+
+    with suppress_stdout_stderr(disable=False):
+        vocabulary = Llama(model_path=str(path), vocab_only=True, verbose=False)
+    try:
+        metadata = vocabulary.metadata
+        found = metadata.get(f"{metadata.get('general.architecture')}.context_length")
+        return int(found) if found is not None else None
+    finally:
+        vocabulary.close()
+
+
+def open_gguf(spec, cache_dir=None) -> LlamaCppModel:
+    """Load the spec's GGUF file into llama.cpp (all its layers on the GPU where llama.cpp was built for one and
+    ``model.device`` is not ``cpu``)."""
+    try:
+        from llama_cpp import Llama, __version__ as llama_cpp_version
+    except ImportError:
+        raise ConfigError(f"model.backend=llamacpp needs llama-cpp-python: pip install {LLAMA_CPP_PIN} (it compiles "
+                          f"llama.cpp; CMAKE_ARGS=\"-DGGML_CUDA=on\" builds it for an NVIDIA GPU)") from None
+    path, identity = gguf_file(spec, cache_dir)
+    tokenizer = gguf_tokenizer(spec, cache_dir)
+    threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    gpu_layers = 0 if spec.device == "cpu" else -1
+    context = min(MAX_CONTEXT, trained_context(path) or MAX_CONTEXT)
+    llm = Llama(model_path=str(path), n_ctx=context, n_threads=threads, n_gpu_layers=gpu_layers, verbose=False)
+    where = tokenizer_disagreement(tokenizer, lambda probe, special: llm.tokenize(probe.encode(), add_bos=special,
+                                                                                  special=True))
+    if where is not None:
+        llm.close()
+        raise TokenizerMismatchError(f"the tokenizer transformers reads from {path.name} and llama.cpp's disagree on "
+                                     f"{where}: prompts tokenised here would not be the text llama.cpp reads. Report "
+                                     f"the file to posixlab, or run it with model.backend=transformers")
+    identity.update({"backend": "llamacpp", "llama_cpp_python": llama_cpp_version, "n_ctx": context,
+                     "gpu_layers": gpu_layers})
+    print(f"posixlab: {spec.name} in llama.cpp ({path.name}, {context} tokens of context)", file=sys.stderr)
+    return LlamaCppModel(llm, tokenizer, name=spec.name, identity=identity, spec=spec)
