@@ -43,10 +43,7 @@ def gguf_file(spec, cache_dir=None) -> tuple[Path, dict]:
             raise ConfigError(f"no packaged model {spec.path!r}; packaged models: {', '.join(PACKAGED_MODELS)}")
         asset = PACKAGED_MODELS[spec.path]
         return assemble_gguf(asset, Path(cache_dir) if cache_dir else None), {**identity, "gguf_sha256": asset.sha256}
-    if spec.source != "local":
-        raise ConfigError(f"model {spec.name}: model.backend=llamacpp runs a GGUF file on this machine; download the "
-                          f"file and give its path (model=gguf model.path=FILE.gguf), or run a packaged model")
-    path = Path(spec.path).expanduser()
+    path = Path(spec.path).expanduser()  # a local file (the backend's check refused other sources)
     if path.is_dir():
         found = sorted(path.glob("*.gguf"))
         if len(found) != 1:
@@ -202,7 +199,7 @@ def open_gguf(spec, cache_dir=None) -> LlamaCppModel:
     """Load the spec's GGUF file into llama.cpp (all its layers on the GPU where llama.cpp was built for one and
     ``model.device`` is not ``cpu``)."""
     try:
-        from llama_cpp import Llama, __version__ as llama_cpp_version
+        import llama_cpp
     except ImportError:
         raise ConfigError(f"model.backend=llamacpp needs llama-cpp-python: pip install {LLAMA_CPP_PIN} (it compiles "
                           f"llama.cpp; CMAKE_ARGS=\"-DGGML_CUDA=on\" builds it for an NVIDIA GPU)") from None
@@ -211,7 +208,8 @@ def open_gguf(spec, cache_dir=None) -> LlamaCppModel:
     threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     gpu_layers = 0 if spec.device == "cpu" else -1
     context = min(MAX_CONTEXT, trained_context(path) or MAX_CONTEXT)
-    llm = Llama(model_path=str(path), n_ctx=context, n_threads=threads, n_gpu_layers=gpu_layers, verbose=False)
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=context, n_threads=threads, n_gpu_layers=gpu_layers,
+                          verbose=False)
     where = tokenizer_disagreement(tokenizer, lambda probe, special: llm.tokenize(probe.encode(), add_bos=special,
                                                                                   special=True))
     if where is not None:
@@ -219,7 +217,8 @@ def open_gguf(spec, cache_dir=None) -> LlamaCppModel:
         raise TokenizerMismatchError(f"the tokenizer transformers reads from {path.name} and llama.cpp's disagree on "
                                      f"{where}: prompts tokenised here would not be the text llama.cpp reads. Report "
                                      f"the file to posixlab, or run it with model.backend=transformers")
-    identity.update({"backend": "llamacpp", "llama_cpp_python": llama_cpp_version, "n_ctx": context,
-                     "gpu_layers": gpu_layers})
+    # a GPU build's numbers are not a CPU build's: whether layers could go to a GPU is part of what scores depend on
+    identity.update({"backend": "llamacpp", "llama_cpp_python": llama_cpp.__version__, "n_ctx": context,
+                     "gpu_layers": gpu_layers if llama_cpp.llama_supports_gpu_offload() else 0})
     print(f"posixlab: {spec.name} in llama.cpp ({path.name}, {context} tokens of context)", file=sys.stderr)
     return LlamaCppModel(llm, tokenizer, name=spec.name, identity=identity, spec=spec)
