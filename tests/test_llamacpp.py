@@ -143,3 +143,14 @@ def test_a_local_gguf_file_is_found_named_and_fingerprinted(tmp_path):
 def test_settings_llama_cpp_cannot_honour_are_refused_before_anything_loads(spec, message):
     with pytest.raises(ConfigError, match=message):
         check_model(spec)
+
+
+@pytest.mark.slow
+def test_the_scoring_benchmark_s_llama_cpp_contender_runs_the_backend_s_engine():
+    from experiments.benchmark_scoring import run_contender
+
+    row = run_contender("e_llamacpp", "smollm2-135m-instruct", "mmlu", 1, 0, None)
+    assert row["N"] == 21 and len(row["responses"][0]) == 21 and len(row["matrices"][0]) == 21
+    assert row["seconds"] > 0 and row["forward_tokens"] > 0
+    matrix = np.array(row["matrices"][0])
+    assert np.isfinite(matrix).all() and (matrix <= 0).all()
