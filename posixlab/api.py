@@ -127,7 +127,8 @@ def evaluate(prompt_sets, model="smollm2-135m-instruct", *, tokenizer=None, max_
     (``posixlab/data/prompt_sets.py``). Everything is validated before the model is loaded.
 
     ``model``: a packaged model (``smollm2-135m-instruct``, ``gemma3-270m``, ``qwen2.5-coder-0.5b-instruct``, ...), a
-    model configured in ``posixlab/conf/model/`` (``llama2-7b``, ...), a local model folder, a Hugging Face Hub id,
+    model configured in ``posixlab/conf/model/`` (``llama2-7b``, ...), a local model folder, a local ``.gguf`` file
+    (run quantized by llama.cpp: ``posixlab/llamacpp/``), a Hugging Face Hub id,
     a ``ModelSpec`` (``backend="vllm", server=ServerSettings(base_url=...)`` for a vLLM server), a loaded ``CausalLM`` or connected
     ``ServedModel`` (``posixlab.backends.load``), or a loaded ``transformers`` model together with ``tokenizer=``.
 
@@ -208,13 +209,16 @@ def resolve_model(model, tokenizer) -> tuple[ModelSpec, TokenizedModel | None]:
         options = yaml.safe_load(text)
         options.pop("defaults", None)  # _defaults: ModelSpec's own defaults (posixlab/cli.py)
         return spec_from_dict(options), None
+    if name.endswith(".gguf") and Path(name).expanduser().is_file():  # a quantized file: llama.cpp runs it as it is
+        file = Path(name).expanduser().resolve()
+        return ModelSpec(file.stem, "local", str(file), backend="llamacpp"), None
     if Path(name).expanduser().is_dir():
         folder = Path(name).expanduser().resolve()
         return ModelSpec(folder.name, "local", str(folder)), None
     if name.count("/") == 1 and not name.startswith((".", "/")):
         return ModelSpec(name, "hub", name), None
     raise ConfigError(f"model {name!r} is not a packaged model ({', '.join(PACKAGED_MODELS)}), a configured one "
-                      f"(posixlab/conf/model/), a local folder or a Hugging Face Hub id (owner/name)")
+                      f"(posixlab/conf/model/), a local folder, a .gguf file or a Hugging Face Hub id (owner/name)")
 
 
 def _wrap_loaded(model, tokenizer) -> tuple[ModelSpec, CausalLM]:

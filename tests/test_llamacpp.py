@@ -154,3 +154,14 @@ def test_the_scoring_benchmark_s_llama_cpp_contender_runs_the_backend_s_engine()
     assert row["seconds"] > 0 and row["forward_tokens"] > 0
     matrix = np.array(row["matrices"][0])
     assert np.isfinite(matrix).all() and (matrix <= 0).all()
+
+
+def test_a_gguf_file_given_to_evaluate_by_path_runs_in_llama_cpp(tmp_path):
+    from posixlab.api import resolve_model
+
+    file = tmp_path / "tiny-q4.gguf"
+    file.write_bytes(b"GGUF")
+    spec, loaded = resolve_model(str(file), None)
+    assert loaded is None and spec == ModelSpec("tiny-q4", "local", str(file.resolve()), backend="llamacpp")
+    with pytest.raises(ConfigError, match="a local folder, a .gguf file or a Hugging Face Hub id"):
+        resolve_model(str(tmp_path / "missing.gguf"), None)
