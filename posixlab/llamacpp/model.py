@@ -56,18 +56,18 @@ def gguf_file(spec, cache_dir=None) -> tuple[Path, dict]:
     return path, {**identity, "file": path.name, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
-def gguf_tokenizer(spec, cache_dir=None):
+def gguf_tokenizer(path: Path):
     """The tokenizer transformers reads from the GGUF file itself: the ids llama.cpp will run."""
     from transformers import AutoTokenizer
 
-    path, _ = gguf_file(spec, cache_dir)
     return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
 
 
 def open_for_plan(spec, cache_dir=None) -> TokenizedModel:
     """The tokenizer alone, for a dry run (no weights read)."""
-    tokenizer = gguf_tokenizer(spec, cache_dir)
-    model = TokenizedModel(tokenizer, name=spec.name, identity=gguf_file(spec, cache_dir)[1],
+    path, identity = gguf_file(spec, cache_dir)  # found once: a packaged file's sha256 is checked on every call
+    tokenizer = gguf_tokenizer(path)
+    model = TokenizedModel(tokenizer, name=spec.name, identity=identity,
                            eos_ids=eos_ids_of(None, tokenizer), max_context=None)
     model.backend = "llamacpp"
     return model
@@ -203,8 +203,8 @@ def open_gguf(spec, cache_dir=None) -> LlamaCppModel:
     except ImportError:
         raise ConfigError(f"model.backend=llamacpp needs llama-cpp-python: pip install {LLAMA_CPP_PIN} (it compiles "
                           f"llama.cpp; CMAKE_ARGS=\"-DGGML_CUDA=on\" builds it for an NVIDIA GPU)") from None
-    path, identity = gguf_file(spec, cache_dir)
-    tokenizer = gguf_tokenizer(spec, cache_dir)
+    path, identity = gguf_file(spec, cache_dir)  # found once: a packaged file's sha256 is checked on every call
+    tokenizer = gguf_tokenizer(path)
     threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     gpu_layers = 0 if spec.device == "cpu" else -1
     context = min(MAX_CONTEXT, trained_context(path) or MAX_CONTEXT)
