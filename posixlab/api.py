@@ -11,6 +11,7 @@ same engine settings, so the numbers are the same, bit for bit.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from dataclasses import asdict, dataclass, field
 from importlib import resources
@@ -215,10 +216,15 @@ def resolve_model(model, tokenizer) -> tuple[ModelSpec, TokenizedModel | None]:
     if Path(name).expanduser().is_dir():
         folder = Path(name).expanduser().resolve()
         return ModelSpec(folder.name, "local", str(folder)), None
-    if name.count("/") == 1 and not name.startswith((".", "/")):
+    if name.count("/") == 1 and not name.startswith((".", "/")) and ":" not in name:
         return ModelSpec(name, "hub", name), None
+    if re.fullmatch(r"[^/.:][^/:]*/[^/:]+(:[^/:]+|(/[^/:]+)+\.gguf)", name):  # a GGUF repository's file on the hub
+        repo, _, tag = name.partition(":")
+        label = f"{repo.split('/')[1]}-{tag}" if tag else Path(name).stem
+        return ModelSpec(label, "hub", name, backend="llamacpp"), None
     raise ConfigError(f"model {name!r} is not a packaged model ({', '.join(PACKAGED_MODELS)}), a configured one "
-                      f"(posixlab/conf/model/), a local folder, a .gguf file or a Hugging Face Hub id (owner/name)")
+                      f"(posixlab/conf/model/), a local folder, a .gguf file, a Hugging Face Hub id (owner/name) or a "
+                      f"GGUF file on the hub (owner/name:Q4_K_M, owner/name/file.gguf)")
 
 
 def _wrap_loaded(model, tokenizer) -> tuple[ModelSpec, CausalLM]:

@@ -60,6 +60,9 @@ class Backend:
     kind: str = "in-process"  # in-process | server | api: what the run's engine record calls it
     remote: bool = False  # a server: asked first, before any input is built, so a dead one is reported at once
     check: Callable | None = None  # (spec) -> None: the backend's own settings, before anything is loaded
+    # (spec) -> None: a hub model's files asked of the hub (or found in the local cache) before any work, a refusal
+    # said at once; None: ``check_hub_model`` (a transformers checkpoint: its config.json)
+    hub_check: Callable | None = None
     cache: Callable | None = None  # (model, folder or None, cache_dir or None) -> the run's answer cache, opened
     # True: the cache keys on the repeat itself (a chat API), so one engine serves every repeat of a response length;
     # False: each repeat runs again past the cache (a repeat must be a measurement of the stack, not a cache hit)

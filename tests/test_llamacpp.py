@@ -130,10 +130,14 @@ def test_a_local_gguf_file_is_found_named_and_fingerprinted(tmp_path):
     (folder / "weights.bin").write_bytes(b"")
     with pytest.raises(ModelUnavailableError, match="is not a .gguf file"):
         gguf_file(spec(folder / "weights.bin"))
+    with pytest.raises(ModelUnavailableError, match="a file on the Hugging Face Hub also needs model.source=hub"):
+        gguf_file(spec("TheBloke/Llama-2-7B-GGUF:Q4_K_M"))
 
 
 @pytest.mark.parametrize("spec, message", [
-    (ModelSpec("llama2-7b", "hub", "meta-llama/Llama-2-7b-hf", backend="llamacpp"), "download the file and give"),
+    (ModelSpec("m", "hub", "TheBloke/Llama-2-7B-GGUF:Q4:K", backend="llamacpp"), "is not a GGUF file on the Hugging"),
+    (ModelSpec("m", "hub", "TheBloke/Llama-2-7B-GGUF/model.bin", backend="llamacpp"), "give OWNER/REPO:TAG"),
+    (ModelSpec("m", "api", "gpt-4o", backend="llamacpp"), "a GGUF repository's file on the Hugging Face Hub"),
     (ModelSpec("gguf", "local", None, backend="llamacpp"), "model=gguf needs the file: model.path=FILE.gguf"),
     (ModelSpec("m", "packaged", "smollm2-135m-instruct", backend="llamacpp", adapter="some/lora"),
      "not on a llamacpp backend: merge .* converted to GGUF"),
@@ -163,5 +167,144 @@ def test_a_gguf_file_given_to_evaluate_by_path_runs_in_llama_cpp(tmp_path):
     file.write_bytes(b"GGUF")
     spec, loaded = resolve_model(str(file), None)
     assert loaded is None and spec == ModelSpec("tiny-q4", "local", str(file.resolve()), backend="llamacpp")
-    with pytest.raises(ConfigError, match="a local folder, a .gguf file or a Hugging Face Hub id"):
+    with pytest.raises(ConfigError, match="a local folder, a .gguf file, a Hugging Face Hub id"):
         resolve_model(str(tmp_path / "missing.gguf"), None)
+    # a GGUF repository's file on the hub: by tag or by name
+    spec, _ = resolve_model("me/SmolLM2-GGUF:Q4_1", None)
+    assert spec == ModelSpec("SmolLM2-GGUF-Q4_1", "hub", "me/SmolLM2-GGUF:Q4_1", backend="llamacpp")
+    spec, _ = resolve_model("me/SmolLM2-GGUF/q/smol.Q4_1.gguf", None)
+    assert (spec.name, spec.source, spec.backend) == ("smol.Q4_1", "hub", "llamacpp")
+
+
+# --- GGUF repositories on the Hugging Face Hub (the hub stand-in on loopback, the real huggingface_hub) -------------
+GGUF_REPO, GATED_REPO, PARTS_REPO, PLAIN_REPO = ("posixlab-test/SmolLM2-135M-Instruct-GGUF", "posixlab-test/gated-GGUF",
+                                                 "posixlab-test/parts-GGUF", "posixlab-test/plain")
+
+
+@pytest.fixture(scope="module")
+def gguf_hub(tmp_path_factory):
+    """A hub stand-in serving the packaged SmolLM2 file as a GGUF repository's (open, and gated), a repository of a
+    file in two parts and two quantizations, and one of a transformers checkpoint without GGUF files."""
+    from hub_fixtures import TOKEN
+    from hub_server import HubServer
+    from posixlab.llamacpp.model import gguf_file
+
+    root, file = tmp_path_factory.mktemp("gguf_hub"), gguf_file(PACKAGED)[0]
+    folders = {repo: root / repo.split("/")[1] for repo in (GGUF_REPO, GATED_REPO, PARTS_REPO, PLAIN_REPO)}
+    for repo in (GGUF_REPO, GATED_REPO):
+        folders[repo].mkdir()
+        (folders[repo] / file.name).symlink_to(file)
+        (folders[repo] / "README.md").write_text("# SmolLM2-135M-Instruct, GGUF (test stand-in)\n")
+    folders[PARTS_REPO].mkdir()
+    for name in ("m.Q4_K_M-00001-of-00002.gguf", "m.Q4_K_M-00002-of-00002.gguf", "m.Q8_0.gguf", "m.Q8_K.gguf"):
+        (folders[PARTS_REPO] / name).write_bytes(b"GGUF" + bytes(28))
+    folders[PLAIN_REPO].mkdir()
+    (folders[PLAIN_REPO] / "config.json").write_text("{}")
+    server = HubServer(token=TOKEN)
+    for repo, folder in folders.items():
+        server.add("model", repo, folder, gated=repo == GATED_REPO)
+    yield server
+    server.close()
+
+
+def _run_hub_gguf(tmp_path, env, path: str, name: str):
+    return subprocess.run([sys.executable, str(ROOT / "run.py"), "model=gguf", "model.source=hub", f"model.path={path}",
+                           "task.num_sets=1", "logger=none", "report=false", "embedding=none", "progress=false",
+                           f"hydra.run.dir={tmp_path / name}"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.slow
+def test_a_gguf_file_from_the_hub_downloads_once_and_later_runs_read_it_offline(gguf_hub, tmp_path):
+    import json
+
+    from hub_fixtures import closed_port, hub_env
+    from posixlab.models.assets import PACKAGED_MODELS
+
+    env = hub_env(tmp_path / "hf", gguf_hub.url, POSIXLAB_CACHE=str(tmp_path / "posixlab"))
+    gguf_hub.requests.clear()
+    first = _run_hub_gguf(tmp_path, env, f"{GGUF_REPO}:q4_1", "first")  # the tag, in any case
+    assert first.returncode == 0, first.stderr[-3000:]
+    posix = [line for line in first.stdout.splitlines() if line.startswith("POSIX = ")]
+    assert len(posix) == 1 and "downloaded from" in first.stderr
+    got = [(method, path) for method, path, status in gguf_hub.requests if path.endswith(".gguf") and method == "GET"]
+    assert got == [("GET", f"/{GGUF_REPO}/resolve/main/SmolLM2-135M-Instruct.Q4_1.gguf")]  # downloaded once
+    model = json.loads((tmp_path / "first" / "summary.json").read_text())["model"]
+    assert model["commit"] == gguf_hub.repos[("model", GGUF_REPO)].sha and model["backend"] == "llamacpp"
+    assert model["file"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert model["gguf_sha256"] == PACKAGED_MODELS["smollm2-135m-instruct"].sha256  # the Hub's name for its bytes
+
+    # no hub at all (nothing listens there), no token: the cached file, the same scores from the score cache
+    offline = hub_env(tmp_path / "hf", f"http://127.0.0.1:{closed_port()}", token=None,
+                      POSIXLAB_CACHE=str(tmp_path / "posixlab"))
+    second = _run_hub_gguf(tmp_path, offline, f"{GGUF_REPO}:q4_1", "second")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert [line for line in second.stdout.splitlines() if line.startswith("POSIX = ")] == posix
+    summary = json.loads((tmp_path / "second" / "summary.json").read_text())
+    assert summary["model"] == model and summary["compute"]["sets_from_cache"] == 1
+    found = subprocess.run([sys.executable, "-m", "posixlab", "gguf-path", f"{GGUF_REPO}:Q4_1"], env=offline,
+                           capture_output=True, text=True, timeout=120, cwd=tmp_path)  # for llama.cpp's server
+    assert found.returncode == 0, found.stderr[-2000:]
+    file = __import__("pathlib").Path(found.stdout.strip())
+    assert file.name == model["file"] and file.resolve().name == model["gguf_sha256"]
+    assert (tmp_path / "hf") in file.parents
+
+
+@pytest.mark.slow
+def test_a_hub_gguf_path_that_picks_no_one_servable_file_stops_before_any_work_with_what_to_do(gguf_hub, tmp_path):
+    import json
+
+    from hub_fixtures import hub_env
+
+    env = hub_env(tmp_path / "hf", gguf_hub.url, token=None, POSIXLAB_CACHE=str(tmp_path / "posixlab"))
+    paths = {"quant": f"{GGUF_REPO}:Q8_0", "two": f"{PARTS_REPO}:Q8", "parts": f"{PARTS_REPO}:Q4_K_M",
+             "plain": PLAIN_REPO, "typo": "posixlab-test/nope:Q4_K_M", "gated": f"{GATED_REPO}:Q4_1",
+             "name": f"{PARTS_REPO}/m.Q8_0.gguf", "offline": f"{GGUF_REPO}:Q4_1"}  # offline: the last asked
+    code = ("import json, os, sys\nfrom posixlab.llamacpp.hub import check_hub_gguf\nfrom posixlab.models.loading "
+            "import ModelSpec\nout = {}\nfor key, path in json.loads(sys.argv[1]).items():\n    if key == 'offline':\n"
+            "        os.environ['HF_HUB_OFFLINE'] = '1'\n    try:\n        out[key] = "
+            "check_hub_gguf(ModelSpec('m', 'hub', path, backend='llamacpp'))\n    except Exception as exc:\n        "
+            "out[key] = type(exc).__name__ + ': ' + str(exc)\nprint(json.dumps(out))")
+    proc = subprocess.run([sys.executable, "-c", code, json.dumps(paths)], env=env, capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = json.loads(proc.stdout.splitlines()[-1])
+    assert said["quant"].startswith(f"ModelUnavailableError: {GGUF_REPO} holds no .gguf file whose names hold 'Q8_0'. "
+                                    f"Its .gguf files: SmolLM2-135M-Instruct.Q4_1.gguf")
+    assert said["two"].endswith("holds 2 .gguf files whose names hold 'Q8': m.Q8_0.gguf, m.Q8_K.gguf. Name one: "
+                                f"model.path={PARTS_REPO}/FILE.gguf")
+    assert "one part of a GGUF file split in parts: merge them" in said["parts"]
+    assert f"{PLAIN_REPO} holds no .gguf file: give a repository of GGUF files" in said["plain"]
+    assert "has no repository posixlab-test/nope (HTTP 404). Check model.path" in said["typo"]
+    assert "it is a gated model and no token was sent (HF_TOKEN is not set)" in said["gated"]
+    assert said["name"] == "m.Q8_0.gguf"  # the hub would serve it
+    assert "is not in the local cache and HF_HUB_OFFLINE is set" in said["offline"]
+
+    gguf_hub.requests.clear()  # a whole run: one message, exit status 2, before any input is built or weights load
+    proc = _run_hub_gguf(tmp_path, env, paths["quant"], "run")
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("posixlab error:")]
+    assert proc.returncode == 2 and len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "holds no .gguf file whose names hold 'Q8_0'" in errors[0] and "in llama.cpp" not in proc.stderr
+    assert not (tmp_path / "run" / "sets.jsonl").exists()
+    assert not any(method == "GET" and path.endswith(".gguf") for method, path, _ in gguf_hub.requests)
+
+
+@pytest.mark.slow
+def test_a_gguf_download_cut_off_part_way_is_one_message_and_the_next_try_completes(gguf_hub, tmp_path):
+    from hub_fixtures import hub_env
+    from posixlab.llamacpp.model import gguf_file
+
+    env = hub_env(tmp_path / "hf", gguf_hub.url, POSIXLAB_CACHE=str(tmp_path / "posixlab"))
+    size = gguf_file(PACKAGED)[0].stat().st_size
+    gguf_path = [sys.executable, "-m", "posixlab", "gguf-path", f"{GGUF_REPO}:Q4_1"]
+    gguf_hub.fault("stop", match=".gguf", method="GET", after_bytes=size // 3)  # a third of the file, then down
+    try:
+        cut = subprocess.run(gguf_path, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert cut.returncode == 2 and "Traceback" not in cut.stderr, cut.stderr[-3000:]
+        assert "could not be downloaded from the Hugging Face Hub" in cut.stderr and "run again" in cut.stderr
+        assert gguf_hub.down and not list((tmp_path / "hf").rglob("*.gguf"))  # no half file where a whole one is read
+    finally:
+        gguf_hub.clear()
+    again = subprocess.run(gguf_path, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert __import__("pathlib").Path(again.stdout.strip()).stat().st_size == size

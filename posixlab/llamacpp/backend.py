@@ -16,9 +16,20 @@ def check_llamacpp(spec) -> None:
                           "the GGUF file in this process")
     if spec.source == "local" and not spec.path:
         raise ConfigError("model=gguf needs the file: model.path=FILE.gguf")
-    if spec.source not in ("packaged", "local"):
-        raise ConfigError(f"model {spec.name}: model.backend=llamacpp runs a GGUF file on this machine; download the "
-                          f"file and give its path (model=gguf model.path=FILE.gguf), or run a packaged model")
+    if spec.source == "hub":
+        from posixlab.llamacpp.hub import parse_hub_path
+
+        parse_hub_path(spec.path)  # a path of the forms a GGUF repository's file is named by
+    elif spec.source not in ("packaged", "local"):
+        raise ConfigError(f"model {spec.name}: model.backend=llamacpp runs a GGUF file: a packaged model, your file "
+                          f"(model=gguf model.path=FILE.gguf) or a GGUF repository's file on the Hugging Face Hub "
+                          f"(model.source=hub model.path=OWNER/REPO:Q4_K_M)")
+
+
+def check_hub(spec) -> None:
+    from posixlab.llamacpp.hub import check_hub_gguf
+
+    check_hub_gguf(spec)
 
 
 def open_llamacpp(spec, cache_dir=None):
@@ -46,5 +57,5 @@ def open_for_plan(spec, cache_dir=None):
 
 
 register(Backend("llamacpp", frozenset({GENERATE, SCORE, DETERMINISTIC}), open_llamacpp, llamacpp_engine,
-                 kind="in-process", check=check_llamacpp, cache=score_cache, tokenizer=tokenizer,
-                 open_for_plan=open_for_plan))
+                 kind="in-process", check=check_llamacpp, hub_check=check_hub, cache=score_cache,
+                 tokenizer=tokenizer, open_for_plan=open_for_plan))

@@ -33,9 +33,13 @@ LLAMA_CPP_PIN = "llama-cpp-python==0.3.36"  # the version the tests run (the pri
 
 
 def gguf_file(spec, cache_dir=None) -> tuple[Path, dict]:
-    """(the GGUF file, the identity of its weights) for a packaged model or a local ``.gguf`` file (or a folder that
-    holds exactly one)."""
+    """(the GGUF file, the identity of its weights) for a packaged model, a local ``.gguf`` file (or a folder that
+    holds exactly one) or a file of a GGUF repository on the Hugging Face Hub (``posixlab/llamacpp/hub.py``)."""
     identity = {"name": spec.name, "source": spec.source, "path": spec.path}
+    if spec.source == "hub":  # a file of a GGUF repository, from the Hugging Face cache (downloaded once)
+        from posixlab.llamacpp.hub import hub_gguf
+
+        return hub_gguf(spec)
     if spec.source == "packaged":
         from posixlab.models.assets import PACKAGED_MODELS, assemble_gguf
 
@@ -51,7 +55,9 @@ def gguf_file(spec, cache_dir=None) -> tuple[Path, dict]:
                                         f"itself as model.path")
         path = found[0]
     if not path.is_file() or path.suffix != ".gguf":
-        raise ModelUnavailableError(f"model {spec.name}: {spec.path} is not a .gguf file; give model.path=FILE.gguf")
+        hub = not path.exists() and not str(spec.path).startswith((".", "/", "~")) and "/" in str(spec.path)
+        raise ModelUnavailableError(f"model {spec.name}: {spec.path} is not a .gguf file; give model.path=FILE.gguf"
+                                    + (" (a file on the Hugging Face Hub also needs model.source=hub)" if hub else ""))
     stat = path.stat()  # names, size and modification time, as for a local folder (hashing GBs would take a while)
     return path, {**identity, "file": path.name, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 

@@ -1,0 +1,141 @@
+"""GGUF files from the Hugging Face Hub: ``model.source=hub model.path=OWNER/REPO[:TAG | /FILE.gguf]``.
+
+A GGUF repository holds one file per quantization (``llama-2-7b.Q4_K_M.gguf``, ``llama-2-7b.Q8_0.gguf``, ...), so
+the path says which: ``OWNER/REPO/FILE.gguf`` by its name in the repository, ``OWNER/REPO:Q4_K_M`` the one .gguf file
+whose name holds the tag (in any case, as llama.cpp's ``-hf OWNER/REPO:TAG`` reads it), ``OWNER/REPO`` the
+repository's only one. The file is downloaded once into the Hugging Face cache (huggingface_hub's own download, its
+progress bar, HF_TOKEN for a gated repository, ``model.revision`` to pin a commit) and later runs read it from there
+without asking the network, as a cached ``transformers`` model is read. Files split in parts
+(``...-00001-of-00003.gguf``) are refused: merge them first (llama.cpp's ``llama-gguf-split --merge``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+from pathlib import Path
+
+from posixlab.errors import ConfigError, ModelUnavailableError
+from posixlab.hub import hub_endpoint, hub_file_error, hub_offline_flag
+from posixlab.models.fetch_errors import download_failed, hub_hint, hub_refusal
+
+SPLIT = re.compile(r"-\d{5}-of-\d{5}\.gguf$")  # a part of a file split by llama-gguf-split
+FORMS = "OWNER/REPO:TAG (e.g. :Q4_K_M), OWNER/REPO/FILE.gguf or OWNER/REPO"
+
+
+def parse_hub_path(path: str) -> tuple[str, str | None, str | None]:
+    """(repository id, file in it or None, tag or None) of a hub GGUF path; a path of no such form is a ConfigError.
+
+    >>> parse_hub_path("TheBloke/Llama-2-7B-GGUF:q4_k_m")
+    ('TheBloke/Llama-2-7B-GGUF', None, 'q4_k_m')
+    >>> parse_hub_path("TheBloke/Llama-2-7B-GGUF/llama-2-7b.Q4_K_M.gguf")
+    ('TheBloke/Llama-2-7B-GGUF', 'llama-2-7b.Q4_K_M.gguf', None)
+    >>> parse_hub_path("me/gguf-models")
+    ('me/gguf-models', None, None)
+    """
+    repo, _, tag = str(path or "").partition(":")
+    parts = repo.split("/")
+    file = "/".join(parts[2:]) or None
+    if len(parts) < 2 or not all(parts) or (file and not file.endswith(".gguf")) or (file and tag) or ":" in tag:
+        raise ConfigError(f"model.path={path!r} is not a GGUF file on the Hugging Face Hub; give {FORMS}")
+    return "/".join(parts[:2]), file, tag or None
+
+
+def pick_file(files: list[str], path: str) -> str:
+    """The repository's file that ``path`` names, among ``files`` (the repository's); a clear error when there is
+    none or more than one.
+
+    >>> pick_file(["README.md", "m.Q4_K_M.gguf", "m.Q8_0.gguf"], "o/m:q8_0")
+    'm.Q8_0.gguf'
+    >>> pick_file(["m.Q4_K_M.gguf", "m.Q4_K_S.gguf"], "o/m:Q4_K")
+    Traceback (most recent call last):
+    ...
+    posixlab.errors.ModelUnavailableError: o/m holds 2 .gguf files whose names hold 'Q4_K': m.Q4_K_M.gguf, \
+m.Q4_K_S.gguf. Name one: model.path=o/m/FILE.gguf
+    """
+    repo, file, tag = parse_hub_path(path)
+    ggufs = sorted(f for f in files if f.endswith(".gguf"))
+    if file is not None:
+        found = [file] if file in files else []
+    else:
+        found = [f for f in ggufs if tag is None or tag.lower() in Path(f).name.lower()]
+    which = f" named {file}" if file else (f" whose names hold {tag!r}" if tag else "")
+    if not ggufs:
+        raise ModelUnavailableError(f"{repo} holds no .gguf file: give a repository of GGUF files ({FORMS}), or run "
+                                    f"this model with model.backend=transformers")
+    if not found:
+        listed = ", ".join(ggufs[:12]) + (", ..." if len(ggufs) > 12 else "")
+        raise ModelUnavailableError(f"{repo} holds no .gguf file{which}. Its .gguf files: {listed}")
+    if all(SPLIT.search(f) for f in found):
+        raise ModelUnavailableError(f"{found[0]} is one part of a GGUF file split in parts: merge them into one file "
+                                    f"(llama.cpp's llama-gguf-split --merge) and give that file (model=gguf "
+                                    f"model.path=FILE.gguf)")
+    if len(found) > 1:
+        raise ModelUnavailableError(f"{repo} holds {len(found)} .gguf files{which}: {', '.join(found)}. Name one: "
+                                    f"model.path={repo}/FILE.gguf")
+    return found[0]
+
+
+def _cached(spec) -> Path | None:
+    """The spec's file in the local Hugging Face cache, found without the network, or None."""
+    from huggingface_hub import snapshot_download, try_to_load_from_cache
+
+    repo, file, _ = parse_hub_path(spec.path)
+    if file is not None:
+        found = try_to_load_from_cache(repo, file, revision=spec.revision)
+        return Path(found) if isinstance(found, str) else None
+    try:
+        folder = Path(snapshot_download(repo, revision=spec.revision, local_files_only=True))
+    except Exception:  # noqa: BLE001 - any failure here only means "not cached"
+        return None
+    files = [p.relative_to(folder).as_posix() for p in folder.rglob("*.gguf")]
+    try:
+        return folder / pick_file(files, spec.path)
+    except ModelUnavailableError:  # not the one file asked for (yet): the hub decides
+        return None
+
+
+def check_hub_gguf(spec) -> str | None:
+    """Before any other work: the spec's file in the local cache (no network), or its name in the repository once
+    the hub has said it will serve it to this user; else a ``ModelUnavailableError`` that says what to do."""
+    if _cached(spec) is not None:
+        return None
+    if hub_offline_flag():
+        raise ModelUnavailableError(f"model {spec.name} ({spec.path}) is not in the local cache and HF_HUB_OFFLINE "
+                                    f"is set. {hub_hint()}")
+    from huggingface_hub import HfApi
+
+    repo, _, _ = parse_hub_path(spec.path)
+    asked = dataclasses.replace(spec, path=repo)  # messages name the repository
+    try:
+        files = HfApi(endpoint=hub_endpoint()).list_repo_files(repo, revision=spec.revision)
+    except Exception as exc:  # noqa: BLE001 - a refusal, a failing hub or no hub: each its own message
+        raise ModelUnavailableError(hub_refusal(asked, exc)) from None
+    file = pick_file(files, spec.path)
+    error = hub_file_error(repo, file, "model", spec.revision)  # a gated repository refuses here
+    if error is not None:
+        raise ModelUnavailableError(hub_refusal(asked, error))
+    return file
+
+
+def hub_gguf(spec) -> tuple[Path, dict]:
+    """(the GGUF file in the local Hugging Face cache, downloaded first if it is not there, its identity)."""
+    from huggingface_hub import hf_hub_download
+
+    path = _cached(spec)
+    if path is None:
+        repo, file = parse_hub_path(spec.path)[0], check_hub_gguf(spec)
+        try:
+            path = Path(hf_hub_download(repo, file, revision=spec.revision))
+        except Exception as exc:  # noqa: BLE001 - a download the hub agreed to, cut off part way
+            raise ModelUnavailableError(download_failed(spec, exc)) from None
+        print(f"posixlab: {file} downloaded from {hub_endpoint()}/{repo}", file=sys.stderr)
+    snapshots = next(p for p in path.parents if p.parent.name == "snapshots")  # .../snapshots/<commit>/...
+    blob = path.resolve().name  # the file's sha256 on the Hub (a file in Git LFS, as every GGUF file is there)
+    identity = {"name": spec.name, "source": "hub", "path": spec.path, "revision": spec.revision,
+                "commit": snapshots.name, "file": path.relative_to(snapshots).as_posix(), "size": path.stat().st_size}
+    if re.fullmatch(r"[0-9a-f]{64}", blob):
+        identity["gguf_sha256"] = blob
+    return path, identity
+
