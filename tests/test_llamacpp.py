@@ -259,11 +259,16 @@ def test_a_hub_gguf_path_that_picks_no_one_servable_file_stops_before_any_work_w
     env = hub_env(tmp_path / "hf", gguf_hub.url, token=None, POSIXLAB_CACHE=str(tmp_path / "posixlab"))
     paths = {"quant": f"{GGUF_REPO}:Q8_0", "two": f"{PARTS_REPO}:Q8", "parts": f"{PARTS_REPO}:Q4_K_M",
              "plain": PLAIN_REPO, "typo": "posixlab-test/nope:Q4_K_M", "gated": f"{GATED_REPO}:Q4_1",
-             "name": f"{PARTS_REPO}/m.Q8_0.gguf", "offline": f"{GGUF_REPO}:Q4_1"}  # offline: the last asked
+             "name": f"{PARTS_REPO}/m.Q8_0.gguf",
+             "pinned": [f"{PARTS_REPO}:Q8_0", gguf_hub.repos[("model", PARTS_REPO)].sha],
+             "unknown revision": [f"{PARTS_REPO}:Q8_0", "v9"],
+             "offline": f"{GGUF_REPO}:Q4_1"}  # offline: the last asked
     code = ("import json, os, sys\nfrom posixlab.llamacpp.hub import check_hub_gguf\nfrom posixlab.models.loading "
             "import ModelSpec\nout = {}\nfor key, path in json.loads(sys.argv[1]).items():\n    if key == 'offline':\n"
-            "        os.environ['HF_HUB_OFFLINE'] = '1'\n    try:\n        out[key] = "
-            "check_hub_gguf(ModelSpec('m', 'hub', path, backend='llamacpp'))\n    except Exception as exc:\n        "
+            "        os.environ['HF_HUB_OFFLINE'] = '1'\n"
+            "    path, revision = path if isinstance(path, list) else (path, None)\n"
+            "    try:\n        out[key] = check_hub_gguf(ModelSpec('m', 'hub', path, revision, backend='llamacpp'))\n"
+            "    except Exception as exc:\n        "
             "out[key] = type(exc).__name__ + ': ' + str(exc)\nprint(json.dumps(out))")
     proc = subprocess.run([sys.executable, "-c", code, json.dumps(paths)], env=env, capture_output=True, text=True,
                           timeout=120, cwd=ROOT)
@@ -277,7 +282,8 @@ def test_a_hub_gguf_path_that_picks_no_one_servable_file_stops_before_any_work_w
     assert f"{PLAIN_REPO} holds no .gguf file: give a repository of GGUF files" in said["plain"]
     assert "has no repository posixlab-test/nope (HTTP 404). Check model.path" in said["typo"]
     assert "it is a gated model and no token was sent (HF_TOKEN is not set)" in said["gated"]
-    assert said["name"] == "m.Q8_0.gguf"  # the hub would serve it
+    assert said["name"] == said["pinned"] == "m.Q8_0.gguf"  # the hub would serve it (at that commit)
+    assert "it has no revision 'v9'. Set model.revision to a branch, tag or commit" in said["unknown revision"]
     assert "is not in the local cache and HF_HUB_OFFLINE is set" in said["offline"]
 
     gguf_hub.requests.clear()  # a whole run: one message, exit status 2, before any input is built or weights load

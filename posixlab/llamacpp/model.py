@@ -201,6 +201,28 @@ def trained_context(path: Path) -> int | None:
         vocabulary.close()
 
 
+def placement(gpu_layers: int, offload: bool, gpu_visible: bool) -> tuple[str, str | None]:
+    """(where the layers run, a warning or None): a GPU this process sees and a llama.cpp built without GPU support
+    is said at load, since the run would take many times longer on the CPU without a word.
+
+    >>> placement(-1, True, True)
+    ('every layer on the GPU', None)
+    >>> placement(0, True, True)
+    ('on the CPU (model.device=cpu)', None)
+    >>> placement(-1, False, True)[1].split(":")[0]
+    'a GPU is visible, but this llama-cpp-python was built without GPU support, so every layer runs on the CPU'
+    """
+    if gpu_layers and offload:
+        return "every layer on the GPU", None
+    if not gpu_layers:
+        return "on the CPU (model.device=cpu)", None
+    warning = None if not gpu_visible else (
+        f"a GPU is visible, but this llama-cpp-python was built without GPU support, so every layer runs on the CPU: "
+        f"reinstall it built for the GPU, CMAKE_ARGS=\"-DGGML_CUDA=on\" pip install --force-reinstall --no-cache-dir "
+        f"{LLAMA_CPP_PIN}")
+    return "on the CPU (llama.cpp built without GPU support)", warning
+
+
 def open_gguf(spec, cache_dir=None) -> LlamaCppModel:
     """Load the spec's GGUF file into llama.cpp (all its layers on the GPU where llama.cpp was built for one and
     ``model.device`` is not ``cpu``)."""
@@ -226,5 +248,8 @@ def open_gguf(spec, cache_dir=None) -> LlamaCppModel:
     # a GPU build's numbers are not a CPU build's: whether layers could go to a GPU is part of what scores depend on
     identity.update({"backend": "llamacpp", "llama_cpp_python": llama_cpp.__version__, "n_ctx": context,
                      "gpu_layers": gpu_layers if llama_cpp.llama_supports_gpu_offload() else 0})
-    print(f"posixlab: {spec.name} in llama.cpp ({path.name}, {context} tokens of context)", file=sys.stderr)
+    where, warning = placement(gpu_layers, llama_cpp.llama_supports_gpu_offload(), torch.cuda.is_available())
+    print(f"posixlab: {spec.name} in llama.cpp ({path.name}, {context} tokens of context, {where})", file=sys.stderr)
+    if warning:
+        print(f"posixlab: warning: {warning}", file=sys.stderr)
     return LlamaCppModel(llm, tokenizer, name=spec.name, identity=identity, spec=spec)
