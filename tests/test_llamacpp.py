@@ -227,8 +227,11 @@ def test_a_gguf_file_from_the_hub_downloads_once_and_later_runs_read_it_offline(
     assert first.returncode == 0, first.stderr[-3000:]
     posix = [line for line in first.stdout.splitlines() if line.startswith("POSIX = ")]
     assert len(posix) == 1 and "downloaded from" in first.stderr
-    got = [(method, path) for method, path, status in gguf_hub.requests if path.endswith(".gguf") and method == "GET"]
-    assert got == [("GET", f"/{GGUF_REPO}/resolve/main/SmolLM2-135M-Instruct.Q4_1.gguf")]  # downloaded once
+    got = [(method, path) for method, path, status in gguf_hub.requests if path.endswith(".gguf")]
+    file_url = f"/{GGUF_REPO}/resolve/main/SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert got[-1] == ("GET", file_url) and got.count(("GET", file_url)) == 1  # downloaded once
+    assert got.count(("HEAD", file_url)) == 2  # asked once before any work (the download's own HEAD is the other)
+    assert sum("/tree/" in path for _, path, _ in gguf_hub.requests) == 1  # its file list, once
     model = json.loads((tmp_path / "first" / "summary.json").read_text())["model"]
     assert model["commit"] == gguf_hub.repos[("model", GGUF_REPO)].sha and model["backend"] == "llamacpp"
     assert model["file"] == "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -22,6 +22,9 @@ from posixlab.models.fetch_errors import download_failed, hub_hint, hub_refusal
 
 SPLIT = re.compile(r"-\d{5}-of-\d{5}\.gguf$")  # a part of a file split by llama-gguf-split
 FORMS = "OWNER/REPO:TAG (e.g. :Q4_K_M), OWNER/REPO/FILE.gguf or OWNER/REPO"
+# (path, revision) -> the file the hub said it would serve, in this process: a run's checks before any work (twice:
+# before W&B starts, and in the runner) and its download ask the hub once
+SERVABLE: dict[tuple[str, str | None], str] = {}
 
 
 def parse_hub_path(path: str) -> tuple[str, str | None, str | None]:
@@ -99,6 +102,8 @@ def _cached(spec) -> Path | None:
 def check_hub_gguf(spec) -> str | None:
     """Before any other work: the spec's file in the local cache (no network), or its name in the repository once
     the hub has said it will serve it to this user; else a ``ModelUnavailableError`` that says what to do."""
+    if (spec.path, spec.revision) in SERVABLE:  # asked already (a run checks before W&B starts, and again)
+        return SERVABLE[(spec.path, spec.revision)]
     if _cached(spec) is not None:
         return None
     if hub_offline_flag():
@@ -116,6 +121,7 @@ def check_hub_gguf(spec) -> str | None:
     error = hub_file_error(repo, file, "model", spec.revision)  # a gated repository refuses here
     if error is not None:
         raise ModelUnavailableError(hub_refusal(asked, error))
+    SERVABLE[(spec.path, spec.revision)] = file
     return file
 
 
