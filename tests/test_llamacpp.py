@@ -103,6 +103,35 @@ def test_a_dry_run_plans_with_the_gguf_tokenizer_alone(tmp_path):
     assert "dry run" in proc.stdout.lower() and "in llama.cpp" not in proc.stderr  # no weights were loaded
 
 
+@pytest.mark.slow
+def test_the_gguf_tokenizer_is_read_from_the_file_once_then_from_its_saved_copy(tmp_path):
+    import json
+
+    from posixlab.llamacpp.model import gguf_file, gguf_tokenizer
+    from posixlab.models.causal_lm import TOKENIZER_PROBES
+
+    path, identity = gguf_file(PACKAGED)
+    first = gguf_tokenizer(path, identity, tmp_path)
+    saved = list((tmp_path / "gguf-tokenizers").iterdir())
+    assert len(saved) == 1 and (saved[0] / "tokenizer.json").is_file()
+    config = json.loads((saved[0] / "tokenizer_config.json").read_text())
+    (saved[0] / "tokenizer_config.json").write_text(json.dumps({**config, "model_max_length": 4321}))  # a mark
+    again = gguf_tokenizer(path, identity, tmp_path)
+    assert again.model_max_length == 4321  # read from the saved copy, not the file
+    chat = [{"role": "user", "content": "What is 2+2?"}]
+    for special in (True, False):
+        assert [again.encode(p, add_special_tokens=special) for p in TOKENIZER_PROBES] == \
+               [first.encode(p, add_special_tokens=special) for p in TOKENIZER_PROBES]
+    assert again.apply_chat_template(chat, tokenize=False) == first.apply_chat_template(chat, tokenize=False)
+    assert again.all_special_tokens == first.all_special_tokens and again.eos_token_id == first.eos_token_id
+    (saved[0] / "tokenizer.json").write_text("{cut sho")  # a damaged copy: read from the file again, saved anew
+    third = gguf_tokenizer(path, identity, tmp_path)
+    assert third.encode(TOKENIZER_PROBES[0]) == first.encode(TOKENIZER_PROBES[0]) and third.model_max_length != 4321
+    assert json.loads((saved[0] / "tokenizer.json").read_text())["model"]
+    assert gguf_tokenizer(path, {**identity, "size": 1}, tmp_path) is not None  # another file: a copy of its own
+    assert len(list((tmp_path / "gguf-tokenizers").iterdir())) == 2
+
+
 def _gguf_folder(tmp_path):
     from posixlab.llamacpp.model import gguf_file
 

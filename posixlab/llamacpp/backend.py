@@ -47,7 +47,7 @@ def llamacpp_engine(lm, max_new_tokens: int, options, cache, requests: list):
 def tokenizer(spec, cache_dir=None):
     from posixlab.llamacpp.model import gguf_file, gguf_tokenizer
 
-    return gguf_tokenizer(gguf_file(spec, cache_dir)[0])
+    return gguf_tokenizer(*gguf_file(spec, cache_dir), cache_dir)
 
 
 def open_for_plan(spec, cache_dir=None):
