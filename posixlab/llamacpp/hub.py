@@ -144,4 +144,3 @@ def hub_gguf(spec) -> tuple[Path, dict]:
     if re.fullmatch(r"[0-9a-f]{64}", blob):
         identity["gguf_sha256"] = blob
     return path, identity
-
