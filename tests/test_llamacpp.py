@@ -346,3 +346,51 @@ def test_a_gguf_download_cut_off_part_way_is_one_message_and_the_next_try_comple
     again = subprocess.run(gguf_path, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     assert __import__("pathlib").Path(again.stdout.strip()).stat().st_size == size
+
+
+# --- replies to chats: a rephraser's and a judge's ---------------------------------------------------------------
+JUDGE_CHATS = [[{"role": "system", "content": "Answer yes or no."}, {"role": "user", "content": question}]
+               for question in ("Is Paris in France?", "Is 7 an even number?")]
+
+
+@pytest.mark.slow
+def test_replies_to_chats_are_llama_cpp_s_own_and_a_seeded_sample_repeats(gguf_lm, reference):
+    import torch
+
+    from posixlab.backends import generate, replies_and_first_tokens
+    from posixlab.openai_client import Generation
+
+    for messages, (reply, tokens) in zip(JUDGE_CHATS, replies_and_first_tokens(gguf_lm, JUDGE_CHATS, Generation(8), 5)):
+        ids = gguf_lm.encode(gguf_lm.apply_chat_template(messages), add_special_tokens=False)
+        reference.reset()
+        reference.eval(ids)  # a public pass of the whole chat from an empty cache
+        first = torch.log_softmax(torch.from_numpy(np.array(reference.scores[len(ids) - 1])), dim=-1)
+        values, indices = first.topk(5)
+        assert tokens == [(gguf_lm.tokenizer.decode([i]), float(v)) for v, i in zip(values.tolist(), indices.tolist())]
+        theirs = []
+        for token in reference.generate(ids, temp=0.0, reset=True):  # llama-cpp-python's own greedy decoding
+            theirs.append(token)
+            if token in gguf_lm.eos_ids or len(theirs) == 8:
+                break
+        assert reply == gguf_lm.decode(theirs) and reply
+        assert generate(gguf_lm, messages, Generation(8, n=2)) == [reply, reply]  # n greedy replies: the one reply
+    sampled = Generation(12, temperature=1.0, n=3, seed=7)
+    drawn = generate(gguf_lm, JUDGE_CHATS[0], sampled)
+    assert len(drawn) == 3 and len(set(drawn)) > 1  # each reply from its own generator
+    assert generate(gguf_lm, JUDGE_CHATS[0], sampled) == drawn  # a seeded request repeats
+    assert generate(gguf_lm, JUDGE_CHATS[0], Generation(12, temperature=1.0, n=3, seed=8)) != drawn
+
+
+@pytest.mark.slow
+def test_a_run_is_judged_by_a_gguf_model_in_llama_cpp(small_results, tmp_path):
+    import json
+    import shutil
+
+    from posixlab.judge import judge_run
+
+    run = shutil.copytree(next(small_results.glob("*_alpaca_template_0shot")), tmp_path / "run")
+    summary = judge_run(run, PACKAGED, sets=2, progress=False)  # opened through the backend, as --judge does
+    assert summary["judge"]["identity"]["backend"] == "llamacpp" and summary["sets"] == 2
+    rows = [json.loads(line) for line in (run / "judge.jsonl").read_text().splitlines()]
+    asked = [v for r in rows for v in r["verdicts"] if not v["identical"]]
+    assert asked and all(0 <= v["p_same"] <= 1 for v in asked)  # P(yes) from llama.cpp's first tokens

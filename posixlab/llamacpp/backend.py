@@ -1,5 +1,6 @@
 """The ``llamacpp`` backend: a GGUF file in llama.cpp, in this process (``LlamaCppModel``), requests run by
-``LlamaCppEngine``. It generates and scores token sequences, and greedy decoding repeats itself. Scores are cached
+``LlamaCppEngine``. It generates and scores token sequences, and greedy decoding repeats itself; it writes replies to
+chats for a rephraser or a judge (``posixlab/llamacpp/chat.py``). Scores are cached
 by token ids under the file's identity (``ScoreCache``), apart from every other backend's."""
 
 from __future__ import annotations
@@ -44,6 +45,18 @@ def llamacpp_engine(lm, max_new_tokens: int, options, cache, requests: list):
     return LlamaCppEngine(lm, max_new_tokens, cache)
 
 
+def generate(lm, messages: list[dict], generation) -> list[str]:
+    from posixlab.llamacpp.chat import generate as replies
+
+    return replies(lm, messages, generation)
+
+
+def first_tokens(lm, chats: list[list[dict]], generation, top: int) -> list:
+    from posixlab.llamacpp.chat import first_tokens as replies_and_first_tokens
+
+    return replies_and_first_tokens(lm, chats, generation, top)
+
+
 def tokenizer(spec, cache_dir=None):
     from posixlab.llamacpp.model import gguf_file, gguf_tokenizer
 
@@ -58,4 +71,4 @@ def open_for_plan(spec, cache_dir=None):
 
 register(Backend("llamacpp", frozenset({GENERATE, SCORE, DETERMINISTIC}), open_llamacpp, llamacpp_engine,
                  kind="in-process", check=check_llamacpp, hub_check=check_hub, cache=score_cache,
-                 tokenizer=tokenizer, open_for_plan=open_for_plan))
+                 generate=generate, first_tokens=first_tokens, tokenizer=tokenizer, open_for_plan=open_for_plan))

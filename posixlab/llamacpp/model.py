@@ -195,14 +195,20 @@ class LlamaCppModel(TokenizedModel):
             raise RuntimeError("llama.cpp did not take back its cache")
         self.cached = list(tokens)
 
-    def greedy(self, prompt: list[int], max_new_tokens: int) -> list[int]:
-        """The greedy response, a token a pass after the prompt, as llama.cpp decodes: the raw logits' argmax (the
-        lowest id on a tie, as torch's argmax), ending after the first end-of-sequence token (kept)."""
+    def next_logits(self, prompt: list[int]) -> np.ndarray:
+        """The raw logits of the token after ``prompt`` (float32, the vocabulary's length), from a pass of its last
+        two tokens, the rest read from the cache."""
         start = scoring_start(prompt)  # the prompt's end runs as a pass of two, as its whole would in llama.cpp
         self.advance(prompt[:start])
-        logits, tokens = self._run(prompt[start:], start, logits=True)[-1], []
+        return self._run(prompt[start:], start, logits=True)[-1]
+
+    def greedy(self, prompt: list[int], max_new_tokens: int, choose=None) -> list[int]:
+        """The greedy response, a token a pass after the prompt, as llama.cpp decodes: the raw logits' argmax (the
+        lowest id on a tie, as torch's argmax), ending after the first end-of-sequence token (kept). ``choose``
+        (logits -> token id) picks each token instead: a sampler."""
+        logits, tokens = self.next_logits(prompt), []
         while True:
-            tokens.append(int(np.argmax(logits)))
+            tokens.append(int(np.argmax(logits)) if choose is None else choose(logits))
             if tokens[-1] in self.eos_ids or len(tokens) == max_new_tokens:
                 return tokens
             logits = self._run(tokens[-1:], len(prompt) + len(tokens) - 1, logits=True)[0]
