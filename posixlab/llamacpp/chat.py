@@ -28,15 +28,16 @@ def generate(lm, messages: list[dict], generation) -> list[str]:
     ``generate`` without sampling gives), else each sampled with its own generator (``reply_seed``; a request without
     a seed takes one from torch's global generator)."""
     ids = _chat_ids(lm, messages, generation.max_tokens)
+    first = lm.next_logits(ids)  # every reply starts from them: the chat runs once
     if generation.temperature <= 0:
-        return [lm.decode(lm.greedy(ids, generation.max_tokens))] * generation.n
+        return [lm.decode(lm.greedy(ids, generation.max_tokens, first=first))] * generation.n
     seed = generation.seed if generation.seed is not None else int(torch.randint(2**31 - 1, ()))
     setting = (generation.temperature, 1.0 if generation.top_p is None else generation.top_p)
     replies = []
     for j in range(generation.n):
         sampler = RowSampler([reply_seed(seed, j)], [setting])
         pick = lambda logits: int(sampler(None, torch.from_numpy(logits)[None]).argmax())  # noqa: E731
-        replies.append(lm.decode(lm.greedy(ids, generation.max_tokens, pick)))
+        replies.append(lm.decode(lm.greedy(ids, generation.max_tokens, pick, first=first)))
     return replies
 
 
@@ -47,8 +48,9 @@ def first_tokens(lm, chats: list[list[dict]], generation, top: int) -> list[tupl
     out = []
     for messages in chats:
         ids = _chat_ids(lm, messages, generation.max_tokens)
-        first = torch.log_softmax(torch.from_numpy(lm.next_logits(ids)), dim=-1)
+        logits = lm.next_logits(ids)  # the first tokens' and the greedy reply's: the chat runs once
+        first = torch.log_softmax(torch.from_numpy(logits), dim=-1)
         values, indices = first.topk(min(top, first.shape[-1]))
         tokens = [(lm.tokenizer.decode([i]), float(v)) for v, i in zip(values.tolist(), indices.tolist())]
-        out.append((lm.decode(lm.greedy(ids, generation.max_tokens)), tokens))
+        out.append((lm.decode(lm.greedy(ids, generation.max_tokens, first=logits)), tokens))
     return out

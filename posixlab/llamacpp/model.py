@@ -202,11 +202,12 @@ class LlamaCppModel(TokenizedModel):
         self.advance(prompt[:start])
         return self._run(prompt[start:], start, logits=True)[-1]
 
-    def greedy(self, prompt: list[int], max_new_tokens: int, choose=None) -> list[int]:
+    def greedy(self, prompt: list[int], max_new_tokens: int, choose=None, first=None) -> list[int]:
         """The greedy response, a token a pass after the prompt, as llama.cpp decodes: the raw logits' argmax (the
         lowest id on a tie, as torch's argmax), ending after the first end-of-sequence token (kept). ``choose``
-        (logits -> token id) picks each token instead: a sampler."""
-        logits, tokens = self.next_logits(prompt), []
+        (logits -> token id) picks each token instead: a sampler. ``first``: the prompt's ``next_logits``, when the
+        caller has them already (the cache then holds the prompt)."""
+        logits, tokens = self.next_logits(prompt) if first is None else first, []
         while True:
             tokens.append(int(np.argmax(logits)) if choose is None else choose(logits))
             if tokens[-1] in self.eos_ids or len(tokens) == max_new_tokens:
@@ -281,9 +282,10 @@ def open_gguf(spec, cache_dir=None) -> LlamaCppModel:
                                      f"{where}: prompts tokenised here would not be the text llama.cpp reads. Report "
                                      f"the file to posixlab, or run it with model.backend=transformers")
     # a GPU build's numbers are not a CPU build's: whether layers could go to a GPU is part of what scores depend on
+    offload = llama_cpp.llama_supports_gpu_offload()
     identity.update({"backend": "llamacpp", "llama_cpp_python": llama_cpp.__version__, "n_ctx": context,
-                     "gpu_layers": gpu_layers if llama_cpp.llama_supports_gpu_offload() else 0})
-    where, warning = placement(gpu_layers, llama_cpp.llama_supports_gpu_offload(), torch.cuda.is_available())
+                     "gpu_layers": gpu_layers if offload else 0})
+    where, warning = placement(gpu_layers, offload, torch.cuda.is_available())
     print(f"posixlab: {spec.name} in llama.cpp ({path.name}, {context} tokens of context, {where})", file=sys.stderr)
     if warning:
         print(f"posixlab: warning: {warning}", file=sys.stderr)
