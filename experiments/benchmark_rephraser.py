@@ -35,11 +35,12 @@ from posixlab.rephrase.source import make_paraphrase_source
 
 
 def write_once(base_url: str | None, model: str, questions: list[str], n: int, concurrency: int, folder: Path,
-               validate: bool = True) -> tuple[float, dict]:
+               validate: bool = True, local: str = "hf") -> tuple[float, dict]:
     """Seconds ``questions``' ``n`` paraphrases take with ``concurrency`` requests in flight, written into a new file
     in ``folder``, and what each question got (its paraphrases, or the error's text). ``base_url`` None: ``model``
-    is the ``hf`` rephraser's, in this process (loaded before the clock starts, from the usual cache)."""
-    backend = {"backend": "openai", "base_url": base_url} if base_url else {"backend": "hf"}
+    is the ``local`` rephraser's (``hf`` or ``llamacpp``), in this process (loaded before the clock starts, from the
+    usual cache)."""
+    backend = {"backend": "openai", "base_url": base_url} if base_url else {"backend": local}
     cfg = RephraserConfig(model=model, max_concurrency=concurrency, path=str(folder / f"at{concurrency}.jsonl"),
                           shipped=False, validate=validate, **backend)
     source = make_paraphrase_source(cfg, folder if base_url else default_cache_dir())

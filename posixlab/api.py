@@ -219,9 +219,9 @@ def resolve_model(model, tokenizer) -> tuple[ModelSpec, TokenizedModel | None]:
     if name.count("/") == 1 and not name.startswith((".", "/")) and ":" not in name:
         return ModelSpec(name, "hub", name), None
     if re.fullmatch(r"[^/.:][^/:]*/[^/:]+(:[^/:]+|(/[^/:]+)+\.gguf)", name):  # a GGUF repository's file on the hub
-        repo, _, tag = name.partition(":")
-        label = f"{repo.split('/')[1]}-{tag}" if tag else Path(name).stem
-        return ModelSpec(label, "hub", name, backend="llamacpp"), None
+        from posixlab.llamacpp.hub import gguf_label
+
+        return ModelSpec(gguf_label(name), "hub", name, backend="llamacpp"), None
     raise ConfigError(f"model {name!r} is not a packaged model ({', '.join(PACKAGED_MODELS)}), a configured one "
                       f"(posixlab/conf/model/), a local folder, a .gguf file, a Hugging Face Hub id (owner/name) or a "
                       f"GGUF file on the hub (owner/name:Q4_K_M, owner/name/file.gguf)")

@@ -148,6 +148,21 @@ def model_label(name, adapter=None) -> str:
 
 OmegaConf.register_new_resolver("posixlab.model", model_label, replace=True)
 
+
+def gguf_name(path) -> str:
+    """``${posixlab.gguf_name:${model.path}}`` (conf/model/gguf.yaml's name): a GGUF run named by its file, so that
+    two files' runs are told apart in results, tables and W&B without a ``model.name``.
+
+    >>> gguf_name("TheBloke/Llama-2-7B-GGUF:Q4_K_M"), gguf_name(None)
+    ('Llama-2-7B-GGUF-Q4_K_M', 'gguf')
+    """
+    from posixlab.llamacpp.hub import gguf_label
+
+    return gguf_label(str(path)) if path else "gguf"
+
+
+OmegaConf.register_new_resolver("posixlab.gguf_name", gguf_name, replace=True)
+
 def check_task_groups(task: str, overrides: list[str]) -> None:
     """A ``ConfigError`` naming the first override that chooses a config group only another task reads (a task's
     ``config_groups``: POSIX's variant and embedding). A setting under ``task.*`` the task does not have is refused

@@ -285,3 +285,22 @@ def test_write_paraphrases_answers_help_and_refuses_what_it_cannot_write(capsys)
         assert write_paraphrases.main(overrides) == 2
         err = capsys.readouterr().err
         assert err.startswith("posixlab error: ") and said in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_the_local_rephrasers_benchmark_writes_the_same_questions_with_both_backends(tmp_path, capsys):
+    """hf and llamacpp, each in a process of its own, on the packaged 0.5B (the default 1.5B's sibling, quicker):
+    a row each, the ratio, and both paraphrase files kept for compare_rephrasers."""
+    import json
+
+    from experiments import benchmark_local_rephrasers
+
+    command = ["--model", "qwen2.5-coder-0.5b-instruct", "--questions", "1", "--paraphrases", "2", "--samples", "1",
+               "--out", str(tmp_path)]
+    assert benchmark_local_rephrasers.main(command) == 0
+    out = capsys.readouterr().out
+    assert "1 questions, 2 paraphrases each, qwen2.5-coder-0.5b-instruct" in out
+    assert "| hf |" in out and "| llamacpp |" in out and "x as fast as hf to write them" in out
+    for backend in ("hf", "llamacpp"):
+        (record,) = [json.loads(line) for line in (tmp_path / f"{backend}.jsonl").read_text().splitlines()]
+        assert record["rephraser"]["backend"] == backend and len(record["paraphrases"]) == 2

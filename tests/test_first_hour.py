@@ -73,9 +73,11 @@ def test_the_built_in_task_sentences_and_the_offline_questions_ship_with_the_pac
         files[MMLU_SHIPPED.name].put({"key": "k", "original": "x", "paraphrases": []})
 
 
-def test_shipped_rephrasings_are_read_with_no_model_and_the_plan_says_so(tmp_path, capsys):
-    source = make_paraphrase_source(RephraserConfig(min_similarity=0.0, validate=False), tmp_path,
+@pytest.mark.parametrize("backend", ["hf", "llamacpp"])  # the same model in either backend wrote them
+def test_shipped_rephrasings_are_read_with_no_model_and_the_plan_says_so(tmp_path, capsys, backend):
+    source = make_paraphrase_source(RephraserConfig(backend=backend, min_similarity=0.0, validate=False), tmp_path,
                                     instruction="task_sentence")
+    assert source.rephraser.name == f"{backend}:{QWEN15}"
     sentence = TASKS["mmlu_letters"]
     plan = source.plan([sentence], 29)
     assert (plan["ready"], plan["shipped"], plan["to_write"], plan["estimated_requests"]) == (1, 1, 0, 0)
@@ -100,6 +102,39 @@ def test_a_missing_text_is_announced_with_its_cost_and_a_dry_run_writes_nothing(
     rephrasings, record = source.paraphrases(mine, 3)
     assert rephrasings == [f"{mine} [paraphrase {i}, not yet written]" for i in (1, 2, 3)] and record["dry_run"]
     assert source.rephraser._lm is None and not source.store.path.exists()
+    gguf = make_paraphrase_source(RephraserConfig(backend="llamacpp", min_similarity=0.0, validate=False), tmp_path,
+                                  instruction="task_sentence")
+    plan = gguf.plan([mine], 29)
+    assert (plan["estimated_requests"], plan["estimated_minutes"]) == (6, 2.4)  # 24 s a request in llama.cpp
+    assert gguf.announce(plan, "task sentence").endswith(
+        f"llamacpp:{QWEN15} writes 29 paraphrases of 1 task sentence(s): about 6 requests, ~2.4 min of local "
+        f"generation on 2 CPU cores (rephraser=openai or rephraser=file avoid it; docs/replication.md)")  # one at a time
+    assert "rephraser=llamacpp shortens it" in line and gguf.store.path.name == f"llamacpp-{QWEN15}.jsonl"
+
+
+def test_a_gguf_rephraser_is_named_by_its_file_and_a_missing_file_stops_before_anything_loads(tmp_path):
+    from posixlab.rephrase.config import gguf_rephraser_spec
+
+    hub = gguf_rephraser_spec(RephraserConfig(backend="llamacpp", model="Qwen/Qwen2.5-7B-Instruct-GGUF:Q4_K_M"))
+    assert (hub.name, hub.source, hub.path) == ("Qwen2.5-7B-Instruct-GGUF-Q4_K_M", "hub",
+                                                "Qwen/Qwen2.5-7B-Instruct-GGUF:Q4_K_M")
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    mine = gguf_rephraser_spec(RephraserConfig(backend="llamacpp", model=str(tmp_path / "m.gguf")))
+    assert (mine.name, mine.source) == ("m", "local")
+    with pytest.raises(ConfigError, match="no GGUF file or folder at .*missing.gguf"):
+        make_rephraser(RephraserConfig(backend="llamacpp", model=str(tmp_path / "missing.gguf")))
+    with pytest.raises(ConfigError, match="OWNER/REPO:TAG"):
+        make_rephraser(RephraserConfig(backend="llamacpp", model="a/b:c:d", source="hub"))
+
+
+def test_a_gguf_model_without_llama_cpp_python_is_refused_before_anything_loads(monkeypatch):
+    from posixlab.backends import named
+
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # as if it were not installed
+    with pytest.raises(ConfigError, match=r"needs llama-cpp-python: pip install llama-cpp-python==0\.3\.36"):
+        make_rephraser(RephraserConfig(backend="llamacpp"))
+    with pytest.raises(ConfigError, match="needs llama-cpp-python"):
+        named("llamacpp").check(ModelSpec("gguf", "local", "m.gguf", backend="llamacpp"))
 
 
 @pytest.mark.slow  # the default rephraser's quality checks load the MiniLM embedder

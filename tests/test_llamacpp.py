@@ -101,6 +101,7 @@ def test_a_dry_run_plans_with_the_gguf_tokenizer_alone(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "dry run" in proc.stdout.lower() and "in llama.cpp" not in proc.stderr  # no weights were loaded
+    assert "dry run · mine · posix" in proc.stdout  # named by its file's folder (conf/model/gguf.yaml), not "gguf"
 
 
 @pytest.mark.slow
@@ -264,6 +265,7 @@ def test_a_gguf_file_from_the_hub_downloads_once_and_later_runs_read_it_offline(
     model = json.loads((tmp_path / "first" / "summary.json").read_text())["model"]
     assert model["commit"] == gguf_hub.repos[("model", GGUF_REPO)].sha and model["backend"] == "llamacpp"
     assert model["file"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert model["name"] == "SmolLM2-135M-Instruct-GGUF-q4_1"  # named by its path (conf/model/gguf.yaml), not "gguf"
     assert model["gguf_sha256"] == PACKAGED_MODELS["smollm2-135m-instruct"].sha256  # the Hub's name for its bytes
 
     # no hub at all (nothing listens there), no token: the cached file, the same scores from the score cache

@@ -97,6 +97,34 @@ def test_run_py_paraphrase_one_shot_end_to_end_reads_the_file_and_loads_no_rephr
         assert all(text.split("\n\n")[1] == texts[0].split("\n\n")[1] for text in texts)  # the same exemplar block
 
 
+@pytest.mark.slow
+def test_run_py_paraphrases_with_a_gguf_file_in_llama_cpp_the_same_every_time(tmp_path):
+    """rephraser=llamacpp: the packaged 0.5B's GGUF file writes the paraphrases in this process (no server), into a
+    file of its own; written again into a new file, by a new process, they are the same paraphrases."""
+    def run(name):
+        proc = subprocess.run(
+            [sys.executable, str(ROOT / "run.py"), "variant=paraphrase", "num_sets=1", f"num_variants={N_QWEN}",
+             f"dataset.subjects=[{SUBJECT}]", f"dataset.exclude_items=[{HARD}]", "rephraser=llamacpp",
+             f"rephraser.model={QWEN}", f"rephraser.path={tmp_path / name}.jsonl", f"rephraser.per_request={N_QWEN}",
+             "rephraser.samples=2", "progress=false", "logger=none", "report=false", f"hydra.run.dir={tmp_path / name}",
+             f"score_cache_dir={tmp_path / 'scores'}"],
+            cwd=ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, "HYDRA_FULL_ERROR": "0"})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert f"{QWEN} in llama.cpp" in proc.stderr  # the rephraser's load line: the GGUF file, in this process
+        records = [json.loads(line) for line in (tmp_path / f"{name}.jsonl").read_text().splitlines()]
+        summary = json.loads((tmp_path / name / "summary.json").read_text())
+        return records, summary
+
+    (first,), summary = run("first")
+    assert summary["variant_details"]["rephraser"] == f"llamacpp:{QWEN}"
+    assert first["rephraser"]["backend"] == "llamacpp" and first["rephraser"]["model"] == QWEN
+    paraphrases = first["paraphrases"]
+    assert len(paraphrases) == N_QWEN and len({p.casefold() for p in paraphrases}) == N_QWEN
+    assert first["original"] not in paraphrases
+    (again,), _ = run("again")
+    assert again["paraphrases"] == paraphrases and again["key"] == first["key"]  # seeded: the same every time
+
+
 # --- the paraphrase file --------------------------------------------------------------------------------------------
 def test_the_hf_rephraser_writes_with_the_transformers_backends_model(tmp_path, capsys):
     """hf: the model is the transformers backend's (which declares GENERATE), opened through the registry on the first

@@ -12,6 +12,16 @@ from posixlab.scoring.backend import score_cache
 
 
 def check_llamacpp(spec) -> None:
+    import importlib.util
+
+    try:
+        missing = importlib.util.find_spec("llama_cpp") is None
+    except ValueError:  # sys.modules holds None for it: blocked, as good as missing
+        missing = True
+    if missing:  # said before any work, not when the weights would load
+        from posixlab.llamacpp.model import NOT_INSTALLED
+
+        raise ConfigError(NOT_INSTALLED)
     if spec.server.launch or spec.server.base_url:
         raise ConfigError("model.server.launch and model.server.base_url belong to a server backend; llamacpp runs "
                           "the GGUF file in this process")

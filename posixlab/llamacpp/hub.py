@@ -27,6 +27,35 @@ FORMS = "OWNER/REPO:TAG (e.g. :Q4_K_M), OWNER/REPO/FILE.gguf or OWNER/REPO"
 SERVABLE: dict[tuple[str, str | None], str] = {}
 
 
+def gguf_label(path: str) -> str:
+    """The name a GGUF model goes by in results when none is given: a packaged model's own, a file's stem, a hub
+    path's repository and tag.
+
+    >>> gguf_label("TheBloke/Llama-2-7B-GGUF:Q4_K_M"), gguf_label("~/models/llama-2-7b.Q4_K_M.gguf")
+    ('Llama-2-7B-GGUF-Q4_K_M', 'llama-2-7b.Q4_K_M')
+    >>> gguf_label("qwen2.5-coder-1.5b-instruct"), gguf_label("me/gguf-models")
+    ('qwen2.5-coder-1.5b-instruct', 'gguf-models')
+    """
+    repo, _, tag = str(path).partition(":")
+    if tag:
+        return f"{repo.rstrip('/').split('/')[-1]}-{tag}"
+    return Path(path).stem if str(path).endswith(".gguf") else Path(path).name
+
+
+def looks_like_hub_gguf(path: str) -> bool:
+    """Whether ``path`` names a GGUF repository's file on the hub (``OWNER/REPO``, ``OWNER/REPO:TAG``,
+    ``OWNER/REPO/FILE.gguf``) rather than a file or folder here: nothing of that name exists here, and it is not a
+    ``FOLDER/FILE.gguf`` (a local file, missing).
+
+    >>> looks_like_hub_gguf("TheBloke/Llama-2-7B-GGUF:Q4_K_M"), looks_like_hub_gguf("models/llama.gguf")
+    (True, False)
+    """
+    path = str(path)
+    if Path(path).expanduser().exists() or (path.count("/") == 1 and path.endswith(".gguf")):
+        return False
+    return re.fullmatch(r"[^/.:~][^/:]*/[^/:]+(:[^/:]+|(/[^/:]+)+\.gguf)?", path) is not None
+
+
 def parse_hub_path(path: str) -> tuple[str, str | None, str | None]:
     """(repository id, file in it or None, tag or None) of a hub GGUF path; a path of no such form is a ConfigError.
 

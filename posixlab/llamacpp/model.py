@@ -30,6 +30,8 @@ from posixlab.models.causal_lm import TokenizedModel, eos_ids_of, tokenizer_disa
 
 MAX_CONTEXT = 8192  # llama.cpp allocates its key/value cache for the whole context: a 128k-token model's would not fit
 LLAMA_CPP_PIN = "llama-cpp-python==0.3.36"  # the version the tests run (the private batch and context objects used)
+NOT_INSTALLED = (f"model.backend=llamacpp needs llama-cpp-python: pip install {LLAMA_CPP_PIN} (it compiles llama.cpp; "
+                 f"CMAKE_ARGS=\"-DGGML_CUDA=on\" builds it for an NVIDIA GPU)")
 
 
 def gguf_file(spec, cache_dir=None) -> tuple[Path, dict]:
@@ -265,8 +267,7 @@ def open_gguf(spec, cache_dir=None) -> LlamaCppModel:
     try:
         import llama_cpp
     except ImportError:
-        raise ConfigError(f"model.backend=llamacpp needs llama-cpp-python: pip install {LLAMA_CPP_PIN} (it compiles "
-                          f"llama.cpp; CMAKE_ARGS=\"-DGGML_CUDA=on\" builds it for an NVIDIA GPU)") from None
+        raise ConfigError(NOT_INSTALLED) from None
     path, identity = gguf_file(spec, cache_dir)  # found once: a packaged file's sha256 is checked on every call
     tokenizer = gguf_tokenizer(path, identity, cache_dir)
     threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

@@ -5,6 +5,8 @@ Backends (``RephraserConfig.backend``):
 - ``auto`` (the default): a chat run's own endpoint and model (``model=chat``: the rephraser is the classifier, as in
   Errica et al.), otherwise ``hf`` with the packaged Qwen2.5-Coder-1.5B-Instruct (``resolve_rephraser``);
 - ``hf``: a local transformers chat model; offline default the packaged Qwen2.5-Coder-1.5B-Instruct;
+- ``llamacpp``: a GGUF file in llama.cpp, in this process (the packaged Qwen2.5-Coder-1.5B-Instruct's Q4_K_M file by
+  default; a file of yours, or a GGUF repository's file on the hub): no server to start, the fast route on a CPU;
 - ``openai``: any OpenAI-compatible chat endpoint (OpenAI, as the paper's GPT-3.5-Turbo, or a local vLLM,
   llama.cpp or Ollama server), the key read from an environment variable, never from config;
 - ``file``: no model; a user's own paraphrase file supplies every paraphrase.
@@ -19,7 +21,7 @@ from pathlib import Path
 from posixlab.errors import ConfigError
 from posixlab.rephrase.base import Rephraser
 
-BACKENDS = ("auto", "hf", "openai", "file")
+BACKENDS = ("auto", "hf", "llamacpp", "openai", "file")
 DEFAULT_REPHRASER = "qwen2.5-coder-1.5b-instruct"  # the packaged model that writes paraphrases in process
 # the instructions ship with the package, beside the Hydra configs that select them (conf/rephraser/instruction/)
 INSTRUCTIONS = Path(__file__).resolve().parents[1] / "conf" / "rephraser" / "instruction"
@@ -27,12 +29,14 @@ INSTRUCTIONS = Path(__file__).resolve().parents[1] / "conf" / "rephraser" / "ins
 
 @dataclass
 class RephraserConfig:
-    backend: str = "auto"  # auto | hf | openai | file (auto: a chat run's own endpoint, else hf)
-    model: str = "qwen2.5-coder-1.5b-instruct"  # hf: packaged name, hub id or folder; openai: the served model name
-    source: str = "packaged"  # hf only: packaged | hub | local
-    revision: str | None = None  # hf only
+    backend: str = "auto"  # auto | hf | llamacpp | openai | file (auto: a chat run's own endpoint, else hf)
+    # hf: packaged name, hub id or folder; llamacpp: packaged name, .gguf file, or OWNER/REPO:TAG (OWNER/REPO/F.gguf)
+    # on the hub; openai: the served model name
+    model: str = "qwen2.5-coder-1.5b-instruct"
+    source: str = "packaged"  # hf and llamacpp: packaged | hub | local (llamacpp: read from the model's form)
+    revision: str | None = None  # hf and llamacpp: the hub revision
     dtype: str = "auto"  # hf only
-    device: str = "auto"  # hf only
+    device: str = "auto"  # hf and llamacpp (cpu: no layer on a GPU)
     base_url: str | None = None  # openai only; None: api.openai.com
     api_key_env: str = "OPENAI_API_KEY"  # openai only: the NAME of the variable holding the key
     timeout: float = 60  # openai only: seconds per request
@@ -129,6 +133,10 @@ def make_rephraser(cfg: RephraserConfig, cache_dir: str | None = None, offline: 
                          dtype=cfg.dtype, device=cfg.device)
         return HFRephraser(spec, cache_dir, temperature=cfg.temperature, top_p=cfg.top_p,
                            max_concurrency=cfg.max_concurrency)
+    if cfg.backend == "llamacpp":
+        from posixlab.rephrase.hf_backend import LlamaCppRephraser
+
+        return LlamaCppRephraser(gguf_rephraser_spec(cfg), cache_dir, temperature=cfg.temperature, top_p=cfg.top_p)
     if cfg.backend == "openai":
         from posixlab.rephrase.openai_backend import OpenAIRephraser
 
@@ -138,6 +146,38 @@ def make_rephraser(cfg: RephraserConfig, cache_dir: str | None = None, offline: 
     if cfg.backend == "file":
         return None
     raise ConfigError(f"unknown rephraser.backend {cfg.backend!r}; choose one of {', '.join(BACKENDS)}")
+
+
+def gguf_rephraser_spec(cfg: RephraserConfig):
+    """The ``ModelSpec`` of a ``llamacpp`` rephraser's GGUF file, checked as a run's model is (before anything
+    loads): ``rephraser.model`` a packaged model, a ``.gguf`` file (or a folder holding one) or a GGUF repository's
+    file on the hub (``OWNER/REPO:TAG``, ``OWNER/REPO/FILE.gguf``); ``rephraser.source`` is read from that form when
+    left at ``packaged`` for a model that is not one.
+
+    >>> spec = gguf_rephraser_spec(RephraserConfig(backend="llamacpp", model="Qwen/Qwen2.5-7B-Instruct-GGUF:Q4_K_M"))
+    >>> spec.name, spec.source, spec.backend
+    ('Qwen2.5-7B-Instruct-GGUF-Q4_K_M', 'hub', 'llamacpp')
+    >>> gguf_rephraser_spec(RephraserConfig(backend="llamacpp", model="/nowhere/m.gguf"))
+    Traceback (most recent call last):
+    ...
+    posixlab.errors.ConfigError: rephraser.model: no GGUF file or folder at /nowhere/m.gguf; give a .gguf file, a packaged model or a GGUF repository's file on the hub (OWNER/REPO:Q4_K_M)
+    """
+    from posixlab.backends import named
+    from posixlab.llamacpp.hub import gguf_label, looks_like_hub_gguf
+    from posixlab.models.assets import PACKAGED_MODELS
+    from posixlab.models.loading import ModelSpec
+
+    source = cfg.source
+    if source == "packaged" and cfg.model not in PACKAGED_MODELS:
+        source = "hub" if looks_like_hub_gguf(cfg.model) else "local"
+    path = str(Path(cfg.model).expanduser()) if source == "local" else cfg.model
+    spec = ModelSpec(name=gguf_label(cfg.model), source=source, path=path, revision=cfg.revision,
+                     device=cfg.device, backend="llamacpp")
+    named("llamacpp").check(spec)
+    if source == "local" and not Path(path).exists():
+        raise ConfigError(f"rephraser.model: no GGUF file or folder at {path}; give a .gguf file, a packaged model "
+                          f"or a GGUF repository's file on the hub (OWNER/REPO:Q4_K_M)")
+    return spec
 
 
 def default_paraphrase_path(cfg: RephraserConfig, cache_dir: str | Path) -> Path:

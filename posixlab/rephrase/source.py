@@ -33,10 +33,8 @@ from posixlab.rephrase.quality import QualityRules, QualityScorer, describe_summ
 from posixlab.rephrase.store import ParaphraseFile, record_key
 
 SHIPPED = Path(__file__).resolve().parents[1] / "data" / "paraphrases"  # read-only, inside the package
-# what one request of the packaged 1.5B rephraser costs in this process, measured on 2 CPU cores (float32): about
-# 190 s for a question's 20 paraphrases, which took 3.8 requests of 4 sampled replies on average
-# (posixlab/data/paraphrases/); and the accepted paraphrases per request, from the same records
-LOCAL_SECONDS_PER_REQUEST = 50
+# the accepted paraphrases per request of the packaged 1.5B rephraser, from its records (posixlab/data/paraphrases/);
+# what a request costs in this process is the rephraser's ``seconds_per_request`` (posixlab/rephrase/hf_backend.py)
 ACCEPTED_PER_REQUEST = 5.3
 
 
@@ -108,13 +106,13 @@ class ParaphraseSource:
         shipped = sum(1 for t, r in records.items() if have[t] >= n and self._is_shipped(r))
         missing = {t: n - h for t, h in have.items() if h < n}
         requests = sum(math.ceil(m / ACCEPTED_PER_REQUEST) for m in missing.values())
-        local = getattr(self.rephraser, "identity", {}).get("backend") == "hf"
+        seconds = getattr(self.rephraser, "seconds_per_request", None)  # a model in this process: on these cores
+        local = seconds is not None
         plan = {"texts": len(texts), "ready": len(texts) - len(missing), "shipped": shipped,
                 "to_write": len(missing), "paraphrases_to_write": sum(missing.values()),
                 "rephraser": None if self.rephraser is None else self.rephraser.name,
                 "estimated_requests": requests if missing else 0, "local": local,
-                "estimated_minutes": round(requests * LOCAL_SECONDS_PER_REQUEST / 60, 1) if local and missing
-                else None}
+                "estimated_minutes": round(requests * seconds / 60, 1) if local and missing else None}
         return plan
 
     def announce(self, plan: dict, what: str = "question") -> str:
@@ -129,7 +127,8 @@ class ParaphraseSource:
         in_step = self._in_step()
         cost = (f"about {plan['estimated_requests']} requests, ~{plan['estimated_minutes']:g} min of local "
                 f"generation on 2 CPU cores{f', {in_step} questions in step' if in_step > 1 else ''} "
-                f"(rephraser=openai or rephraser=file avoid it; docs/replication.md)"
+                f"({'rephraser=llamacpp shortens it; ' if self.rephraser.identity.get('backend') == 'hf' else ''}"
+                f"rephraser=openai or rephraser=file avoid it; docs/replication.md)"
                 if plan["local"] else f"about {plan['estimated_requests']} request(s) of "
                 f"{self.collect_options.get('samples', 4)} replies to "
                 f"{getattr(self.rephraser, 'endpoint', None) or 'its endpoint'}, "
