@@ -330,6 +330,35 @@ def test_a_hub_gguf_path_that_picks_no_one_servable_file_stops_before_any_work_w
 
 
 @pytest.mark.slow
+def test_a_rephraser_s_gguf_file_comes_from_the_hub_when_a_paraphrase_is_asked_for(gguf_hub, tmp_path):
+    """rephraser=llamacpp rephraser.model=OWNER/REPO:TAG: made with no network (a rerun that finds every paraphrase
+    never asks the hub), the file downloaded into the Hugging Face cache when the first reply is asked for."""
+    import json
+
+    from hub_fixtures import hub_env
+
+    env = hub_env(tmp_path / "hf", gguf_hub.url, POSIXLAB_CACHE=str(tmp_path / "posixlab"))
+    script = (f"import json; from posixlab.rephrase.config import RephraserConfig, make_rephraser\n"
+              f"r = make_rephraser(RephraserConfig(backend='llamacpp', model='{GGUF_REPO}:q4_1'))\n"
+              f"before = r._lm is None\n"
+              f"replies = r.chat([{{'role': 'user', 'content': 'Rewrite: which planet is red?'}}], seed=3, n=2, "
+              f"max_tokens=6)\n"
+              f"print(json.dumps({{'name': r.name, 'identity': r.identity, 'before': before, 'replies': replies, "
+              f"'file': r.lm.identity['file']}}))")
+    gguf_hub.requests.clear()
+    made = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    assert made.returncode == 0, made.stderr[-3000:]
+    out = json.loads(made.stdout.strip().splitlines()[-1])
+    assert out["name"] == "llamacpp:SmolLM2-135M-Instruct-GGUF-q4_1" and out["before"]  # nothing loaded when made
+    assert out["identity"]["model"] == f"{GGUF_REPO}:q4_1" and out["identity"]["source"] == "hub"
+    assert out["file"] == "SmolLM2-135M-Instruct.Q4_1.gguf" and len(out["replies"]) == 2
+    assert [p for m, p, _ in gguf_hub.requests if m == "GET" and p.endswith(".gguf")] == \
+        [f"/{GGUF_REPO}/resolve/main/SmolLM2-135M-Instruct.Q4_1.gguf"]  # downloaded once, into the HF cache
+    assert list((tmp_path / "hf").rglob("SmolLM2-135M-Instruct.Q4_1.gguf"))
+
+
+@pytest.mark.slow
 def test_a_gguf_download_cut_off_part_way_is_one_message_and_the_next_try_completes(gguf_hub, tmp_path):
     from hub_fixtures import hub_env
     from posixlab.llamacpp.model import gguf_file
