@@ -12,8 +12,8 @@ backend registry, and writes with ``posixlab.models.sampling``'s sampler; this m
 (``ParaphraseSource.paraphrases_of``), 2 at the defaults; raise it on a GPU. ``llamacpp``: one reply at a time (a
 request's replies share one pass of its chat), 24 s a request against ``hf``'s 56 s on 2 CPU cores with the
 packaged 1.5B file (2.3 times as fast to write the same paraphrases), in under half the peak memory (its Q4_K_M
-weights, not float32 copies). Either loads only when a
-paraphrase is missing from the paraphrase file: a rerun that finds them all never loads it.
+weights, not float32 copies). Either loads only when a paraphrase is missing from the paraphrase file: a rerun that
+finds them all never loads it.
 """
 
 from __future__ import annotations
