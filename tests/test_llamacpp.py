@@ -164,6 +164,55 @@ def test_a_local_gguf_file_is_found_named_and_fingerprinted(tmp_path):
         gguf_file(spec("TheBloke/Llama-2-7B-GGUF:Q4_K_M"))
 
 
+def test_a_gguf_file_split_in_parts_goes_by_its_first_part_with_every_part_beside_it(tmp_path):
+    from posixlab.api import resolve_model
+    from posixlab.llamacpp.model import gguf_file
+
+    folder = tmp_path / "70b"
+    folder.mkdir()
+    spec = lambda path: ModelSpec("mine", "local", str(path), backend="llamacpp")  # noqa: E731
+    parts = [folder / f"m.Q8_0-0000{n}-of-00003.gguf" for n in (1, 2, 3)]
+    for n, part in enumerate(parts):
+        part.write_bytes(b"GGUF" + bytes(10 * n))
+    path, identity = gguf_file(spec(folder))  # one file, in three parts
+    assert path == parts[0] and identity["file"] == parts[0].name and identity["parts"] == 3
+    assert identity["size"] == 4 * 3 + 30 and identity["mtime_ns"] == max(p.stat().st_mtime_ns for p in parts)
+    assert gguf_file(spec(parts[2])) == (path, {**identity, "path": str(parts[2])})  # any part names the file
+    assert resolve_model(str(parts[1]), None)[0].name == "m.Q8_0"  # named as the file, not as a part of it
+    parts[1].unlink()
+    with pytest.raises(ModelUnavailableError, match="lacks m.Q8_0-00002-of-00003.gguf of the 3 parts of m.Q8_0-0000"):
+        gguf_file(spec(parts[0]))
+    (folder / "m.Q4_0.gguf").write_bytes(b"GGUF")
+    with pytest.raises(ModelUnavailableError, match="holds 2 .gguf files"):
+        gguf_file(spec(folder))
+
+
+@pytest.mark.slow
+def test_a_gguf_file_split_in_parts_scores_and_decodes_bit_for_bit_as_the_whole_file(gguf_lm, tmp_path):
+    from gguf_parts import split_gguf
+    from posixlab.llamacpp.engine import LlamaCppEngine
+    from posixlab.llamacpp.model import gguf_file, open_gguf
+
+    parts = split_gguf(gguf_file(PACKAGED)[0], tmp_path, "SmolLM2-135M-Instruct.Q4_1")
+    assert len(parts) == 3 and sum(p.stat().st_size for p in parts) > gguf_file(PACKAGED)[0].stat().st_size * 0.99
+    split = open_gguf(ModelSpec("parts", "local", str(parts[2]), backend="llamacpp"), tmp_path / "cache")
+    try:
+        assert split.identity["parts"] == 3 and split.identity["file"] == parts[0].name
+        questions = ["What is 2 + 3? Answer:", "Compute 2 + 3. Answer:", "Say five:"]
+        results = []
+        for lm in (gguf_lm, split):
+            sets = [[lm.encode(q) for q in questions]]
+            labels = [[lm.encode(" 5", add_special_tokens=False), lm.encode(" six", add_special_tokens=False)]]
+            results.append((sets, dict(LlamaCppEngine(lm, 6).score_sets(sets, labels))[0]))
+        (whole_ids, whole), (split_ids, scores) = results
+        assert split_ids == whole_ids and scores.responses == whole.responses
+        assert scores.matrix.tolist() == whole.matrix.tolist()
+        assert scores.candidates.tolist() == whole.candidates.tolist()
+        assert scores.generation_logprobs == whole.generation_logprobs
+    finally:
+        split.close()
+
+
 @pytest.mark.parametrize("spec, message", [
     (ModelSpec("m", "hub", "TheBloke/Llama-2-7B-GGUF:Q4:K", backend="llamacpp"), "is not a GGUF file on the Hugging"),
     (ModelSpec("m", "hub", "TheBloke/Llama-2-7B-GGUF/model.bin", backend="llamacpp"), "give OWNER/REPO:TAG"),
@@ -209,24 +258,29 @@ def test_a_gguf_file_given_to_evaluate_by_path_runs_in_llama_cpp(tmp_path):
 # --- GGUF repositories on the Hugging Face Hub (the hub stand-in on loopback, the real huggingface_hub) -------------
 GGUF_REPO, GATED_REPO, PARTS_REPO, PLAIN_REPO = ("posixlab-test/SmolLM2-135M-Instruct-GGUF", "posixlab-test/gated-GGUF",
                                                  "posixlab-test/parts-GGUF", "posixlab-test/plain")
+SPLIT_REPO, SPLIT_STEM = "posixlab-test/SmolLM2-135M-Instruct-split-GGUF", "SmolLM2-135M-Instruct.Q4_1"
 
 
 @pytest.fixture(scope="module")
 def gguf_hub(tmp_path_factory):
-    """A hub stand-in serving the packaged SmolLM2 file as a GGUF repository's (open, and gated), a repository of a
-    file in two parts and two quantizations, and one of a transformers checkpoint without GGUF files."""
+    """A hub stand-in serving the packaged SmolLM2 file as a GGUF repository's (open, and gated), and split in three
+    parts; a repository of a file with a part missing and two quantizations, and one of a transformers checkpoint
+    without GGUF files."""
+    from gguf_parts import split_gguf
     from hub_fixtures import TOKEN
     from hub_server import HubServer
     from posixlab.llamacpp.model import gguf_file
 
     root, file = tmp_path_factory.mktemp("gguf_hub"), gguf_file(PACKAGED)[0]
-    folders = {repo: root / repo.split("/")[1] for repo in (GGUF_REPO, GATED_REPO, PARTS_REPO, PLAIN_REPO)}
+    folders = {repo: root / repo.split("/")[1] for repo in (GGUF_REPO, GATED_REPO, PARTS_REPO, PLAIN_REPO, SPLIT_REPO)}
     for repo in (GGUF_REPO, GATED_REPO):
         folders[repo].mkdir()
         (folders[repo] / file.name).symlink_to(file)
         (folders[repo] / "README.md").write_text("# SmolLM2-135M-Instruct, GGUF (test stand-in)\n")
+    folders[SPLIT_REPO].mkdir()
+    split_gguf(file, folders[SPLIT_REPO], SPLIT_STEM)
     folders[PARTS_REPO].mkdir()
-    for name in ("m.Q4_K_M-00001-of-00002.gguf", "m.Q4_K_M-00002-of-00002.gguf", "m.Q8_0.gguf", "m.Q8_K.gguf"):
+    for name in ("m.Q4_K_M-00001-of-00003.gguf", "m.Q4_K_M-00003-of-00003.gguf", "m.Q8_0.gguf", "m.Q8_K.gguf"):
         (folders[PARTS_REPO] / name).write_bytes(b"GGUF" + bytes(28))
     folders[PLAIN_REPO].mkdir()
     (folders[PLAIN_REPO] / "config.json").write_text("{}")
@@ -285,6 +339,37 @@ def test_a_gguf_file_from_the_hub_downloads_once_and_later_runs_read_it_offline(
 
 
 @pytest.mark.slow
+def test_a_gguf_file_split_in_parts_on_the_hub_downloads_every_part_once_and_runs(gguf_hub, tmp_path):
+    import hashlib
+    import json
+
+    from hub_fixtures import closed_port, hub_env
+
+    env = hub_env(tmp_path / "hf", gguf_hub.url, POSIXLAB_CACHE=str(tmp_path / "posixlab"))
+    names = [f"{SPLIT_STEM}-0000{n}-of-00003.gguf" for n in (1, 2, 3)]
+    gguf_hub.requests.clear()
+    run = _run_hub_gguf(tmp_path, env, f"{SPLIT_REPO}:Q4_1", "run")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert f"{names[0]} and its other 2 parts downloaded from" in run.stderr
+    assert len([line for line in run.stdout.splitlines() if line.startswith("POSIX = ")]) == 1
+    got = sorted(path for method, path, _ in gguf_hub.requests if method == "GET" and path.endswith(".gguf"))
+    assert got == [f"/{SPLIT_REPO}/resolve/main/{name}" for name in names]  # every part, once
+    model = json.loads((tmp_path / "run" / "summary.json").read_text())["model"]
+    served = [gguf_hub.repos[("model", SPLIT_REPO)].folder / name for name in names]
+    assert model["file"] == names[0] and model["parts"] == 3
+    assert model["name"] == "SmolLM2-135M-Instruct-split-GGUF-Q4_1"
+    assert model["size"] == sum(part.stat().st_size for part in served)
+    assert model["gguf_sha256"] == [hashlib.sha256(part.read_bytes()).hexdigest() for part in served]
+
+    offline = hub_env(tmp_path / "hf", f"http://127.0.0.1:{closed_port()}", token=None)  # the cache alone
+    found = subprocess.run([sys.executable, "-m", "posixlab", "gguf-path", f"{SPLIT_REPO}/{names[1]}"], env=offline,
+                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert found.returncode == 0, found.stderr[-2000:]
+    first = __import__("pathlib").Path(found.stdout.strip())
+    assert first.name == names[0] and all((first.parent / name).is_file() for name in names)
+
+
+@pytest.mark.slow
 def test_a_hub_gguf_path_that_picks_no_one_servable_file_stops_before_any_work_with_what_to_do(gguf_hub, tmp_path):
     import json
 
@@ -293,7 +378,8 @@ def test_a_hub_gguf_path_that_picks_no_one_servable_file_stops_before_any_work_w
     env = hub_env(tmp_path / "hf", gguf_hub.url, token=None, POSIXLAB_CACHE=str(tmp_path / "posixlab"))
     paths = {"quant": f"{GGUF_REPO}:Q8_0", "two": f"{PARTS_REPO}:Q8", "parts": f"{PARTS_REPO}:Q4_K_M",
              "plain": PLAIN_REPO, "typo": "posixlab-test/nope:Q4_K_M", "gated": f"{GATED_REPO}:Q4_1",
-             "name": f"{PARTS_REPO}/m.Q8_0.gguf",
+             "name": f"{PARTS_REPO}/m.Q8_0.gguf", "split": f"{SPLIT_REPO}:q4_1",
+             "a part": f"{SPLIT_REPO}/{SPLIT_STEM}-00003-of-00003.gguf",
              "pinned": [f"{PARTS_REPO}:Q8_0", gguf_hub.repos[("model", PARTS_REPO)].sha],
              "unknown revision": [f"{PARTS_REPO}:Q8_0", "v9"],
              "offline": f"{GGUF_REPO}:Q4_1"}  # offline: the last asked
@@ -312,7 +398,10 @@ def test_a_hub_gguf_path_that_picks_no_one_servable_file_stops_before_any_work_w
                                     f"Its .gguf files: SmolLM2-135M-Instruct.Q4_1.gguf")
     assert said["two"].endswith("holds 2 .gguf files whose names hold 'Q8': m.Q8_0.gguf, m.Q8_K.gguf. Name one: "
                                 f"model.path={PARTS_REPO}/FILE.gguf")
-    assert "one part of a GGUF file split in parts: merge them" in said["parts"]
+    assert said["parts"] == (f"ModelUnavailableError: {PARTS_REPO} holds m.Q4_K_M-00001-of-00003.gguf, the first of 3 "
+                             f"parts of a GGUF file, but not m.Q4_K_M-00002-of-00003.gguf: llama.cpp needs every part. "
+                             f"Pick another file, or another revision (model.revision)")
+    assert said["split"] == said["a part"] == f"{SPLIT_STEM}-00001-of-00003.gguf"  # a file split in parts: its first
     assert f"{PLAIN_REPO} holds no .gguf file: give a repository of GGUF files" in said["plain"]
     assert "has no repository posixlab-test/nope (HTTP 404). Check model.path" in said["typo"]
     assert "it is a gated model and no token was sent (HF_TOKEN is not set)" in said["gated"]

@@ -5,8 +5,9 @@ the path says which: ``OWNER/REPO/FILE.gguf`` by its name in the repository, ``O
 whose name holds the tag (in any case, as llama.cpp's ``-hf OWNER/REPO:TAG`` reads it), ``OWNER/REPO`` the
 repository's only one. The file is downloaded once into the Hugging Face cache (huggingface_hub's own download, its
 progress bar, HF_TOKEN for a gated repository, ``model.revision`` to pin a commit) and later runs read it from there
-without asking the network, as a cached ``transformers`` model is read. Files split in parts
-(``...-00001-of-00003.gguf``) are refused: merge them first (llama.cpp's ``llama-gguf-split --merge``).
+without asking the network, as a cached ``transformers`` model is read. A file split in parts
+(``...-00001-of-00003.gguf``, ``posixlab/llamacpp/parts.py``) is one file here: a tag or any part's name picks it, and
+every part is downloaded into the same snapshot folder, where llama.cpp finds them from the first.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from pathlib import Path
 
 from posixlab.errors import ConfigError, ModelUnavailableError
 from posixlab.hub import hub_endpoint, hub_file_error, hub_offline_flag
+from posixlab.llamacpp.parts import all_parts, file_stem, first_part, missing_parts, whole_files
 from posixlab.models.fetch_errors import download_failed, hub_hint, hub_refusal
 
-SPLIT = re.compile(r"-\d{5}-of-\d{5}\.gguf$")  # a part of a file split by llama-gguf-split
 FORMS = "OWNER/REPO:TAG (e.g. :Q4_K_M), OWNER/REPO/FILE.gguf or OWNER/REPO"
 # (path, revision) -> the file the hub said it would serve, in this process: a run's checks before any work (twice:
 # before W&B starts, and in the runner) and its download ask the hub once
@@ -35,11 +36,13 @@ def gguf_label(path: str) -> str:
     ('Llama-2-7B-GGUF-Q4_K_M', 'llama-2-7b.Q4_K_M')
     >>> gguf_label("qwen2.5-coder-1.5b-instruct"), gguf_label("me/gguf-models")
     ('qwen2.5-coder-1.5b-instruct', 'gguf-models')
+    >>> gguf_label("me/Llama-70B-GGUF/Q8_0/llama-70b.Q8_0-00001-of-00002.gguf")  # a file split in parts
+    'llama-70b.Q8_0'
     """
     repo, _, tag = str(path).partition(":")
     if tag:
         return f"{repo.rstrip('/').split('/')[-1]}-{tag}"
-    return Path(path).stem if str(path).endswith(".gguf") else Path(path).name
+    return file_stem(str(path)) if str(path).endswith(".gguf") else Path(path).name
 
 
 def looks_like_hub_gguf(path: str) -> bool:
@@ -75,11 +78,13 @@ def parse_hub_path(path: str) -> tuple[str, str | None, str | None]:
 
 
 def pick_file(files: list[str], path: str) -> str:
-    """The repository's file that ``path`` names, among ``files`` (the repository's); a clear error when there is
-    none or more than one.
+    """The repository's file that ``path`` names, among ``files`` (the repository's): a file split in parts by its
+    first part, once every part is there; a clear error when there is none or more than one.
 
     >>> pick_file(["README.md", "m.Q4_K_M.gguf", "m.Q8_0.gguf"], "o/m:q8_0")
     'm.Q8_0.gguf'
+    >>> pick_file(["m.Q8_0-00002-of-00002.gguf", "m.Q8_0-00001-of-00002.gguf", "m.Q4_0.gguf"], "o/m:Q8_0")
+    'm.Q8_0-00001-of-00002.gguf'
     >>> pick_file(["m.Q4_K_M.gguf", "m.Q4_K_S.gguf"], "o/m:Q4_K")
     Traceback (most recent call last):
     ...
@@ -87,9 +92,9 @@ def pick_file(files: list[str], path: str) -> str:
 m.Q4_K_S.gguf. Name one: model.path=o/m/FILE.gguf
     """
     repo, file, tag = parse_hub_path(path)
-    ggufs = sorted(f for f in files if f.endswith(".gguf"))
+    ggufs = whole_files(files)
     if file is not None:
-        found = [file] if file in files else []
+        found = [first_part(file)] if file in files else []
     else:
         found = [f for f in ggufs if tag is None or tag.lower() in Path(f).name.lower()]
     which = f" named {file}" if file else (f" whose names hold {tag!r}" if tag else "")
@@ -99,13 +104,14 @@ m.Q4_K_S.gguf. Name one: model.path=o/m/FILE.gguf
     if not found:
         listed = ", ".join(ggufs[:12]) + (", ..." if len(ggufs) > 12 else "")
         raise ModelUnavailableError(f"{repo} holds no .gguf file{which}. Its .gguf files: {listed}")
-    if all(SPLIT.search(f) for f in found):
-        raise ModelUnavailableError(f"{found[0]} is one part of a GGUF file split in parts: merge them into one file "
-                                    f"(llama.cpp's llama-gguf-split --merge) and give that file (model=gguf "
-                                    f"model.path=FILE.gguf)")
     if len(found) > 1:
         raise ModelUnavailableError(f"{repo} holds {len(found)} .gguf files{which}: {', '.join(found)}. Name one: "
                                     f"model.path={repo}/FILE.gguf")
+    missing = missing_parts(found[0], files)
+    if missing:
+        raise ModelUnavailableError(f"{repo} holds {found[0]}, the first of {len(all_parts(found[0]))} parts of a "
+                                    f"GGUF file, but not {', '.join(missing)}: llama.cpp needs every part. Pick "
+                                    f"another file, or another revision (model.revision)")
     return found[0]
 
 
@@ -114,9 +120,9 @@ def _cached(spec) -> Path | None:
     from huggingface_hub import snapshot_download, try_to_load_from_cache
 
     repo, file, _ = parse_hub_path(spec.path)
-    if file is not None:
-        found = try_to_load_from_cache(repo, file, revision=spec.revision)
-        return Path(found) if isinstance(found, str) else None
+    if file is not None:  # every part of it, if it is one of a file split in parts
+        found = [try_to_load_from_cache(repo, part, revision=spec.revision) for part in all_parts(first_part(file))]
+        return Path(found[0]) if all(isinstance(part, str) for part in found) else None
     try:
         folder = Path(snapshot_download(repo, revision=spec.revision, local_files_only=True))
     except Exception:  # noqa: BLE001 - any failure here only means "not cached"
@@ -155,21 +161,28 @@ def check_hub_gguf(spec) -> str | None:
 
 
 def hub_gguf(spec) -> tuple[Path, dict]:
-    """(the GGUF file in the local Hugging Face cache, downloaded first if it is not there, its identity)."""
+    """(the GGUF file in the local Hugging Face cache, downloaded first if it is not there, its identity); a file
+    split in parts: its first part, every part downloaded beside it."""
     from huggingface_hub import hf_hub_download
 
     path = _cached(spec)
     if path is None:
         repo, file = parse_hub_path(spec.path)[0], check_hub_gguf(spec)
-        try:
-            path = Path(hf_hub_download(repo, file, revision=spec.revision))
+        try:  # parts already in the cache are not fetched again
+            path = [Path(hf_hub_download(repo, part, revision=spec.revision)) for part in all_parts(file)][0]
         except Exception as exc:  # noqa: BLE001 - a download the hub agreed to, cut off part way
             raise ModelUnavailableError(download_failed(spec, exc)) from None
-        print(f"posixlab: {file} downloaded from {hub_endpoint()}/{repo}", file=sys.stderr)
+        parts = len(all_parts(file))
+        print(f"posixlab: {file}{f' and its other {parts - 1} parts' if parts > 1 else ''} downloaded from "
+              f"{hub_endpoint()}/{repo}", file=sys.stderr)
     snapshots = next(p for p in path.parents if p.parent.name == "snapshots")  # .../snapshots/<commit>/...
-    blob = path.resolve().name  # the file's sha256 on the Hub (a file in Git LFS, as every GGUF file is there)
+    parts = [path.with_name(Path(part).name) for part in all_parts(path.name)]
+    blobs = [part.resolve().name for part in parts]  # a file's sha256 on the Hub (every GGUF file is in Git LFS)
     identity = {"name": spec.name, "source": "hub", "path": spec.path, "revision": spec.revision,
-                "commit": snapshots.name, "file": path.relative_to(snapshots).as_posix(), "size": path.stat().st_size}
-    if re.fullmatch(r"[0-9a-f]{64}", blob):
-        identity["gguf_sha256"] = blob
+                "commit": snapshots.name, "file": path.relative_to(snapshots).as_posix(),
+                "size": sum(part.stat().st_size for part in parts)}
+    if all(re.fullmatch(r"[0-9a-f]{64}", blob) for blob in blobs):
+        identity["gguf_sha256"] = blobs[0] if len(blobs) == 1 else blobs  # a split file's: its parts', in order
+    if len(parts) > 1:
+        identity["parts"] = len(parts)
     return path, identity

