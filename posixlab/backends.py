@@ -106,6 +106,10 @@ def named(name: str) -> Backend | None:
     """The backend registered as ``name`` (a built-in one imported on first use), or None."""
     if name not in BACKENDS and name in BUILT_IN:
         importlib.import_module(BUILT_IN[name])
+    if name not in BACKENDS:  # a plug-in's, not imported yet (posixlab/plugins.py)
+        from posixlab.plugins import load_plugins
+
+        load_plugins()
     return BACKENDS.get(name)
 
 
@@ -121,8 +125,10 @@ def backend_of(spec_or_model) -> Backend:
     backend = named(name) if name else None
     if backend is None:
         where = f"model {spec_or_model.name}" if hasattr(spec_or_model, "name") else "the model"
+        from posixlab.plugins import HOW
+
         raise ConfigError(f"{where}: unknown backend {name!r}; choose one of "
-                          f"{', '.join(b.name for b in all_backends())}")
+                          f"{', '.join(b.name for b in all_backends())}, or {HOW}")
     return backend
 
 

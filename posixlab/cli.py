@@ -22,6 +22,7 @@ from __future__ import annotations
 import difflib
 import json
 import logging
+import re
 import sys
 from pathlib import Path
 
@@ -112,9 +113,17 @@ def register_defaults() -> None:
     store = ConfigStore.instance()
     store.store(group="model", name="_defaults", node=_defaults_of(ModelSpec))
     store.store(group="engine", name="default", node=_defaults_of(EngineOptions))
-    store.store(group="gate", name="default", node=_defaults_of(GateConfig, skip=("more",)))  # every threshold null: no gate
+    gate = _defaults_of(GateConfig, skip=("more",))  # every threshold null: no gate
+    gate.update({name: None for name in metrics() if name not in gate})  # a plug-in task's (GateConfig.more)
+    store.store(group="gate", name="default", node=gate)
     for task_type in TASK_TYPES.values():  # each task's own settings, task.*: conf/task/<name>.yaml lists them first
         store.store(group="task", name=f"_{task_type.name}_defaults", node=task_schema(task_type))
+        if not (Path(__file__).resolve().parent / "conf" / "task" / f"{task_type.name}.yaml").is_file():
+            # a plug-in's task (posixlab/plugins.py): task=NAME is its settings' defaults, its name and a run name
+            store.store(group="task", name=task_type.name, package="_global_", node={
+                "defaults": [f"_{task_type.name}_defaults@task"],
+                "task": {"name": task_type.name,
+                         "run_name": f"${{posixlab.model:${{model.name}},${{model.adapter}}}}_{task_type.name}"}})
 
 
 register_defaults()  # at import, so that compose() in tests and notebooks finds them too
@@ -634,6 +643,22 @@ def gguf_path_command(args: list[str]) -> int:
     return 0
 
 
+def load_chosen_tasks(argv: list[str]) -> None:
+    """Before the config is composed: a task chosen on the command line (``task=NAME``, a sweep's ``task=A,B``) that
+    is not built in is looked for among the plug-ins (posixlab/plugins.py), and its config node registered, so that
+    Hydra finds ``task/NAME``; a name no plug-in brings is a ``ConfigError`` that says how to bring one.
+
+    >>> load_chosen_tasks(["task=classification", "variant=template"])
+    """
+    chosen = {value.strip() for arg in argv if arg.partition("=")[0].lstrip("+~") == "task"
+              for value in arg.partition("=")[2].split(",")}
+    unknown = sorted(name for name in chosen if re.fullmatch(r"[\w.-]+", name) and name not in TASK_TYPES)
+    for name in unknown:
+        task_named(name)  # imports the plug-ins once; unknown still: the error
+    if unknown:
+        register_defaults()
+
+
 def expand_model_aliases(argv: list[str]) -> list[str]:
     """``model.base_url=...`` (and every other server setting) is short for ``model.server.base_url=...``: the
     settings of a model behind an endpoint live in one nested group, and the short form reads as the issue of the
@@ -934,6 +959,7 @@ def entry() -> None:
         sys.argv[1:] = ["--help"]
     sys.argv[1:] = multirun_first(sys.argv[1:])  # a Hydra job from here on
     try:
+        load_chosen_tasks(sys.argv[1:])
         check_override_keys(sys.argv[1:])
     except ConfigError as exc:
         print(f"posixlab error: {exc}", file=sys.stderr)

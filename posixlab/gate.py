@@ -168,8 +168,12 @@ def make_gate(values: dict | None) -> GateConfig:
     """
     values = dict(values or {})
     values.update(values.pop("more", None) or {})
-    known, fields = {*metrics(), *guards()}, {f.name for f in dataclasses.fields(GateConfig)} - {"more"}
-    bounds = ranges()
+    fields = {f.name for f in dataclasses.fields(GateConfig)} - {"more"}
+    if set(values) - {*metrics(), *guards()} - fields:  # a plug-in task's threshold, its module not imported yet
+        from posixlab.plugins import load_plugins
+
+        load_plugins()
+    known, bounds = {*metrics(), *guards()}, ranges()
     unknown = sorted(set(values) - known - fields)
     if unknown:
         raise ConfigError(f"gate has no setting {', '.join(unknown)} (the thresholds are {', '.join(metrics())}; "

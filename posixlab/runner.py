@@ -37,6 +37,7 @@ from posixlab.backends import (backend_of, capabilities_of, check_capabilities, 
 from posixlab.errors import check_flag
 from posixlab.models.capabilities import check_chat_template
 from posixlab.models.loading import check_hub_model
+from posixlab.plugins import loaded_plugins
 from posixlab.results import SetWriter
 from posixlab.seeding import check_seed
 from posixlab.shards import config_fingerprint, parse_shard, shard_indices
@@ -157,6 +158,8 @@ def run(config_or_task, lm=None, progress: bool = True, given=None) -> dict:
                        "forward_tokens": lm.forward_tokens - tokens_before,
                        "processed_tokens": sum(engine.processed_tokens for engine in engines)},
         }
+        if loaded_plugins():  # the code outside posixlab this result depends on (posixlab/plugins.py)
+            meta["plugins"] = loaded_plugins()
         if backend_of(lm).report is not None:  # a chat API: what was sent, its usage and cost, where it stopped
             meta.update(backend_of(lm).report(engines, lm.spec))
     summary = task.summarize(task.summary_records(out), meta)

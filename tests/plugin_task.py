@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from posixlab.models.loading import ModelSpec, spec_from_dict
 from posixlab.scoring.options import EngineOptions
 from posixlab.tasks import register_task
-from posixlab.tasks.base import GENERATE, Request, Task, Tracked, answer_texts
+from posixlab.tasks.base import GENERATE, Request, Task, Tracked, answer_texts, shared_settings
 
 RECORDS = "questions.jsonl"
 
@@ -47,6 +47,7 @@ class AgreementTask(Task):
     headline_name = "agreement"
     headline_key = "agreement.mean"
     gate_metrics = {"min_agreement": "agreement.mean"}
+    task_settings = ("questions",)  # set on the command line as task.questions=... (defaults: AgreementConfig's)
 
     def check(self) -> None:
         if not self.cfg.questions or any(len(q) < 2 for q in self.cfg.questions):
@@ -80,8 +81,11 @@ class AgreementTask(Task):
 
     @classmethod
     def config_from(cls, c: dict, output_dir: str) -> AgreementConfig:
-        return AgreementConfig(model=spec_from_dict(c["model"]), questions=c["task"]["questions"],
-                               output_dir=output_dir, seed=c["seed"])
+        """From the command line's composed config: ``posixlab task=agreement 'task.questions=[[...], ...]'`` with
+        ``POSIXLAB_PLUGINS=plugin_task`` (posixlab/plugins.py); the settings every task shares, those it has."""
+        own = {f.name for f in fields(AgreementConfig)}
+        shared = {key: value for key, value in shared_settings(c, output_dir).items() if key in own}
+        return AgreementConfig(model=spec_from_dict(c["model"]), questions=c["task"]["questions"], **shared)
 
     @classmethod
     def tracked(cls, summary: dict, folder: Path) -> Tracked:

@@ -116,3 +116,92 @@ def _mmlu():
     from posixlab.data import DatasetSpec
 
     return DatasetSpec("mmlu", source="sample")
+
+
+# --- from the command line: the plug-ins found by name (posixlab/plugins.py) -------------------------------------
+RULE_MODEL = ["model.backend=rule-test", "model.name=rule", "model.source=api", "model.path=rule", "logger=none",
+              "report=false", "progress=false"]
+
+
+def _cli(args: list[str], cwd, env: dict, run_py: bool = True):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    command = [sys.executable, str(Path(__file__).resolve().parent.parent / "run.py")] if run_py else \
+        [sys.executable, "-m", "posixlab"]
+    clean = {k: v for k, v in os.environ.items() if k not in ("POSIXLAB_PLUGINS", "PYTHONPATH")}
+    return subprocess.run([*command, *args], cwd=cwd, env={**clean, **env}, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _plugin_files(folder):
+    import shutil
+    from pathlib import Path
+
+    folder.mkdir(parents=True)
+    for name in ("plugin_backend.py", "plugin_task.py"):
+        shutil.copy(Path(__file__).resolve().parent / name, folder / name)
+    return folder
+
+
+@pytest.mark.slow
+def test_plug_ins_named_in_posixlab_plugins_run_gate_and_refuse_from_the_command_line(tmp_path):
+    """A user's two modules beside the experiment, named in POSIXLAB_PLUGINS: ``task=agreement`` with the rule
+    backend runs from the command line (task settings and the task's gate threshold on it), the folder's gate is
+    read again by ``posixlab gate``; without the variable, or with a module that does not import: one message."""
+    work = _plugin_files(tmp_path / "work")
+    env = {"POSIXLAB_PLUGINS": "plugin_backend, plugin_task", "POSIXLAB_CACHE": str(tmp_path / "cache")}
+    questions = "task.questions=[" + ",".join("[" + ",".join(q) + "]" for q in QUESTIONS[:2]) + "]"
+    expected = sum(expected_agreement(q) for q in QUESTIONS[:2]) / 2
+    assert expected < 1.0  # the first question's wordings get different answers: a gate of 1.0 fails
+    folder = tmp_path / "run"
+    proc = _cli(["task=agreement", *RULE_MODEL, questions, f"hydra.run.dir={folder}", "gate.min_agreement=1.0"],
+                work, env)
+    assert proc.returncode == 1, proc.stderr[-3000:]  # the run's own gate, on the plug-in task's threshold
+    assert f"agreement = {expected:.4f}" in proc.stdout and "| min_agreement | agreement.mean |" in proc.stdout
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["task"] == "agreement" and summary["num_questions"] == 2
+    assert [(p["module"], p["from"]) for p in summary["plugins"]] == [("plugin_backend", "POSIXLAB_PLUGINS"),
+                                                                      ("plugin_task", "POSIXLAB_PLUGINS")]
+    assert all(p["file"] == str(work / f"{p['module']}.py") for p in summary["plugins"])
+    gate = _cli(["gate", str(folder), f"gate.min_agreement={expected}"], work, env, run_py=False)
+    assert gate.returncode == 0 and "pass" in gate.stdout, gate.stderr[-2000:]
+    status = _cli(["status", str(folder)], work, env, run_py=False)
+    assert status.returncode == 0 and "2/2 questions" in status.stdout, status.stderr[-2000:]
+
+    unknown = _cli(["gate", str(folder), "gate.min_agreement=0.5"], work, {}, run_py=False)  # modules not named
+    assert unknown.returncode == 2 and "Traceback" not in unknown.stderr
+    assert "gate has no setting min_agreement" in unknown.stderr
+    unknown = _cli(["task=agreement", *RULE_MODEL, f"hydra.run.dir={tmp_path / 'none'}"], work, {})
+    assert unknown.returncode == 2 and "Traceback" not in unknown.stderr, unknown.stderr[-2000:]
+    assert "unknown task 'agreement'; the tasks are posix, classification, or a backend or task from a plug-in: " \
+           "name its module in POSIXLAB_PLUGINS" in unknown.stderr
+    broken = _cli(["model.backend=rule-test", f"hydra.run.dir={tmp_path / 'broken'}"], work,
+                  {"POSIXLAB_PLUGINS": "plugin_backend,no_such_module"})
+    assert broken.returncode == 2 and "Traceback" not in broken.stderr, broken.stderr[-2000:]
+    assert "plug-in 'no_such_module' (from POSIXLAB_PLUGINS) could not be imported: ModuleNotFoundError" \
+           in broken.stderr
+    assert not (tmp_path / "none").exists()  # refused before the job's folder is made
+
+
+@pytest.mark.slow
+def test_a_plug_in_installed_as_a_package_is_found_by_its_entry_point(tmp_path):
+    """A package that declares ``posixlab.plugins`` entry points (its dist-info on the path, as pip installs one):
+    its backend runs a built-in task from the command line with no variable set, and the summary names it."""
+    site = _plugin_files(tmp_path / "site")
+    info = site / "posixlab_rule_plugins-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: posixlab-rule-plugins\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[posixlab.plugins]\nrule = plugin_backend\nagreement = plugin_task\n")
+    folder = tmp_path / "run"
+    proc = _cli([*RULE_MODEL, "task.num_sets=2", "task.num_variants=2", "task.psi=false", "embedding=none",
+                 f"hydra.run.dir={folder}"], tmp_path, {"PYTHONPATH": str(site),
+                                                        "POSIXLAB_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["model"]["backend"] == "rule-test" and summary["num_sets"] == 2 and summary["psi"] is None
+    assert [(p["module"], p["from"]) for p in summary["plugins"]] == [
+        ("plugin_backend", "entry point rule of posixlab-rule-plugins 1.0"),
+        ("plugin_task", "entry point agreement of posixlab-rule-plugins 1.0")]

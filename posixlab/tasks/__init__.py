@@ -23,8 +23,12 @@ def register_task(task_type: type[Task]) -> type[Task]:
 
 def task_named(name: str) -> type[Task]:
     """The task type registered as ``name`` (a run's ``task.name``, a summary's ``task``)."""
-    if name not in TASK_TYPES:
-        raise ConfigError(f"unknown task {name!r}; the tasks are {', '.join(TASK_TYPES)}")
+    if name not in TASK_TYPES:  # a plug-in's, not imported yet
+        from posixlab.plugins import HOW, load_plugins
+
+        load_plugins()
+        if name not in TASK_TYPES:
+            raise ConfigError(f"unknown task {name!r}; the tasks are {', '.join(TASK_TYPES)}, or {HOW}")
     return TASK_TYPES[name]
 
 
@@ -37,7 +41,16 @@ def task_of_records(folder) -> type[Task] | None:
     """The task whose records file (one line a finished unit) the folder holds, or None."""
     from pathlib import Path
 
-    return next((t for t in TASK_TYPES.values() if (Path(folder) / t.records_file).is_file()), None)
+    from posixlab.plugins import load_plugins
+
+    def holding() -> type[Task] | None:
+        return next((t for t in TASK_TYPES.values() if (Path(folder) / t.records_file).is_file()), None)
+
+    task = holding()
+    if task is None:  # a plug-in's task, its module not imported yet (they are looked for once a process)
+        load_plugins()
+        task = holding()
+    return task
 
 
 def make_task(cfg, given=None) -> Task:
