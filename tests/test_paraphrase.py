@@ -125,6 +125,35 @@ def test_run_py_paraphrases_with_a_gguf_file_in_llama_cpp_the_same_every_time(tm
     assert again["paraphrases"] == paraphrases and again["key"] == first["key"]  # seeded: the same every time
 
 
+@pytest.mark.slow
+def test_the_rephraser_s_model_is_closed_once_the_sets_are_built_before_the_run_s_model_loads(tmp_path):
+    """The rephraser's model (here the 0.5B's GGUF file in llama.cpp) is closed and dropped when the sets are built,
+    not left to Python's cycle collector: with the collector off, no llama.cpp model is alive after the sets."""
+    import gc
+
+    from posixlab.data import DatasetSpec
+    from posixlab.llamacpp.model import LlamaCppModel
+    from posixlab.models.loading import ModelSpec
+    from posixlab.rephrase import RephraserConfig
+    from posixlab.tasks.posix import PosixConfig, build_prompt_sets
+
+    cfg = PosixConfig(model=ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct"),
+                      dataset=DatasetSpec("mmlu", source="sample", subjects=[SUBJECT], exclude_items=[HARD]),
+                      variant="paraphrase", num_sets=1, num_variants=N_QWEN, output_dir=str(tmp_path / "run"),
+                      rephraser=RephraserConfig(backend="llamacpp", model=QWEN, path=str(tmp_path / "p.jsonl"),
+                                                per_request=N_QWEN, samples=2))
+    gc.collect()
+    gc.disable()
+    try:
+        sets, about = build_prompt_sets(cfg, False)
+        alive = [o for o in gc.get_objects() if isinstance(o, LlamaCppModel)]
+    finally:
+        gc.enable()
+    assert about["variant_details"]["rephraser"] == f"llamacpp:{QWEN}" and len(sets[0].prompts) == N_QWEN + 1
+    assert len((tmp_path / "p.jsonl").read_text().splitlines()) == 1  # the model wrote them, in this process
+    assert alive == []
+
+
 # --- the paraphrase file --------------------------------------------------------------------------------------------
 def test_the_hf_rephraser_writes_with_the_transformers_backends_model(tmp_path, capsys):
     """hf: the model is the transformers backend's (which declares GENERATE), opened through the registry on the first
@@ -155,6 +184,30 @@ def test_the_hf_rephraser_writes_with_the_transformers_backends_model(tmp_path, 
     assert greedy[0] == greedy[1] and len(greedy[0]) == 1  # temperature 0: the greedy reply, whatever the seed
     # the request's budget reached the model: one token per character, at most 8 new ones (the prompt not repeated)
     assert all(len(reply) <= 8 for reply in replies + greedy[0])
+
+
+def test_a_rephraser_closes_the_model_it_opened_when_released_and_opens_it_again_if_asked(tmp_path, capsys):
+    import weakref
+
+    from tiny_model import build_tiny_lm
+
+    from posixlab.models.loading import ModelSpec
+    from posixlab.rephrase.hf_backend import HFRephraser
+
+    tiny = build_tiny_lm()
+    tiny.model.save_pretrained(tmp_path / "tiny")
+    tiny.tokenizer.save_pretrained(tmp_path / "tiny")
+    rephraser = HFRephraser(ModelSpec("tiny", "local", str(tmp_path / "tiny"), dtype="float32", device="cpu"))
+    chat = [{"role": "user", "content": "Rewrite: which planet is red?"}]
+    replies = rephraser.chat(chat, seed=7, n=2, max_tokens=6)
+    weights = weakref.ref(rephraser.lm.model)
+    rephraser.release()
+    assert rephraser._lm is None and weights() is None  # gone now, not when the cycle collector runs
+    capsys.readouterr()
+    assert rephraser.chat(chat, seed=7, n=2, max_tokens=6) == replies  # opened again, the same seeded replies
+    assert "loading the rephraser tiny" in capsys.readouterr().err
+    rephraser.release()
+    rephraser.release()  # nothing open: nothing to do
 
 
 def test_second_run_reads_the_file_and_calls_no_model(tmp_path):

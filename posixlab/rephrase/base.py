@@ -103,6 +103,23 @@ class Rephraser:
             self._lm = self._open_lm()
         return self._lm
 
+    def release(self) -> None:
+        """Close the model this rephraser opened (a model in this process: gigabytes, on a GPU too), once the
+        paraphrases are written, so that the run's model does not load beside it; asked again, it opens again. A
+        model it was given (``lm=``) is its owner's to close. Without this the model lived on until Python's cycle
+        collector ran (the rephraser refers to itself through ``open_lm``; llama.cpp's model to itself too)."""
+        lm, self._lm = self._lm, None
+        if lm is not None and self._open_lm is not None:
+            import gc
+            import sys
+
+            lm.close()
+            del lm
+            gc.collect()  # what only the cycle collector frees (a transformers model's, a llama.cpp model's)
+            torch = sys.modules.get("torch")  # imported only if a model in this process was
+            if torch is not None and torch.cuda.is_available():
+                torch.cuda.empty_cache()  # the card's free memory, as the run's model and its budget read it
+
     def system_folded(self) -> bool | None:
         """Whether the model read the instruction's system message at the head of the first user turn, its chat
         template refusing one (``posixlab.backends.system_folded``); None until the model has opened."""

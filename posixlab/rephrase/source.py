@@ -62,6 +62,11 @@ class ParaphraseSource:
         self.dry_run = False  # True: a missing paraphrase is a placeholder, nothing is written or sent
         self.progress = True  # a bar while the rephraser writes
 
+    def release(self) -> None:
+        """Close the rephraser's model once the paraphrases are in (``Rephraser.release``)."""
+        if self.rephraser is not None:
+            self.rephraser.release()
+
     @property
     def scorer(self) -> QualityScorer | None:
         if callable(self._scorer) and not isinstance(self._scorer, QualityScorer):

@@ -213,12 +213,16 @@ def build_prompt_sets(cfg: PosixConfig, progress: bool = True,
     pool = exemplar_pool(cfg.dataset, every) if cfg.shots else None
     shots = [pool.select(item, cfg.shots, cfg.seed) if pool else () for item in items]
     to_render = items + ([ex for s in shots for ex in s] if cfg.perturb_shots else [])
-    generator.prepare(list(dict.fromkeys(to_render)), cfg.num_variants, progress)
-    sets = [generator.build_set(item, cfg.num_variants, cfg.seed, s, cfg.perturb_shots) for item, s in zip(items, shots)]
+    try:
+        generator.prepare(list(dict.fromkeys(to_render)), cfg.num_variants, progress)
+        sets = [generator.build_set(item, cfg.num_variants, cfg.seed, s, cfg.perturb_shots)
+                for item, s in zip(items, shots)]
+        about = {"variant_details": generator.describe(), "shots": cfg.shots, "perturb_shots": cfg.perturb_shots,
+                 "exemplar_pool": pool.description if pool else None}
+    finally:
+        generator.release()  # a rephraser's model, closed before the run's model loads
     if cfg.prompt_share < 1:
         check_every_prompt_asked(sets, cfg.prompt_share, cfg.seed)
-    about = {"variant_details": generator.describe(), "shots": cfg.shots, "perturb_shots": cfg.perturb_shots,
-             "exemplar_pool": pool.description if pool else None}
     return sets, about
 
 

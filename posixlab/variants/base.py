@@ -98,6 +98,9 @@ class VariantGenerator:
         """What the results should record about this generator (the paraphrase type names its rephraser)."""
         return {}
 
+    def release(self) -> None:
+        """Once every set is built: close what ``prepare`` opened (a rephraser's model), before the run's loads."""
+
     def variant(self, item: PromptItem, index: int, seed: int, shots=(), perturb_shots: bool = False) -> PromptVariant:
         shot_edits = [self.edit(ex, index, seed) for ex in shots] if perturb_shots else None
         return make_prompt(item, self.edit(item, index, seed), self.kind, index, shots, shot_edits)

@@ -80,6 +80,10 @@ class MixtureVariants(VariantGenerator):
             prompts += [part.variant(item, v, seed, shots, perturb_shots) for v in drawn[part.kind]]
         return PromptSet(item=item, variant_type=self.kind, prompts=tuple(prompts), shots=tuple(shots))
 
+    def release(self) -> None:
+        for part in self.parts:
+            part.release()
+
     def describe(self) -> dict:
         about = {"include_original": self.include_original, "per_kind": "equal"}
         if self.kinds != KINDS:  # the default mixture's description is as it always was

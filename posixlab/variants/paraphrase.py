@@ -74,6 +74,9 @@ class ParaphraseVariants(VariantGenerator):
             "paraphrase_index": index, "rephraser": record.get("rephraser_name", "user-supplied"),
             "paraphrase_key": record.get("key")})
 
+    def release(self) -> None:
+        self.source.release()
+
     def describe(self) -> dict:
         used = [(sorted(self._used[text]), record) for text, (_, record) in self._ready.items() if text in self._used]
         return {**self.source.describe(), "paraphrase_quality": self.source.quality_summary(used)}

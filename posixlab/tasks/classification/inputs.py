@@ -100,9 +100,12 @@ def rephrase(cfg: ClassificationConfig, original: str, progress: bool = True) ->
     source.progress = progress
     plan = source.plan([original], cfg.num_rephrasings - 1)
     print(source.announce(plan, "task sentence"), file=sys.stderr)
-    rephrasings, record = source.paraphrases(original, cfg.num_rephrasings - 1)
-    about = {**source.describe(), "record_key": record.get("key"), "plan": plan,
-             "rephrasing_quality": source.quality_summary([(len(rephrasings), record)])}
+    try:
+        rephrasings, record = source.paraphrases(original, cfg.num_rephrasings - 1)
+        about = {**source.describe(), "record_key": record.get("key"), "plan": plan,
+                 "rephrasing_quality": source.quality_summary([(len(rephrasings), record)])}
+    finally:
+        source.release()  # a rephraser's model, closed before the classifier loads
     return [original, *rephrasings], about
 
 
@@ -140,14 +143,18 @@ def _rewordings(cfg: ClassificationConfig, base, dims: tuple[str, ...]) -> tuple
     source = make_paraphrase_source(cfg.rephraser, cfg.cache_dir or default_cache_dir(), cfg.model,
                                     "class_description", dry_run=cfg.dry_run)
     found, records = {}, []
-    written = source.paraphrases_of([base.descriptions[c] for c in described], per_class)  # a server's: together
+    try:
+        written = source.paraphrases_of([base.descriptions[c] for c in described], per_class)  # a server's: together
+        described_by = source.describe()  # before the release: it says whether the model folded a system message
+    finally:
+        source.release()  # a rephraser's model, closed before the classifier loads
     for c in described:
         result = written[base.descriptions[c]]
         if isinstance(result, RephraserError):
             raise result
         found[c], record = result
         records.append((len(found[c]), record))
-    return found, {**source.describe(), "variants": "schema", "rephrasing_quality": source.quality_summary(records)}
+    return found, {**described_by, "variants": "schema", "rephrasing_quality": source.quality_summary(records)}
 
 
 def rephrasings_document(inputs: Inputs) -> dict:
