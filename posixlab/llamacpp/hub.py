@@ -172,8 +172,8 @@ def hub_gguf(spec) -> tuple[Path, dict]:
             path = [Path(hf_hub_download(repo, part, revision=spec.revision)) for part in all_parts(file)][0]
         except Exception as exc:  # noqa: BLE001 - a download the hub agreed to, cut off part way
             raise ModelUnavailableError(download_failed(spec, exc)) from None
-        parts = len(all_parts(file))
-        print(f"posixlab: {file}{f' and its other {parts - 1} parts' if parts > 1 else ''} downloaded from "
+        others = len(all_parts(file)) - 1
+        print(f"posixlab: {file}{f' and its other {others} parts' if others else ''} downloaded from "
               f"{hub_endpoint()}/{repo}", file=sys.stderr)
     snapshots = next(p for p in path.parents if p.parent.name == "snapshots")  # .../snapshots/<commit>/...
     parts = [path.with_name(Path(part).name) for part in all_parts(path.name)]

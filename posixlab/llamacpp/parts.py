@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-PART = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")  # llama.cpp's llama_split_path: PREFIX-%05d-of-%05d.gguf
+PART = re.compile(r"-(\d{5})-of-(?!00000)(\d{5})\.gguf$")  # llama.cpp's llama_split_path: PREFIX-%05d-of-%05d.gguf
 
 
 def first_part(name: str) -> str:
@@ -29,8 +29,8 @@ def first_part(name: str) -> str:
 def all_parts(name: str) -> list[str]:
     """Every part of the file ``name`` is a part of, in order; ``[name]`` for a file in one piece.
 
-    >>> all_parts("m-00002-of-00002.gguf"), all_parts("m.gguf")
-    (['m-00001-of-00002.gguf', 'm-00002-of-00002.gguf'], ['m.gguf'])
+    >>> all_parts("m-00002-of-00002.gguf"), all_parts("m.gguf"), all_parts("m-00000-of-00000.gguf")
+    (['m-00001-of-00002.gguf', 'm-00002-of-00002.gguf'], ['m.gguf'], ['m-00000-of-00000.gguf'])
     """
     match = PART.search(name)
     if match is None:
