@@ -141,17 +141,18 @@ def paired_metrics(base: list[dict], new: list[dict], seed: int = 0, confidence:
 def config_changes(base: dict, new: dict) -> dict:
     """The settings whose values differ between two runs' configs (dotted keys -> [base, new]), less where they
     wrote (``UNCOMPARED``)."""
-    flat_base, flat_new = _flatten(base), _flatten(new)
+    flat_base, flat_new = flatten(base), flatten(new)
     keys = sorted(set(flat_base) | set(flat_new))
     return {k: [flat_base.get(k), flat_new.get(k)] for k in keys
             if flat_base.get(k) != flat_new.get(k) and not set(k.split(".")) & UNCOMPARED}
 
 
-def _flatten(node: dict, prefix: str = "") -> dict:
+def flatten(node: dict, prefix: str = "") -> dict:
+    """A nested configuration's leaves by dotted key, in its order (an empty mapping has none)."""
     out = {}
     for key, value in node.items():
         if isinstance(value, dict):
-            out.update(_flatten(value, f"{prefix}{key}."))
+            out.update(flatten(value, f"{prefix}{key}."))
         else:
             out[f"{prefix}{key}"] = value
     return out

@@ -361,8 +361,62 @@ def test_a_sweep_folder_reports_each_of_its_runs_in_the_sweep_s_order(posix_run,
     assert report_command([str(sweep)]) == 0
     assert (sweep / "report.html").read_text(encoding="utf-8") == named
     assert "POSIX = " in h1(named) and 'id="r2-units"' in named
+    assert 'id="grid"' not in named  # one run of each task: no grid to draw
     with pytest.raises(ConfigError, match="is not a run folder"):
         build_report([tmp_path / "sweep" / ".submitit"], tmp_path / "none.html")
+
+
+def test_a_grid_s_page_tables_its_headline_by_the_settings_that_differ(tiny_lm, tmp_path):  # noqa: F811
+    """A sweep of variant × seed, a rerun of its first cell with another engine option (no setting: it changes no
+    number), and a run killed before its summary with no config.yaml: the Grid section has POSIX by variant (rows:
+    the model does not differ) and seed (columns), each value a link to its run's section, the rerun beside its
+    cell, the killed run starred in a row of its own; the runs table gains a column per setting that differs; the
+    title of a page of more than four runs is their count and range."""
+    import torch
+
+    from posixlab.scoring import EngineOptions
+
+    sweep, summaries = tmp_path / "sweep", []
+    cells = [("spelling", 0, None), ("spelling", 1, None), ("template", 0, None), ("template", 1, None),
+             ("spelling", 0, 512)]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for n, (variant, seed, batch_tokens) in enumerate(cells):
+            summaries.append(run(PosixConfig(
+                model=TINY, dataset=DatasetSpec("mmlu", source="sample"), num_sets=2, num_variants=3,
+                variant=variant, seed=seed, engine=EngineOptions(batch_tokens=batch_tokens), embedding=None,
+                output_dir=str(sweep / f"{n}_{variant}_seed{seed}"), score_cache=False,
+                cache_dir=str(tmp_path / "cache")), lm=tiny_lm, progress=False))
+    finally:
+        torch.set_num_threads(threads)
+    killed = sweep / "5_killed"
+    shutil.copytree(sweep / "3_template_seed1", killed)
+    (killed / "summary.json").unlink()
+    assert report_command([str(sweep)]) == 0
+    page = (sweep / "report.html").read_text(encoding="utf-8")
+
+    grid = re.search(r'<section id="grid">(.*?)</section>', page, re.S).group(1)
+    assert "<h3>POSIX by variant and seed</h3>" in grid
+    heads = re.findall(r"<th(?: [^>]*)?>(.*?)</th>", grid)
+    assert heads == ["variant", "seed = 0", "seed = 1", "seed = —"]
+    lines = [re.findall(r"<td(?: [^>]*)?>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", grid)[1:]]
+    posix = [f"{s['psi']['posix']:.4f}" for s in summaries]
+
+    def link(n: int, star: str = "") -> str:
+        folder = sorted(sweep.iterdir())[n - 1] if n <= 5 else killed
+        return f'<a href="#run-{n}" title="run {n}: {folder}">{posix[3 if n == 6 else n - 1]}{star}</a>'  # 6: 4's copy
+
+    assert lines == [["spelling", f"{link(1)} / {link(5)}", link(2), ""],
+                     ["template", link(3), link(4), ""],
+                     ["—", "", "", link(6, "*")]], lines
+    for n in range(1, 7):
+        assert f'<section id="run-{n}" class="run"><h2>Run {n}: ' in page
+    compare = re.search(r'<table id="compare-table"[^>]*>(.*?)</table>', page, re.S).group(1)
+    heads = re.findall(r"<th(?: [^>]*)?>(.*?)</th>", compare)
+    assert heads[heads.index("data set") + 1:] == ["variant", "seed", "state"], heads  # no engine, no output_dir
+    values = [float(p) for p in posix]
+    assert h1(page) == f"PARTIAL · 6 runs · POSIX {min(values):.4f} to {max(values):.4f}"
 
 
 def test_any_task_gets_the_generic_page_and_merge_writes_one(tmp_path, rephrasings):

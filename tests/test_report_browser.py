@@ -11,7 +11,8 @@ three-sample classifier file (classification). What the tests hold the page to i
   ``<th data-sort="KEY">``: a click sorts the rows by that column (numerically), a second click reverses them;
 - a click on a row shows its ``<section class="detail" id="unit-I">`` (hidden until then): ``.prompt`` elements and a
   ``.heatmap`` (POSIX), ``.answer`` cells (classification);
-- several runs: ``<section id="compare">``; a partial run (no summary.json): ``<div id="partial">``; a failed gate:
+- several runs: ``<section id="compare">``, and ``<section id="grid">`` whose values link to ``<section id="run-N">``;
+  a partial run (no summary.json): ``<div id="partial">``; a failed gate:
   ``<section id="gate">`` with ``.fail`` rows;
 - the page loads with no network (every resource it fetches is file: or data:) and logs no console error.
 
@@ -374,6 +375,15 @@ def test_two_runs_make_a_comparison(browser, posix_folder, chat_folder, tmp_path
     shown = text_of(compare)
     for folder in (posix_folder, chat_folder):
         assert f"{summary_of(folder)['psi']['posix']:.4f}" in shown, (folder.name, shown[:500])
+    # the grid: the one setting the runs differ in (the chat template) as its rows; a value opens its run's section
+    grid = browser.find_element(By.CSS_SELECTOR, "section#grid")
+    assert "POSIX by chat_template" in text_of(grid)
+    link = grid.find_element(By.CSS_SELECTOR, 'a[href="#run-2"]')
+    assert text_of(link) == f"{summary_of(chat_folder)['psi']['posix']:.4f}"
+    click(browser, link)
+    assert browser.execute_script("return location.hash") == "#run-2"
+    top = browser.execute_script("return document.getElementById('run-2').getBoundingClientRect().top")
+    assert 0 <= top < browser.execute_script("return window.innerHeight"), top  # scrolled to run 2's section
     assert console_problems(browser) == []
 
 

@@ -20,11 +20,13 @@ from pathlib import Path
 from posixlab.compare import compare_runs, interval_words
 from posixlab.errors import ConfigError, PosixlabError
 from posixlab.report import html as h
+from posixlab.report.grid import grid_section, task_settings
 from posixlab.results import SCHEMA_VERSION, SUMMARY_FILE
 from posixlab.tasks import TASK_TYPES, task_named, task_of_records, task_of_summary
 from posixlab.tasks.base import Task, model_name, records_read_once
 
 REPORT_FILE = "report.html"
+HEADLINES = 4  # runs on a page whose headlines its title lists one by one
 
 
 @dataclass
@@ -203,7 +205,7 @@ def headline(run: Run) -> str:
 
 def render(runs: list[Run], gates: list[list]) -> str:
     several = len(runs) > 1
-    title = ("PARTIAL · " if any(r.partial for r in runs) else "") + " · ".join(headline(r) for r in runs)
+    title = ("PARTIAL · " if any(r.partial for r in runs) else "") + _title(runs)
     first_partial = next((r for r in runs if r.partial), None)  # its banner is the page's #partial
     body = [_banners(run, several, run is first_partial) for run in runs]
     sections, values = [], []
@@ -213,11 +215,24 @@ def render(runs: list[Run], gates: list[list]) -> str:
             sections.append(_gate(run, rows, prefix) + _sections(run, prefix))
             values.append(_values(run) if several else [])
     if several:
-        body.append(_compare(runs, values))
+        numbers = list(range(1, len(runs) + 1))
+        body.append(grid_section(runs, numbers, [f"run-{n}" for n in numbers]) + _compare(runs, values))
     for n, (run, inner) in enumerate(zip(runs, sections)):
-        body.append(h.section(f"Run {n + 1}: {run.folder}", inner, cls="run") if several else inner)
+        body.append(h.section(f"Run {n + 1}: {run.folder}", inner, id=f"run-{n + 1}", cls="run") if several else inner)
     subtitle = str(runs[0].folder) if not several else f"{len(runs)} runs compared"
     return h.page(f"posixlab report: {title}", title, "".join(body), subtitle=f"{subtitle} · {_about(runs[0])}")
+
+
+def _title(runs: list[Run]) -> str:
+    """Each run's headline; a grid's page (more than ``HEADLINES`` runs): how many, and each task's range."""
+    if len(runs) <= HEADLINES:
+        return " · ".join(headline(r) for r in runs)
+    ranges = []
+    for task in dict.fromkeys(r.task for r in runs):
+        values = [v for r in runs if r.task is task and (v := task.headline(r.summary)) is not None]
+        ranges.append(f"{task.headline_name} {min(values):.4f} to {max(values):.4f}" if values
+                      else f"{task.headline_name} n/a")
+    return " · ".join([f"{len(runs)} runs", *ranges])
 
 
 def _about(run: Run) -> str:
@@ -259,7 +274,15 @@ def _values(run: Run) -> list[float]:
 
 
 def _compare(runs: list[Run], values: list[list[float]]) -> str:
-    """The runs side by side; ``values``: each run's per-unit values (``_values``)."""
+    """The runs side by side, with the settings that differ between runs of one task; ``values``: each run's
+    per-unit values (``_values``)."""
+    named: dict[int, dict[str, str]] = {}
+    differ: list[str] = []
+    for task in dict.fromkeys(run.task for run in runs):
+        mine = [i for i, run in enumerate(runs) if run.task is task]
+        rows, names = task_settings(runs, mine)
+        named.update(zip(mine, rows))
+        differ += [name for name in names if name != "model" and name not in differ]
     rows = []
     for n, run in enumerate(runs, 1):
         s = run.summary
@@ -267,10 +290,13 @@ def _compare(runs: list[Run], values: list[list[float]]) -> str:
         rows.append([n, h.cell(None, h.esc(run.folder)), h.cell(None, h.esc(run.task.name)),
                      h.cell(None, h.esc(run.task.headline_name)), run.task.headline(s),
                      run.task.num_units(s) if not run.partial else run.units_in, h.cell(None, h.esc(model)),
-                     h.cell(None, h.esc(s.get("dataset"))), h.cell(None, "partial" if run.partial else "finished")])
+                     h.cell(None, h.esc(s.get("dataset"))),
+                     *(h.cell(None, h.esc(named[n - 1].get(name, ""))) for name in differ),
+                     h.cell(None, "partial" if run.partial else "finished")])
     table = h.table([("run", "run"), ("folder", "folder"), ("task", "task"), ("metric", "headline"),
                      ("value", "value"), ("units", "units"), ("model", "model"), ("dataset", "data set"),
-                     ("state", "state")], rows, id="compare-table")
+                     *((f"setting-{k}", name) for k, name in enumerate(differ)), ("state", "state")], rows,
+                    id="compare-table")
     plots = []
     for task in dict.fromkeys(r.task for r in runs):  # one axis per task: ψ per set, S per sample, ...
         named = [(f"run {n}: {r.folder.name}", v) for n, (r, v) in enumerate(zip(runs, values), 1) if r.task is task]

@@ -156,6 +156,7 @@ class Task:
     # what the command line, the gate and the tracker read (class attributes: a saved summary needs no task object)
     headline_name: str = ""  # the run's one number, as the result line names it ("POSIX", "sensitivity S")
     headline_key: str = ""  # its dotted key in the summary ("psi.posix")
+    grid_columns: tuple[str, ...] = ()  # a page of runs: the settings its grid tables take as columns (report/grid.py)
     gate_metrics: dict[str, str] = {}  # gate threshold (max_... or min_...) -> the summary key it reads
     gate_guards: dict[str, str] = {}  # thresholds checked beside any other of this task's, never alone
     # the values the metric a threshold reads can take (max_posix: 0 to inf, an accuracy: 0 to 1): a threshold outside

@@ -362,6 +362,7 @@ class PosixTask(Task):
     config_type = PosixConfig
     headline_name = "POSIX"
     headline_key = "psi.posix"
+    grid_columns = ("variant", "shots")  # the paper's Tables 1 and 2: models by variant type, a table per shot count
     gate_metrics = {"max_posix": "psi.posix", **ACCURACY_GATES}
     gate_ranges = {"max_posix": (0.0, math.inf), **ACCURACY_RANGES}
     gate_missing = ACCURACY_MISSING

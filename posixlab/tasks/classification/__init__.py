@@ -58,6 +58,7 @@ class ClassificationTask(Task):
     # the command line, the gate and the tracker (app.py)
     headline_name = "sensitivity S"
     headline_key = "sensitivity.mean"
+    grid_columns = ("data.name", "strategy")  # a page of runs: models by data set, a table per prompting strategy
     gate_metrics = app.GATE_METRICS
     gate_guards = app.GATE_GUARDS
     gate_ranges = app.GATE_RANGES

@@ -1,0 +1,144 @@
+"""A page of several runs as the grid they form: the settings that differ between runs of one task, and the
+headline in a table per combination of the settings that are neither its rows nor its columns.
+
+A sweep (``posixlab -m model=a,b variant=spelling,template shots=0,1``, a SLURM grid) is read back as the paper
+prints it: rows are the models, columns the task's main setting (``Task.grid_columns``; POSIX: the variant type),
+one table per number of shots (Tables 1 and 2 of the paper). A run's settings are its model's name and the leaves
+of the configuration its summary records (``summary["config"]``: what ``variant=template`` or
+``dataset.name=alpaca`` set), less what does not change a result's numbers (where files go, the engine's batch and
+memory options, a shard). Only the settings that differ between the runs are shown; a value is shown as a Hydra
+override would write it.
+
+Pure functions of the runs' summaries (no task is imported here; ``posixlab.report.build`` passes the runs).
+"""
+
+from __future__ import annotations
+
+import json
+
+from posixlab.compare import UNCOMPARED, flatten
+from posixlab.report import html as h
+from posixlab.tasks.base import model_name
+
+# besides where a run wrote (compare.UNCOMPARED): the engine's batch and memory options change no number, and the
+# model is its name
+NOT_SETTINGS = ("engine", "model")
+
+
+def shown(value) -> str:
+    """A setting's value as a Hydra override writes it.
+
+    >>> shown(True), shown(None), shown(0.05), shown("template"), shown(["a", "b"])
+    ('true', 'null', '0.05', 'template', '["a", "b"]')
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value, ensure_ascii=False, sort_keys=isinstance(value, dict))
+    return str(value)
+
+
+def settings(summary: dict, model: str | None) -> dict[str, str]:
+    """A run's settings, by their dotted override names, from its summary: ``model`` (the model's name) first, then
+    the configuration's leaves in its order.
+
+    >>> settings({"config": {"variant": "template", "shots": 1, "output_dir": "x", "dataset": {"name": "mmlu"},
+    ...                      "engine": {"batch_tokens": 4096}, "variant_options": {}}}, "gpt2")
+    {'model': 'gpt2', 'variant': 'template', 'shots': '1', 'dataset.name': 'mmlu'}
+    """
+    out = {"model": shown(model)} if model is not None else {}  # a killed run's folder may not name it
+    config = summary.get("config")
+    for key, value in flatten(config if isinstance(config, dict) else {}).items():
+        parts = key.split(".")
+        if parts[0] not in NOT_SETTINGS and not set(parts) & UNCOMPARED:
+            out[key] = shown(value)
+    return out
+
+
+def varying(rows: list[dict[str, str]], first: tuple[str, ...] = ()) -> list[str]:
+    """The settings whose values differ between the ``rows`` that have them (a killed run's folder may hold none),
+    ``model`` first, then those named in ``first``, then in the order the rows name them.
+
+    >>> varying([{"model": "a", "shots": "0", "seed": "0"}, {"model": "a", "shots": "1", "seed": "1"}], ("seed",))
+    ['seed', 'shots']
+    >>> varying([{"model": "a", "shots": "0"}, {"model": "a"}])
+    []
+    """
+    names = list(dict.fromkeys(name for row in rows for name in row))
+    differ = [name for name in names if len({row[name] for row in rows if name in row}) > 1]
+    order = ["model", *first]
+    return sorted(differ, key=lambda name: (order.index(name) if name in order else len(order), names.index(name)))
+
+
+def pivot_axes(names: list[str], columns: tuple[str, ...]) -> tuple[str, str | None, list[str]]:
+    """(the rows' setting, the columns' setting or None, the settings that split the tables) for the varying
+    settings ``names``: rows are the model when it varies, columns the first of ``columns`` that varies (else the
+    next setting).
+
+    >>> pivot_axes(["model", "variant", "shots"], ("variant",))
+    ('model', 'variant', ['shots'])
+    >>> pivot_axes(["shots", "seed"], ("variant",)), pivot_axes(["seed"], ())
+    (('shots', 'seed', []), ('seed', None, []))
+    """
+    rows = "model" if "model" in names else names[0]
+    rest = [name for name in names if name != rows]
+    column = next((name for name in columns if name in rest), rest[0] if rest else None)
+    return rows, column, [name for name in rest if name != column]
+
+
+def task_settings(runs: list, mine: list[int]) -> tuple[list[dict[str, str]], list[str]]:
+    """The settings of the runs ``mine`` (positions in ``runs``, all of one task) and those that differ between
+    them; a run that lacks one of those (a killed run with no ``config.yaml``) has it as "—"."""
+    rows = [settings(runs[i].summary, model_name(runs[i].summary)) for i in mine]
+    names = varying(rows, tuple(runs[mine[0]].task.grid_columns)) if mine else []
+    return [{**row, **{name: row.get(name, "—") for name in names}} for row in rows], names
+
+
+def grid_section(runs: list, numbers: list[int], sections: list[str]) -> str:
+    """The "Grid" section of a page of several runs: per task with two runs or more that differ in a setting, the
+    headline by rows and columns, one table per combination of the other settings, each value a link to its run's
+    section (``sections[i]``: the id of run ``numbers[i]``'s). Empty when no task has such runs."""
+    out = []
+    for task in dict.fromkeys(run.task for run in runs):
+        mine = [i for i, run in enumerate(runs) if run.task is task]
+        rows, names = task_settings(runs, mine)
+        if len(mine) < 2 or not names:
+            continue
+        row_key, column_key, split = pivot_axes(names, tuple(task.grid_columns))
+        title = f"{task.headline_name} by {row_key}" + (f" and {column_key}" if column_key else "")
+        body = []
+        for combination in dict.fromkeys(tuple(row[name] for name in split) for row in rows):
+            members = [(i, row) for i, row in zip(mine, rows) if tuple(row[name] for name in split) == combination]
+            caption = " · ".join(f"{name} = {value}" for name, value in zip(split, combination))
+            body.append((f'<p class="small">{h.esc(caption)}</p>' if caption else "")
+                        + _pivot(runs, members, row_key, column_key, numbers, sections))
+        out.append(f"<h3>{h.esc(title)}</h3>" + "".join(body))
+    if not out:
+        return ""
+    return h.section("Grid", "".join(out) + '<p class="small">Each value links to its run below; * a partial run. '
+                     "Only the settings that differ between the runs are named.</p>", id="grid")
+
+
+def _pivot(runs: list, members: list[tuple[int, dict]], row_key: str, column_key: str | None, numbers: list[int],
+           sections: list[str]) -> str:
+    row_values = list(dict.fromkeys(row[row_key] for _, row in members))
+    column_values = list(dict.fromkeys(row[column_key] for _, row in members)) if column_key else [None]
+    lines = []
+    for row_value in row_values:
+        line = [h.cell(None, h.esc(row_value))]
+        for column_value in column_values:
+            here = [i for i, row in members if row[row_key] == row_value
+                    and (column_key is None or row[column_key] == column_value)]
+            links = [f'<a href="#{h.esc(sections[i])}" title="run {numbers[i]}: {h.esc(runs[i].folder)}">'
+                     f"{h.esc(h.fmt(runs[i].task.headline(runs[i].summary)))}{'*' if runs[i].partial else ''}</a>"
+                     for i in here]
+            value = runs[here[0]].task.headline(runs[here[0]].summary) if len(here) == 1 else None
+            line.append(h.cell(value, " / ".join(links)))
+        lines.append(line)
+    headline = runs[members[0][0]].task.headline_name
+    columns = [("row", row_key)] + [(f"c{n}", f"{column_key} = {value}" if column_key else headline)
+                                    for n, value in enumerate(column_values)]
+    return h.table(columns, lines, cls="grid")
+
