@@ -188,6 +188,17 @@ def test_the_records_benchmark_reads_a_sweep_both_ways_into_the_same_rows(capsys
     assert out.startswith("2 cells of 20 sets of N = 21: ") and out.rstrip().endswith("; the same rows")
 
 
+def test_the_highlight_benchmark_times_both_matchings_on_the_same_pairs(capsys):
+    from experiments import benchmark_highlight
+
+    assert benchmark_highlight.main(["--sets", "2", "--repeats", "1"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "x |" in line]
+    assert len(lines) == len(benchmark_highlight.WORKLOADS) and all("| 40 |" in line for line in lines)  # 2 × 20
+    import posixlab.report.html as page
+
+    assert page.CHARACTER_MATCHED == 400  # the baseline's setting put back
+
+
 def test_the_analysis_benchmark_checks_each_step_against_the_method_it_replaced(capsys):
     from experiments import benchmark_analysis
 

@@ -145,23 +145,27 @@ def test_a_large_run_s_page_carries_the_details_of_its_highest_units_only(posix_
 
 
 def test_the_edit_highlight_is_a_valid_diff_of_any_two_texts():
-    """Matched between the common prefix and suffix only (for speed), the opcodes still rebuild both texts, their
-    equal stretches are equal, and they tile both texts in order: 5,000 random edits of random texts."""
+    """Matched between the common prefix and suffix only (for speed), and word by word where that stretch is long,
+    the opcodes still rebuild both texts, their equal stretches are equal, and they tile both texts in order: 5,000
+    random edits of short random texts, 1,000 of long ones (half of them against a text reversed)."""
     import random
 
     from posixlab.report.html import _edit_opcodes
 
     rng = random.Random(0)
-    for _ in range(5000):
-        original = "".join(rng.choice("ab c") for _ in range(rng.randint(0, 25)))
+    for n in range(6000):
+        long = n >= 5000  # past 400 differing characters the texts are matched word by word, then by character
+        original = "".join(rng.choice("ab c\n.") for _ in range(rng.randint(400, 900) if long else rng.randint(0, 25)))
         variant = list(original)
-        for _ in range(rng.randint(0, 3)):
+        for _ in range(rng.randint(0, 40 if long else 3)):
             k = rng.randint(0, len(variant))
             if rng.random() < 0.5 and variant:
                 del variant[min(k, len(variant) - 1)]
             else:
                 variant.insert(k, rng.choice("ab c"))
         variant = "".join(variant)
+        if long and rng.random() < 0.5:
+            variant = variant[::-1]  # a text of the same letters, unrelated
         ops, at = _edit_opcodes(original, variant), (0, 0)
         for op, i1, i2, j1, j2 in ops:
             assert (i1, j1) == at and (op != "equal" or original[i1:i2] == variant[j1:j2])
