@@ -60,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sets", type=int, default=60, help="prompt sets a workload (N = 21)")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
-    print(f"| workload | pairs | mean characters | every character (s) | by word, then character (s) | ratio | "
-          f"other opcodes |\n|---|---|---|---|---|---|---|")
+    print("| workload | pairs | mean characters | every character (s) | by word, then character (s) | ratio | "
+          "other opcodes |\n|---|---|---|---|---|---|---|")
     for name, (variant, shots, perturb) in WORKLOADS.items():
         work = pairs(variant, shots, perturb, args.sets)
         old, new = [], []
