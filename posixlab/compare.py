@@ -159,12 +159,13 @@ def flatten(node: dict, prefix: str = "") -> dict:
 
 
 def compare_runs(base_folder: str | Path, new_folder: str | Path, seed: int = 0, confidence: float = CONFIDENCE,
-                 metrics=None) -> dict:
+                 metrics=None, read=run_values) -> dict:
     """Compare the run in ``new_folder`` with the one in ``base_folder`` on the units both hold (module docstring);
     ``metrics``: names of the task's metrics (default: all). Refuses runs of different tasks, runs that share no
-    unit, and metrics the task has not."""
-    base_summary, units, base = run_values(base_folder)
-    new_summary, new_units, new = run_values(new_folder)
+    unit, and metrics the task has not. ``read``: ``run_values``, or one that remembers a folder it read (a page
+    pairing every run with its first)."""
+    base_summary, units, base = read(base_folder)
+    new_summary, new_units, new = read(new_folder)
     if new_units is not units:
         raise ConfigError(f"{base_folder} and {new_folder} are runs of different tasks ({base_summary.get('task')}, "
                           f"{new_summary.get('task')}): compare runs of one task")

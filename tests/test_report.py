@@ -333,6 +333,30 @@ def test_a_page_reads_each_run_s_records_once(posix_run, cls_run, tmp_path, monk
     assert opened.count(("sets.jsonl", "r")) == 3  # outside a page: read again (and once by read_sets above)
 
 
+def test_a_page_pairs_its_runs_with_run_1_reading_run_1_s_records_once(posix_run, tmp_path, monkeypatch):
+    """Each later run is paired with run 1 (``posixlab compare``): run 1's values are read once for all the pairs,
+    not once a pair (a grid's page pairs 63 runs with it)."""
+    import builtins
+    from collections import Counter
+    from pathlib import Path
+
+    import posixlab.results as results
+
+    copies = [shutil.copytree(posix_run, tmp_path / f"copy{k}") for k in (1, 2, 3)]
+    opened = Counter()
+
+    def counted_open(path, mode="r", *args, **kwargs):
+        if mode == "r":
+            opened[Path(path).parent] += 1
+        return builtins.open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(results, "open", counted_open, raising=False)
+    page = build_report([posix_run, *copies], tmp_path / "four.html").read_text(encoding="utf-8")
+    paired = re.search(r'<table id="paired-table"[^>]*>(.*?)</table>', page, re.S).group(1)
+    assert [int(n) for n in re.findall(r'<tr><td data-v="(\d+)">', paired)][::3] == [2, 3, 4]  # 3 metrics a run
+    assert opened == {posix_run: 2, **{copy: 2 for copy in copies}}  # its page's read and its pairing's
+
+
 def test_two_runs_are_compared_and_the_gate_is_shown(posix_run, cls_run, tmp_path):
     page = build_report([posix_run, cls_run], tmp_path / "both.html").read_text(encoding="utf-8")
     assert '<section id="compare">' in page and "POSIX = " in h1(page) and "sensitivity S = " in h1(page)

@@ -13,11 +13,12 @@ This is the only module of ``posixlab.report`` that imports the tasks; no Hydra 
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from posixlab.compare import compare_runs, interval_words
+from posixlab.compare import compare_runs, interval_words, run_values
 from posixlab.errors import ConfigError, PosixlabError
 from posixlab.report import html as h
 from posixlab.report.grid import grid_section, task_settings
@@ -311,11 +312,12 @@ def _paired(runs: list[Run]) -> str:
     """Each later run against run 1 on the items both hold (``posixlab.compare``): the mean difference of each
     metric, its interval and verdict. Runs of another task, partial runs and runs sharing no item are left out."""
     rows = []
+    read = functools.cache(run_values)  # run 1's values read once, not once a run
     for n, run in enumerate(runs[1:], 2):
         if run.partial or runs[0].partial or run.task is not runs[0].task:
             continue
         try:
-            result = compare_runs(runs[0].folder, run.folder)
+            result = compare_runs(runs[0].folder, run.folder, read=read)
         except PosixlabError:  # a task compare does not read, or no shared item
             continue
         for m in result["metrics"]:
