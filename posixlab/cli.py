@@ -40,6 +40,7 @@ from posixlab.models.adapters import adapted_name
 from posixlab.models.allocator import prefer_expandable_segments
 from posixlab.models.loading import ModelSpec
 from posixlab.paths import default_cache_dir
+from posixlab.plugins import load_recorded_plugins, record_plugins
 from posixlab.runner import run
 from posixlab.scoring.options import EngineOptions
 from posixlab.status import note_error, status_command
@@ -229,6 +230,7 @@ def main(cfg: DictConfig) -> float | None:
         check_gate_applies(task_type.name, gate)  # a threshold the task has no metric for stops here, before the run
         if cfg.dry_run:
             return dry_run_job(cfg, output_dir)
+        record_plugins(output_dir)  # so that posixlab status/gate/report read this folder in any shell
         summary = run_job(cfg, resolved, output_dir, group)
         rows = check_gate(summary, gate)  # one the run's data has no metric for (no gold labels): exit 2 too
         if resolved.get("report", True):  # after the gate, so that the page shows its rows
@@ -954,6 +956,8 @@ def entry() -> None:
     prefer_expandable_segments()  # before anything touches a GPU
     sys.argv[1:] = expand_moved_settings(expand_model_aliases(sys.argv[1:]))
     if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:
+        # a plug-in run's folder reads without POSIXLAB_PLUGINS: the plug-ins it was made with (posixlab/plugins.py)
+        load_recorded_plugins([a for a in sys.argv[2:] if "=" not in a and not a.startswith("-") and Path(a).is_dir()])
         sys.exit(COMMANDS[sys.argv[1]](sys.argv[2:]))
     if sys.argv[1:] == ["help"]:  # a word Hydra would read as an override without a value
         sys.argv[1:] = ["--help"]

@@ -176,8 +176,10 @@ def make_gate(values: dict | None) -> GateConfig:
     known, bounds = {*metrics(), *guards()}, ranges()
     unknown = sorted(set(values) - known - fields)
     if unknown:
+        from posixlab.plugins import not_imported_note
+
         raise ConfigError(f"gate has no setting {', '.join(unknown)} (the thresholds are {', '.join(metrics())}; "
-                          f"and accuracy_reading, {', '.join(guards())})")
+                          f"and accuracy_reading, {', '.join(guards())}){not_imported_note()}")
     for name in known:
         value = values.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))

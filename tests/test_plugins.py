@@ -5,6 +5,8 @@ to posixlab: the claim that a backend and a task are one-module plug-ins. Pure P
 from __future__ import annotations
 
 import json
+import re
+import shutil
 
 import importlib
 
@@ -150,7 +152,9 @@ def _plugin_files(folder):
 def test_plug_ins_named_in_posixlab_plugins_run_gate_and_refuse_from_the_command_line(tmp_path):
     """A user's two modules beside the experiment, named in POSIXLAB_PLUGINS: ``task=agreement`` with the rule
     backend runs from the command line (task settings and the task's gate threshold on it), the folder's gate is
-    read again by ``posixlab gate``; without the variable, or with a module that does not import: one message."""
+    read again by ``posixlab gate``; without the variable the folder's own plug-ins are imported by name (a finished
+    run's, from its summary; a killed run's, from its plugins.json), and where they are not found, or with a module
+    that does not import: one message."""
     work = _plugin_files(tmp_path / "work")
     env = {"POSIXLAB_PLUGINS": "plugin_backend, plugin_task", "POSIXLAB_CACHE": str(tmp_path / "cache")}
     questions = "task.questions=[" + ",".join("[" + ",".join(q) + "]" for q in QUESTIONS[:2]) + "]"
@@ -171,9 +175,28 @@ def test_plug_ins_named_in_posixlab_plugins_run_gate_and_refuse_from_the_command
     status = _cli(["status", str(folder)], work, env, run_py=False)
     assert status.returncode == 0 and "2/2 questions" in status.stdout, status.stderr[-2000:]
 
-    unknown = _cli(["gate", str(folder), "gate.min_agreement=0.5"], work, {}, run_py=False)  # modules not named
+    recorded = json.loads((folder / "plugins.json").read_text())  # written when the run started
+    assert [p["module"] for p in recorded] == ["plugin_backend", "plugin_task"]
+
+    # without the variable: the folder's own plug-ins, imported by name from the working folder
+    gate = _cli(["gate", str(folder), f"gate.min_agreement={expected}"], work, {}, run_py=False)
+    assert gate.returncode == 0 and "pass" in gate.stdout, gate.stderr[-2000:]
+    assert f"posixlab: imported the plug-in plugin_task, which {folder} was made with" in gate.stderr
+    killed = tmp_path / "killed"  # a run still going (or killed): no summary yet, its plugins.json read instead
+    shutil.copytree(folder, killed)
+    (killed / "summary.json").unlink()
+    status = _cli(["status", str(killed)], work, {}, run_py=False)  # 3: a cell that stopped before its end
+    assert status.returncode == 3 and re.search(r"failed +2/\? questions", status.stdout), status.stderr[-2000:]
+    report = _cli(["report", str(killed)], work, {}, run_py=False)
+    assert report.returncode == 0 and "PARTIAL" in (killed / "report.html").read_text(), report.stderr[-2000:]
+    elsewhere = tmp_path / "elsewhere"  # where the modules are not: the message names the module and its file
+    elsewhere.mkdir()
+    unknown = _cli(["gate", str(folder), "gate.min_agreement=0.5"], elsewhere, {}, run_py=False)
     assert unknown.returncode == 2 and "Traceback" not in unknown.stderr
     assert "gate has no setting min_agreement" in unknown.stderr
+    assert (f"{folder} was made with the plug-in 'plugin_task' (from POSIXLAB_PLUGINS, file {work / 'plugin_task.py'})"
+            f", which does not import here: ModuleNotFoundError") in unknown.stderr, unknown.stderr[-2000:]
+    assert "name it in POSIXLAB_PLUGINS" in unknown.stderr
     unknown = _cli(["task=agreement", *RULE_MODEL, f"hydra.run.dir={tmp_path / 'none'}"], work, {})
     assert unknown.returncode == 2 and "Traceback" not in unknown.stderr, unknown.stderr[-2000:]
     assert "unknown task 'agreement'; the tasks are posix, classification, or a backend or task from a plug-in: " \

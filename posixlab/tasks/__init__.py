@@ -24,11 +24,12 @@ def register_task(task_type: type[Task]) -> type[Task]:
 def task_named(name: str) -> type[Task]:
     """The task type registered as ``name`` (a run's ``task.name``, a summary's ``task``)."""
     if name not in TASK_TYPES:  # a plug-in's, not imported yet
-        from posixlab.plugins import HOW, load_plugins
+        from posixlab.plugins import HOW, load_plugins, not_imported_note
 
         load_plugins()
         if name not in TASK_TYPES:
-            raise ConfigError(f"unknown task {name!r}; the tasks are {', '.join(TASK_TYPES)}, or {HOW}")
+            raise ConfigError(f"unknown task {name!r}; the tasks are {', '.join(TASK_TYPES)}, or {HOW}"
+                              f"{not_imported_note()}")
     return TASK_TYPES[name]
 
 
