@@ -220,8 +220,9 @@ def render(runs: list[Run], gates: list[list]) -> str:
         body.append(grid_section(runs, numbers, [f"run-{n}" for n in numbers]) + _compare(runs, values))
     for n, (run, inner) in enumerate(zip(runs, sections)):
         body.append(h.section(f"Run {n + 1}: {run.folder}", inner, id=f"run-{n + 1}", cls="run") if several else inner)
-    subtitle = str(runs[0].folder) if not several else f"{len(runs)} runs compared"
-    return h.page(f"posixlab report: {title}", title, "".join(body), subtitle=f"{subtitle} · {_about(runs[0])}")
+    # several runs: run 1's result line would read as the page's; each run's is in its own section
+    subtitle = f"{runs[0].folder} · {_about(runs[0])}" if not several else f"{len(runs)} runs compared"
+    return h.page(f"posixlab report: {title}", title, "".join(body), subtitle=subtitle)
 
 
 def _title(runs: list[Run]) -> str:
