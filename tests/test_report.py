@@ -447,6 +447,27 @@ def test_a_grid_s_page_tables_its_headline_by_the_settings_that_differ(tiny_lm, 
     assert h1(page) == f"PARTIAL · 6 runs · POSIX {min(values):.4f} to {max(values):.4f}"
 
 
+def test_a_grid_cell_carries_the_paper_s_value_for_its_model_and_setting(posix_run, tmp_path):
+    """A run named as one of the paper's models (its summary's model renamed: the tiny model stands in) gets, under
+    its value in the grid, the paper's POSIX for that model, data set, variant type and shots; a model the paper has
+    not, nothing."""
+    from posixlab.analysis.paper import PAPER
+
+    for name in ("llama2-7b", "mistral-7b-instruct", "my-model"):
+        shutil.copytree(posix_run, tmp_path / "sweep" / name)
+        summary = json.loads((tmp_path / "sweep" / name / "summary.json").read_text(encoding="utf-8"))
+        summary["model"]["name"] = name
+        (tmp_path / "sweep" / name / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    page = build_report([tmp_path / "sweep"], tmp_path / "paper.html").read_text(encoding="utf-8")
+    grid = re.search(r'<section id="grid">(.*?)</section>', page, re.S).group(1)
+    assert "<h3>POSIX by model</h3>" in grid and summary["variant"] == "spelling" and summary["shots"] == 0
+    for name in ("llama2-7b", "mistral-7b-instruct"):
+        mean, sd = PAPER[(name, "mmlu", "spelling", 0)]
+        assert re.search(rf'<td>{name}</td><td data-v="[^"]+"><a [^>]+>[0-9.]+</a>'
+                         rf'<div class="small">paper {mean:.3f} ± {sd:.3f}</div></td>', grid), name
+    assert re.search(r'<td>my-model</td><td data-v="[^"]+"><a [^>]+>[0-9.]+</a></td>', grid)
+
+
 def test_any_task_gets_the_generic_page_and_merge_writes_one(tmp_path, rephrasings):
     questions = [["What is 2 + 2?", "What is 2+2?"], ["Name a prime.", "Give a prime."]]
     run(plugin_task.AgreementConfig(model=RULE, questions=questions, output_dir=str(tmp_path / "agree"),

@@ -118,7 +118,8 @@ def grid_section(runs: list, numbers: list[int], sections: list[str]) -> str:
     if not out:
         return ""
     return h.section("Grid", "".join(out) + '<p class="small">Each value links to its run below; * a partial run. '
-                     "Only the settings that differ between the runs are named.</p>", id="grid")
+                     "Only the settings that differ between the runs are named. Under a value, what its task reads "
+                     "it against (POSIX: the paper's mean ± sd of ψ for the same model and setting).</p>", id="grid")
 
 
 def _pivot(runs: list, members: list[tuple[int, dict]], row_key: str, column_key: str | None, numbers: list[int],
@@ -135,7 +136,8 @@ def _pivot(runs: list, members: list[tuple[int, dict]], row_key: str, column_key
                      f"{h.esc(h.fmt(runs[i].task.headline(runs[i].summary)))}{'*' if runs[i].partial else ''}</a>"
                      for i in here]
             value = runs[here[0]].task.headline(runs[here[0]].summary) if len(here) == 1 else None
-            line.append(h.cell(value, " / ".join(links)))
+            note = runs[here[0]].task.grid_note(runs[here[0]].summary) if here else None  # one cell: one setting
+            line.append(h.cell(value, " / ".join(links) + (f'<div class="small">{h.esc(note)}</div>' if note else "")))
         lines.append(line)
     headline = runs[members[0][0]].task.headline_name
     columns = [("row", row_key)] + [(f"c{n}", f"{column_key} = {value}" if column_key else headline)

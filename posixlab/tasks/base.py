@@ -322,6 +322,12 @@ class Task:
     report_value_name: str = ""  # what report_values are ("ψ", "S"); empty: the headline key's first part
 
     @classmethod
+    def grid_note(cls, summary: dict) -> str | None:
+        """A line under the run's headline in a page's grid (``posixlab.report.grid``): a published value of the same
+        cell to read it against, say; none by default."""
+        return None
+
+    @classmethod
     def report_values(cls, folder: Path, summary: dict) -> list[float]:
         """One number per unit, in the order of ``read_unit_records``, for comparing runs' distributions: by default
         each record's value at the headline key's first part (``agreement`` for ``agreement.mean``) when it is a

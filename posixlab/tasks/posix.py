@@ -616,6 +616,16 @@ class PosixTask(Task):
                                      whole=lambda indices: cls.whole_unit_records(folder, indices))
 
     @classmethod
+    def grid_note(cls, summary: dict) -> str | None:
+        """The paper's POSIX for the same model, data set, variant type and shots (Tables 1, 2, 6-9), where it has
+        one: "paper 0.810 ± 0.299"."""
+        from posixlab.analysis.paper import paper_value
+
+        value = paper_value(model_name(summary) or "", summary.get("dataset"), summary.get("variant"),
+                            summary.get("shots", 0))
+        return None if value is None else f"paper {value[0]:.3f} ± {value[1]:.3f}"
+
+    @classmethod
     def report_values(cls, folder: Path, summary: dict) -> list[float]:
         """ψ per set."""
         from posixlab.tasks import posix_report
