@@ -77,20 +77,22 @@ class Units:
 
     file: str
     name: str
+    index_key: str  # each record's place among the cell's units: the order values are read in
     values: Callable[[dict], dict]
     metrics: tuple[tuple[str, str], ...]
 
 
-UNITS = {"posix": Units(SETS_FILE, "set", set_values,
+UNITS = {"posix": Units(SETS_FILE, "set", "set_index", set_values,
                         (("psi", "lower"), ("accuracy_options", "higher"), ("accuracy_greedy", "higher"))),
-         "classification": Units(SAMPLES_FILE, "sample", sample_values, (("sensitivity", "lower"),
-                                                                          ("accuracy", "higher")))}
+         "classification": Units(SAMPLES_FILE, "sample", "sample_index", sample_values,
+                                 (("sensitivity", "lower"), ("accuracy", "higher")))}
 METRICS = tuple(dict.fromkeys(name for units in UNITS.values() for name, _ in units.metrics))
 
 
 def run_values(folder: str | Path) -> tuple[dict, Units, list[dict]]:
-    """A run folder's summary, its task's ``Units`` and its per-unit values, in file order; a clear error for a
-    folder that holds no finished run of a task compared here."""
+    """A run folder's summary, its task's ``Units`` and its per-unit values in unit order (the order the bootstrap
+    draws from: not the order the units finished and were written in, so that two runs of one cell compare alike);
+    a clear error for a folder that holds no finished run of a task compared here."""
     folder = Path(folder)
     summary_path = folder / SUMMARY_FILE
     if not summary_path.is_file():
@@ -102,11 +104,16 @@ def run_values(folder: str | Path) -> tuple[dict, Units, list[dict]]:
     if units is None or not (folder / units.file).is_file():
         raise ConfigError(f"{folder} is a {task} run without its records: posixlab compare reads the POSIX runs' "
                           f"{SETS_FILE} and the classification runs' {SAMPLES_FILE}")
-    values = [units.values(r) for r in iter_records(folder, units.file)]
+    read = ((r.get(units.index_key, n), units.values(r)) for n, r in enumerate(iter_records(folder, units.file)))
+    return summary, units, checked_values(folder, units, [v for _, v in sorted(read, key=lambda p: p[0])])
+
+
+def checked_values(folder, units: Units, values: list[dict]) -> list[dict]:
+    """``values``, refused when two units share an id (they could not be paired by it)."""
     ids = [v["id"] for v in values]
     if len(set(ids)) != len(ids):
         raise ConfigError(f"{folder} has {units.name}s with the same {units.name}_id: they cannot be paired by it")
-    return summary, units, values
+    return values
 
 
 def paired_metrics(base: list[dict], new: list[dict], seed: int = 0, confidence: float = CONFIDENCE,
@@ -159,13 +166,20 @@ def flatten(node: dict, prefix: str = "") -> dict:
 
 
 def compare_runs(base_folder: str | Path, new_folder: str | Path, seed: int = 0, confidence: float = CONFIDENCE,
-                 metrics=None, read=run_values) -> dict:
+                 metrics=None) -> dict:
     """Compare the run in ``new_folder`` with the one in ``base_folder`` on the units both hold (module docstring);
     ``metrics``: names of the task's metrics (default: all). Refuses runs of different tasks, runs that share no
-    unit, and metrics the task has not. ``read``: ``run_values``, or one that remembers a folder it read (a page
-    pairing every run with its first)."""
-    base_summary, units, base = read(base_folder)
-    new_summary, new_units, new = read(new_folder)
+    unit, and metrics the task has not."""
+    return compare_values((base_folder, *run_values(base_folder)), (new_folder, *run_values(new_folder)), seed,
+                          confidence, metrics)
+
+
+def compare_values(base_run: tuple, new_run: tuple, seed: int = 0, confidence: float = CONFIDENCE,
+                   metrics=None) -> dict:
+    """``compare_runs`` of two runs already read: each ``(folder, summary, units, values)`` as ``run_values`` gives
+    them (a report page reads a run's records once, for its sections and its pairing)."""
+    base_folder, base_summary, units, base = base_run
+    new_folder, new_summary, new_units, new = new_run
     if new_units is not units:
         raise ConfigError(f"{base_folder} and {new_folder} are runs of different tasks ({base_summary.get('task')}, "
                           f"{new_summary.get('task')}): compare runs of one task")

@@ -4,6 +4,7 @@ recomputed, per-set accuracy by hand, what changed, the refusals, the command's 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -93,6 +94,21 @@ def test_a_rerun_is_identical_and_a_change_that_moves_nothing_is_within_noise(tm
     shuffled = write_run(tmp_path / "c", list(rng.permutation(psis)))  # the same values, paired at random
     (psi,) = compare_runs(base, shuffled)["metrics"]
     assert psi["interval"][0] < 0 < psi["interval"][1] and psi["verdict"] == "within noise"
+
+
+def test_the_order_a_run_wrote_its_sets_in_changes_nothing(tmp_path):
+    """A run writes each set as it finishes, so two runs of one cell (or a run and its merged shards) hold their
+    sets in different orders: the comparison reads them in set order, and its interval is the same."""
+    rng = np.random.default_rng(4)
+    base = write_run(tmp_path / "base", rng.gamma(2.0, 0.2, 40).tolist())
+    new = write_run(tmp_path / "new", rng.gamma(2.0, 0.25, 40).tolist())
+    written = tmp_path / "written" / "sets.jsonl"
+    shutil.copytree(new, written.parent)
+    lines = (new / "sets.jsonl").read_text().splitlines()
+    written.write_text("".join(lines[k] + "\n" for k in rng.permutation(len(lines))))
+    assert written.read_text() != (new / "sets.jsonl").read_text()
+    assert compare_runs(base, written.parent)["metrics"] == compare_runs(base, new)["metrics"]
+    assert compare_runs(written.parent, base)["metrics"] == compare_runs(new, base)["metrics"]
 
 
 def test_one_shared_set_has_no_interval_and_no_verdict_but_noise(tmp_path):

@@ -23,6 +23,7 @@ from posixlab.errors import ConfigError
 from posixlab.models import ModelSpec
 from posixlab.rephrase import RephraserConfig
 from posixlab.report.build import build_report
+from posixlab.compare import interval_words
 from posixlab.report.html import highlight_edit
 from posixlab.runner import run
 from posixlab.tasks import TASK_TYPES
@@ -333,16 +334,25 @@ def test_a_page_reads_each_run_s_records_once(posix_run, cls_run, tmp_path, monk
     assert opened.count(("sets.jsonl", "r")) == 3  # outside a page: read again (and once by read_sets above)
 
 
-def test_a_page_pairs_its_runs_with_run_1_reading_run_1_s_records_once(posix_run, tmp_path, monkeypatch):
-    """Each later run is paired with run 1 (``posixlab compare``): run 1's values are read once for all the pairs,
-    not once a pair (a grid's page pairs 63 runs with it)."""
+def test_a_page_pairs_its_runs_with_run_1_from_the_records_it_read(posix_run, tmp_path, monkeypatch):
+    """Each later run is paired with run 1 (``posixlab compare``) from the records the page read for its sections:
+    one read of each run's records in all (a grid's page pairs 63 runs with run 1), and the same numbers as
+    ``posixlab compare``, which reads units in their order, not the order they were written in."""
     import builtins
     from collections import Counter
     from pathlib import Path
 
     import posixlab.results as results
+    from posixlab.compare import compare_runs
 
     copies = [shutil.copytree(posix_run, tmp_path / f"copy{k}") for k in (1, 2, 3)]
+    lines = (posix_run / "sets.jsonl").read_text(encoding="utf-8").splitlines()
+    moved = [json.loads(line) for line in lines]
+    for record in moved:
+        record["psi"] += 0.01 * (record["set_index"] + 1)  # each set's ψ up a little: a change to pair
+    ordered = "".join(json.dumps(r) + "\n" for r in moved)
+    (copies[1] / "sets.jsonl").write_text(ordered, encoding="utf-8")
+    (copies[2] / "sets.jsonl").write_text("".join(json.dumps(r) + "\n" for r in moved[::-1]), encoding="utf-8")
     opened = Counter()
 
     def counted_open(path, mode="r", *args, **kwargs):
@@ -352,9 +362,19 @@ def test_a_page_pairs_its_runs_with_run_1_reading_run_1_s_records_once(posix_run
 
     monkeypatch.setattr(results, "open", counted_open, raising=False)
     page = build_report([posix_run, *copies], tmp_path / "four.html").read_text(encoding="utf-8")
+    assert opened == {posix_run: 1, **{copy: 1 for copy in copies}}
+    monkeypatch.undo()
     paired = re.search(r'<table id="paired-table"[^>]*>(.*?)</table>', page, re.S).group(1)
-    assert [int(n) for n in re.findall(r'<tr><td data-v="(\d+)">', paired)][::3] == [2, 3, 4]  # 3 metrics a run
-    assert opened == {posix_run: 2, **{copy: 2 for copy in copies}}  # its page's read and its pairing's
+    rows = [re.findall(r"<td(?: [^>]*)?>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", paired)[1:]]
+    assert [row[0] for row in rows] == ["2"] * 3 + ["3"] * 3 + ["4"] * 3  # 3 metrics a run
+    for n, copy in ((3, copies[1]), (4, copies[2])):  # written in the sets' order, and in reverse
+        result = compare_runs(posix_run, copy)
+        psi = next(m for m in result["metrics"] if m["metric"] == "psi")
+        assert psi["verdict"] != "identical" and psi["interval"][0] is not None
+        assert re.search(rf'<tr><td data-v="{n}">{n}</td><td>psi</td>.*?<td>{re.escape(interval_words(psi["interval"]))}'
+                         rf"</td>", paired), n
+    reversed_result, ordered_result = compare_runs(posix_run, copies[2]), compare_runs(posix_run, copies[1])
+    assert reversed_result["metrics"] == ordered_result["metrics"]  # the order written in changes nothing
 
 
 def test_two_runs_are_compared_and_the_gate_is_shown(posix_run, cls_run, tmp_path):

@@ -13,12 +13,11 @@ This is the only module of ``posixlab.report`` that imports the tasks; no Hydra 
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from posixlab.compare import compare_runs, interval_words, run_values
+from posixlab.compare import UNITS, checked_values, compare_values, interval_words
 from posixlab.errors import ConfigError, PosixlabError
 from posixlab.report import html as h
 from posixlab.report.grid import grid_section, task_settings
@@ -209,15 +208,20 @@ def render(runs: list[Run], gates: list[list]) -> str:
     title = ("PARTIAL · " if any(r.partial for r in runs) else "") + _title(runs)
     first_partial = next((r for r in runs if r.partial), None)  # its banner is the page's #partial
     body = [_banners(run, several, run is first_partial) for run in runs]
-    sections, values = [], []
-    with records_read_once():  # each run's records read once for its sections, its values and its gate
+    sections, values, paired, base = [], [], [], None
+    with records_read_once():  # each run's records read once for its sections, its values, its gate and pairing
         for n, (run, rows) in enumerate(zip(runs, gates)):
             prefix = "" if n == 0 else f"r{n + 1}-"
             sections.append(_gate(run, rows, prefix) + _sections(run, prefix))
             values.append(_values(run) if several else [])
+            if several and not run.partial and run.task is runs[0].task:  # later runs against run 1's values
+                read = _pairing_values(run)
+                base = read if n == 0 else base
+                if n and base is not None and read is not None:
+                    paired.append((n + 1, _paired_result(base, read)))
     if several:
         numbers = list(range(1, len(runs) + 1))
-        body.append(grid_section(runs, numbers, [f"run-{n}" for n in numbers]) + _compare(runs, values))
+        body.append(grid_section(runs, numbers, [f"run-{n}" for n in numbers]) + _compare(runs, values, paired))
     for n, (run, inner) in enumerate(zip(runs, sections)):
         body.append(h.section(f"Run {n + 1}: {run.folder}", inner, id=f"run-{n + 1}", cls="run") if several else inner)
     # several runs: run 1's result line would read as the page's; each run's is in its own section
@@ -275,9 +279,10 @@ def _values(run: Run) -> list[float]:
         return []
 
 
-def _compare(runs: list[Run], values: list[list[float]]) -> str:
+def _compare(runs: list[Run], values: list[list[float]], paired: list) -> str:
     """The runs side by side, with the settings that differ between runs of one task; ``values``: each run's
-    per-unit values (``_values``)."""
+    per-unit values (``_values``); ``paired``: (run number, ``posixlab.compare``'s result or None) of each later
+    run paired with run 1."""
     named: dict[int, dict[str, str]] = {}
     differ: list[str] = []
     for task in dict.fromkeys(run.task for run in runs):
@@ -306,20 +311,36 @@ def _compare(runs: list[Run], values: list[list[float]]) -> str:
         plots.append(f"<h3>{h.esc(label)}</h3>" + h.distributions(named, label=label))
     return h.section("Runs compared", table + "".join(plots)
                      + '<p class="small">A dot per unit (its value on hover); red bar: median; green diamond: '
-                       "mean.</p>" + _paired(runs), id="compare")
+                       "mean.</p>" + _paired(paired), id="compare")
 
 
-def _paired(runs: list[Run]) -> str:
+def _pairing_values(run: Run) -> tuple | None:
+    """What ``posixlab.compare`` pairs a finished run by, from the records its page read (``records_read_once``: no
+    second read), in unit order as ``compare.run_values`` reads them; None for a task compare does not read, or
+    units that share an id."""
+    units = UNITS.get(run.task.name)
+    if units is None:
+        return None
+    try:
+        values = checked_values(run.folder, units, [units.values(r) for r in run.task.read_unit_records(run.folder)])
+    except PosixlabError:
+        return None
+    return run.folder, run.summary, units, values
+
+
+def _paired_result(base: tuple, new: tuple) -> dict | None:
+    try:
+        return compare_values(base, new)
+    except PosixlabError:  # no shared item
+        return None
+
+
+def _paired(paired: list) -> str:
     """Each later run against run 1 on the items both hold (``posixlab.compare``): the mean difference of each
     metric, its interval and verdict. Runs of another task, partial runs and runs sharing no item are left out."""
     rows = []
-    read = functools.cache(run_values)  # run 1's values read once, not once a run
-    for n, run in enumerate(runs[1:], 2):
-        if run.partial or runs[0].partial or run.task is not runs[0].task:
-            continue
-        try:
-            result = compare_runs(runs[0].folder, run.folder, read=read)
-        except PosixlabError:  # a task compare does not read, or no shared item
+    for n, result in paired:
+        if result is None:
             continue
         for m in result["metrics"]:
             rows.append([n, h.cell(None, h.esc(m["metric"])), h.cell(None, m["better"]), m["units"], m["base"],
