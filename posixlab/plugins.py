@@ -87,7 +87,7 @@ def recorded_plugins(folder: str | Path) -> list[dict]:
             data = json.loads((Path(folder) / name).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        entries = data.get(key) if key and isinstance(data, dict) else data if not key else None
+        entries = data if key is None else data.get(key) if isinstance(data, dict) else None
         if isinstance(entries, list):
             return [e for e in entries if isinstance(e, dict) and isinstance(e.get("module"), str)]
     return []
