@@ -409,7 +409,8 @@ def test_a_sweep_folder_reports_each_of_its_runs_in_the_sweep_s_order(posix_run,
     assert report_command([str(sweep)]) == 0
     assert (sweep / "report.html").read_text(encoding="utf-8") == named
     assert "POSIX = " in h1(named) and 'id="r2-units"' in named
-    assert 'id="grid"' not in named  # one run of each task: no grid to draw
+    assert 'id="grid"' not in named and 'href="#grid"' not in named  # one run of each task: no grid to draw
+    assert named.count('<a href="#compare">↑ runs compared</a>') == 2
     with pytest.raises(ConfigError, match="is not a run folder"):
         build_report([tmp_path / "sweep" / ".submitit"], tmp_path / "none.html")
 
@@ -458,8 +459,9 @@ def test_a_grid_s_page_tables_its_headline_by_the_settings_that_differ(tiny_lm, 
     assert lines == [["spelling", f"{link(1)} / {link(5)}", link(2), ""],
                      ["template", link(3), link(4), ""],
                      ["—", "", "", link(6, "*")]], lines
-    for n in range(1, 7):
-        assert f'<section id="run-{n}" class="run"><h2>Run {n}: ' in page
+    for n in range(1, 7):  # each run's section, and its way back to the grid
+        assert re.search(rf'<section id="run-{n}" class="run"><h2>Run {n}: [^<]*</h2><p class="small">'
+                         r'<a href="#grid">↑ grid</a> · <a href="#compare">↑ runs compared</a></p>', page), n
     compare = re.search(r'<table id="compare-table"[^>]*>(.*?)</table>', page, re.S).group(1)
     heads = re.findall(r"<th(?: [^>]*)?>(.*?)</th>", compare)
     assert heads[heads.index("data set") + 1:] == ["variant", "seed", "state"], heads  # no engine, no output_dir

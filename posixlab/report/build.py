@@ -219,11 +219,16 @@ def render(runs: list[Run], gates: list[list]) -> str:
                 base = read if n == 0 else base
                 if n and base is not None and read is not None:
                     paired.append((n + 1, _paired_result(base, read)))
+    back = ""
     if several:
         numbers = list(range(1, len(runs) + 1))
-        body.append(grid_section(runs, numbers, [f"run-{n}" for n in numbers]) + _compare(runs, values, paired))
+        grid = grid_section(runs, numbers, [f"run-{n}" for n in numbers])
+        body.append(grid + _compare(runs, values, paired))
+        back = ('<p class="small">' + ('<a href="#grid">↑ grid</a> · ' if grid else "")
+                + '<a href="#compare">↑ runs compared</a></p>')  # a long page of runs: back to where they are listed
     for n, (run, inner) in enumerate(zip(runs, sections)):
-        body.append(h.section(f"Run {n + 1}: {run.folder}", inner, id=f"run-{n + 1}", cls="run") if several else inner)
+        body.append(h.section(f"Run {n + 1}: {run.folder}", back + inner, id=f"run-{n + 1}", cls="run")
+                    if several else inner)
     # several runs: run 1's result line would read as the page's; each run's is in its own section
     subtitle = f"{runs[0].folder} · {_about(runs[0])}" if not several else f"{len(runs)} runs compared"
     return h.page(f"posixlab report: {title}", title, "".join(body), subtitle=subtitle)
