@@ -456,9 +456,13 @@ def test_a_grid_s_page_tables_its_headline_by_the_settings_that_differ(tiny_lm, 
         folder = sorted(sweep.iterdir())[n - 1] if n <= 5 else killed
         return f'<a href="#run-{n}" title="run {n}: {folder}">{posix[3 if n == 6 else n - 1]}{star}</a>'  # 6: 4's copy
 
-    assert lines == [["spelling", f"{link(1)} / {link(5)}", link(2), ""],
-                     ["template", link(3), link(4), ""],
-                     ["—", "", "", link(6, "*")]], lines
+    def alone(n: int, star: str = "") -> str:  # a cell of one run: its value, and under it its 95% interval
+        low, high = summaries[3 if n == 6 else n - 1]["psi"]["ci95"]  # the killed run's: over the same sets as 4's
+        return link(n, star) + f'<div class="small">[{low:.4f}, {high:.4f}]</div>'
+
+    assert lines == [["spelling", f"{link(1)} / {link(5)}", alone(2), ""],  # two runs of a cell: no interval
+                     ["template", alone(3), alone(4), ""],
+                     ["—", "", "", alone(6, "*")]], lines
     for n in range(1, 7):  # each run's section, and its way back to the grid
         assert re.search(rf'<section id="run-{n}" class="run"><h2>Run {n}: [^<]*</h2><p class="small">'
                          r'<a href="#grid">↑ grid</a> · <a href="#compare">↑ runs compared</a></p>', page), n
@@ -471,8 +475,8 @@ def test_a_grid_s_page_tables_its_headline_by_the_settings_that_differ(tiny_lm, 
 
 def test_a_grid_cell_carries_the_paper_s_value_for_its_model_and_setting(posix_run, tmp_path):
     """A run named as one of the paper's models (its summary's model renamed: the tiny model stands in) gets, under
-    its value in the grid, the paper's POSIX for that model, data set, variant type and shots; a model the paper has
-    not, nothing."""
+    its value in the grid and its 95% interval, the paper's POSIX for that model, data set, variant type and shots; a
+    model the paper has not, its interval only."""
     from posixlab.analysis.paper import PAPER
 
     for name in ("llama2-7b", "mistral-7b-instruct", "my-model"):
@@ -482,12 +486,14 @@ def test_a_grid_cell_carries_the_paper_s_value_for_its_model_and_setting(posix_r
         (tmp_path / "sweep" / name / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
     page = build_report([tmp_path / "sweep"], tmp_path / "paper.html").read_text(encoding="utf-8")
     grid = re.search(r'<section id="grid">(.*?)</section>', page, re.S).group(1)
+    interval = re.escape("[{:.4f}, {:.4f}]".format(*summary["psi"]["ci95"]))  # the run's own, under its value
     assert "<h3>POSIX by model</h3>" in grid and summary["variant"] == "spelling" and summary["shots"] == 0
     for name in ("llama2-7b", "mistral-7b-instruct"):
         mean, sd = PAPER[(name, "mmlu", "spelling", 0)]
-        assert re.search(rf'<td>{name}</td><td data-v="[^"]+"><a [^>]+>[0-9.]+</a>'
+        assert re.search(rf'<td>{name}</td><td data-v="[^"]+"><a [^>]+>[0-9.]+</a><div class="small">{interval}</div>'
                          rf'<div class="small">paper {mean:.3f} ± {sd:.3f}</div></td>', grid), name
-    assert re.search(r'<td>my-model</td><td data-v="[^"]+"><a [^>]+>[0-9.]+</a></td>', grid)
+    assert re.search(rf'<td>my-model</td><td data-v="[^"]+"><a [^>]+>[0-9.]+</a>'
+                     rf'<div class="small">{interval}</div></td>', grid)
 
 
 def test_any_task_gets_the_generic_page_and_merge_writes_one(tmp_path, rephrasings):

@@ -118,8 +118,10 @@ def grid_section(runs: list, numbers: list[int], sections: list[str]) -> str:
     if not out:
         return ""
     return h.section("Grid", "".join(out) + '<p class="small">Each value links to its run below; * a partial run. '
-                     "Only the settings that differ between the runs are named. Under a value, what its task reads "
-                     "it against (POSIX: the paper's mean ± sd of ψ for the same model and setting).</p>", id="grid")
+                     "Only the settings that differ between the runs are named. Under a value, its 95% interval "
+                     "where its task gives one (POSIX: the percentile bootstrap over sets, as its run's headline), "
+                     "and what its task reads it against (POSIX: the paper's mean ± sd of ψ for the same model and "
+                     "setting).</p>", id="grid")
 
 
 def _pivot(runs: list, members: list[tuple[int, dict]], row_key: str, column_key: str | None, numbers: list[int],
@@ -136,11 +138,19 @@ def _pivot(runs: list, members: list[tuple[int, dict]], row_key: str, column_key
                      f"{h.esc(h.fmt(runs[i].task.headline(runs[i].summary)))}{'*' if runs[i].partial else ''}</a>"
                      for i in here]
             value = runs[here[0]].task.headline(runs[here[0]].summary) if len(here) == 1 else None
-            note = runs[here[0]].task.grid_note(runs[here[0]].summary) if here else None  # one cell: one setting
-            line.append(h.cell(value, " / ".join(links) + (f'<div class="small">{h.esc(note)}</div>' if note else "")))
+            notes = [_interval(runs[here[0]])] if len(here) == 1 else []  # two runs of a cell: each its own, below
+            notes.append(runs[here[0]].task.grid_note(runs[here[0]].summary) if here else None)  # one cell: one setting
+            line.append(h.cell(value, " / ".join(links) + "".join(f'<div class="small">{h.esc(note)}</div>'
+                                                                 for note in notes if note)))
         lines.append(line)
     headline = runs[members[0][0]].task.headline_name
     columns = [("row", row_key)] + [(f"c{n}", f"{column_key} = {value}" if column_key else headline)
                                     for n, value in enumerate(column_values)]
     return h.table(columns, lines, cls="grid")
 
+
+
+def _interval(run) -> str | None:
+    """A run's headline interval as its grid cell writes it under the value ("[0.1234, 0.3456]"), where it has one."""
+    ci = run.task.headline_interval(run.summary)
+    return None if ci is None else f"[{h.fmt(ci[0])}, {h.fmt(ci[1])}]"

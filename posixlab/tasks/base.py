@@ -253,6 +253,25 @@ class Task:
         return node if isinstance(node, (int, float)) and not isinstance(node, bool) else None
 
     @classmethod
+    def headline_interval(cls, summary: dict) -> tuple[float, float] | None:
+        """The headline's 95% interval, where the summary gives one beside it (``ci95`` in the mapping that holds the
+        headline: POSIX's percentile bootstrap over sets); None otherwise.
+
+        >>> class T(Task):
+        ...     headline_key = "psi.posix"
+        >>> T.headline_interval({"psi": {"posix": 0.3, "ci95": [0.2, 0.4]}}), T.headline_interval({"psi": {}})
+        ((0.2, 0.4), None)
+        """
+        node = summary
+        for part in cls.headline_key.split(".")[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        ci = node.get("ci95") if isinstance(node, dict) else None
+        if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in ci):
+            return float(ci[0]), float(ci[1])
+        return None
+
+    @classmethod
     def num_units(cls, summary: dict) -> int | None:
         """How many units the summary covers."""
         return summary.get(f"num_{cls.unit_name}s")
