@@ -496,6 +496,38 @@ def test_a_grid_cell_carries_the_paper_s_value_for_its_model_and_setting(posix_r
                      rf'<div class="small">{interval}</div></td>', grid)
 
 
+def test_a_classification_run_s_sensitivity_carries_its_interval_to_the_grid(cls_run, tmp_path):
+    """S's 95% interval: the percentile bootstrap of the samples' S, seeded by the run's seed (by hand: two samples
+    of S 0 and 1 resample to means 0, 1/2 and 1 with chances 1/4, 1/2, 1/4, so the interval is [0, 1]); the result
+    line, summary.md and the run's page print it; in a grid of two classification runs each value carries it."""
+    from posixlab.metrics.stats import bootstrap_ci
+    from posixlab.tasks.classification import ClassificationTask, build_classification_summary
+
+    summary = json.loads((cls_run / "summary.json").read_text(encoding="utf-8"))
+    samples = sorted(records(cls_run, "samples.jsonl"), key=lambda r: r["sample_index"])
+    s = [r["sensitivity"] for r in samples]
+    low, high = summary["sensitivity"]["ci95"]
+    assert [low, high] == list(bootstrap_ci(s, seed=summary["seed"])) and len(set(s)) > 1
+    assert min(s) <= low < summary["sensitivity"]["mean"] < high <= max(s)
+    two = [{**samples[0], "sensitivity": 0.0}, {**samples[1], "sensitivity": 1.0}]
+    by_hand = build_classification_summary(two, summary["classes"], summary["num_rephrasings"], {"seed": 3})
+    assert by_hand["sensitivity"]["ci95"] == [0.0, 1.0] and by_hand["sensitivity"]["mean"] == 0.5
+    assert f"sensitivity S = {summary['sensitivity']['mean']:.4f} (95% CI {low:.4f} to {high:.4f}) · " in \
+        ClassificationTask.report_lines(summary)[0]
+    assert f"| sensitivity S_τ, 95% interval (bootstrap over samples) | {low:.3f} to {high:.3f} |" in \
+        (cls_run / "summary.md").read_text(encoding="utf-8")
+    assert f"95% CI {low:.4f} to {high:.4f}, sd " in page_of(cls_run, tmp_path / "one.html")
+    for name in ("model-a", "model-b"):
+        shutil.copytree(cls_run, tmp_path / "sweep" / name)
+        renamed = {**summary, "model": {**summary["model"], "name": name}}
+        (tmp_path / "sweep" / name / "summary.json").write_text(json.dumps(renamed), encoding="utf-8")
+    grid = re.search(r'<section id="grid">(.*?)</section>', page_of(tmp_path / "sweep"), re.S).group(1)
+    assert "<h3>sensitivity S by model</h3>" in grid
+    for name in ("model-a", "model-b"):
+        assert re.search(rf'<td>{name}</td><td data-v="[^"]+"><a [^>]+>{summary["sensitivity"]["mean"]:.4f}</a>'
+                         rf'<div class="small">\[{low:.4f}, {high:.4f}\]</div></td>', grid), name
+
+
 def test_any_task_gets_the_generic_page_and_merge_writes_one(tmp_path, rephrasings):
     questions = [["What is 2 + 2?", "What is 2+2?"], ["Name a prime.", "Give a prime."]]
     run(plugin_task.AgreementConfig(model=RULE, questions=questions, output_dir=str(tmp_path / "agree"),

@@ -118,8 +118,8 @@ def grid_section(runs: list, numbers: list[int], sections: list[str]) -> str:
     if not out:
         return ""
     return h.section("Grid", "".join(out) + '<p class="small">Each value links to its run below; * a partial run. '
-                     "Only the settings that differ between the runs are named. Under a value, its 95% interval "
-                     "where its task gives one (POSIX: the percentile bootstrap over sets, as its run's headline), "
+                     "Only the settings that differ between the runs are named. Under a value: its 95% interval "
+                     "(the percentile bootstrap over sets or samples that its run's result line prints), "
                      "and what its task reads it against (POSIX: the paper's mean ± sd of ψ for the same model and "
                      "setting).</p>", id="grid")
 

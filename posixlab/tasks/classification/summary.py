@@ -12,6 +12,7 @@ import numpy as np
 
 from posixlab.answers import accuracy_summary
 from posixlab.metrics.classification import NA, consistency, micro_f1
+from posixlab.metrics.stats import bootstrap_ci
 from posixlab.metrics.noise import noise_floor_from_records
 from posixlab.models.capabilities import DETERMINISTIC
 from posixlab.results import SUMMARY_FILE, SUMMARY_MD
@@ -41,9 +42,9 @@ def _stats(values: list[float]) -> dict:
 
 
 def build_classification_summary(records: list[dict], classes: list[str], num_rephrasings: int, meta: dict) -> dict:
-    """S_τ over samples (and per gold class), C_y (Eq. 7: per class over pairs of distinct samples, then the
-    unweighted mean over classes; also with self-pairs and pooled), micro-F1 per rephrasing (when every sample has
-    a gold label)."""
+    """S_τ over samples (its 95% percentile bootstrap interval over samples, seeded by the run's seed as POSIX's over
+    sets; and per gold class), C_y (Eq. 7: per class over pairs of distinct samples, then the unweighted mean over
+    classes; also with self-pairs and pooled), micro-F1 per rephrasing (when every sample has a gold label)."""
     real = [c for c in classes if c != NA]
     s_values = [r["sensitivity"] for r in records]
     gold = [r["gold"] for r in records]
@@ -53,7 +54,8 @@ def build_classification_summary(records: list[dict], classes: list[str], num_re
     has_gold = any(g is not None for g in gold)
     summary = {"task": "classification", **meta, "classes": classes, "num_rephrasings": num_rephrasings,
                "num_samples": len(records),
-               "sensitivity": {**_stats(s_values), "per_class": per_class_s}}
+               "sensitivity": {**_stats(s_values), "ci95": list(bootstrap_ci(s_values, seed=meta.get("seed", 0)))
+                               if s_values else None, "per_class": per_class_s}}
     if has_gold:
         c = consistency(distributions, gold, real)
         with_self = consistency(distributions, gold, real, self_pairs=True)
@@ -173,6 +175,8 @@ def classification_summary_markdown(summary: dict) -> str:
              *[f"Note: {note}." for note in summary.get("notes") or []], *([""] if summary.get("notes") else []),
              "| metric | value |", "|---|---|",
              f"| sensitivity S_τ (mean ± sd over samples) | {_f(s['mean'])} ± {_f(s['sd'])} |",
+             *([f"| sensitivity S_τ, 95% interval (bootstrap over samples) | {_f(s['ci95'][0])} to "
+                f"{_f(s['ci95'][1])} |"] if s.get("ci95") else []),
              f"| consistency C_y (mean over classes, no self-pairs) | {_f(c['mean']) if c else '—'} |",
              f"| consistency, pooled over pairs / with self-pairs | "
              f"{_f(c['pooled']) if c else '—'} / {_f(c['mean_with_self_pairs']) if c else '—'} |",
