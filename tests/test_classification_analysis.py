@@ -17,6 +17,7 @@ from posixlab.analysis.classification import (baseline, class_mean, load_classif
                                               mean_consistency, regenerate_classification,
                                               run_classification_figures, simulate_labels)
 from posixlab.metrics.classification import NA, class_distribution, consistency, micro_f1, sensitivity
+from posixlab.metrics.stats import bootstrap_ci
 
 ROOT = Path(__file__).resolve().parent.parent
 CLASSES = ["sports", "world", "business", "science"]
@@ -61,7 +62,7 @@ def summarize(samples, classes, dataset, model, strategy, probability, with_gold
     summary = {"task": "classification", "model": {"name": model}, "dataset": dataset, "strategy": strategy,
                "probability": probability, "classes": classes, "num_rephrasings": Q, "num_samples": len(samples),
                "sensitivity": {"mean": float(s.mean()), "sd": float(s.std(ddof=1)), "median": float(np.median(s)),
-                               "per_class": {}},
+                               "ci95": list(bootstrap_ci(s)), "per_class": {}},
                "consistency": {"mean": None, "per_class": {c: None for c in CLASSES}, "self_pairs": False,
                                "mean_with_self_pairs": None, "pooled": None},
                "micro_f1": None}
@@ -149,6 +150,8 @@ def test_the_table_copies_the_summaries(sweep, tmp_path):
         assert float(row["micro_f1_sd"]) == pytest.approx(summary["micro_f1"]["sd"], abs=1e-12)
         assert float(row["sensitivity_mean"]) == pytest.approx(summary["sensitivity"]["mean"], abs=1e-12)
         assert float(row["sensitivity_sd"]) == pytest.approx(summary["sensitivity"]["sd"], abs=1e-12)
+        assert [float(row["sensitivity_ci95_low"]), float(row["sensitivity_ci95_high"])] == pytest.approx(
+            summary["sensitivity"]["ci95"], abs=1e-12)
         assert float(row["consistency_mean"]) == pytest.approx(summary["consistency"]["mean"], abs=1e-12)
         assert (f"{summary['sensitivity']['mean']:.3f} ± {summary['sensitivity']['sd']:.3f} | "
                 f"{summary['consistency']['mean']:.3f} |") in markdown

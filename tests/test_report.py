@@ -499,7 +499,8 @@ def test_a_grid_cell_carries_the_paper_s_value_for_its_model_and_setting(posix_r
 def test_a_classification_run_s_sensitivity_carries_its_interval_to_the_grid(cls_run, tmp_path):
     """S's 95% interval: the percentile bootstrap of the samples' S, seeded by the run's seed (by hand: two samples
     of S 0 and 1 resample to means 0, 1/2 and 1 with chances 1/4, 1/2, 1/4, so the interval is [0, 1]); the result
-    line, summary.md and the run's page print it; in a grid of two classification runs each value carries it."""
+    line, summary.md and the run's page print it, W&B logs it; in a grid of two classification runs each value
+    carries it."""
     from posixlab.metrics.stats import bootstrap_ci
     from posixlab.tasks.classification import ClassificationTask, build_classification_summary
 
@@ -517,6 +518,8 @@ def test_a_classification_run_s_sensitivity_carries_its_interval_to_the_grid(cls
     assert f"| sensitivity S_τ, 95% interval (bootstrap over samples) | {low:.3f} to {high:.3f} |" in \
         (cls_run / "summary.md").read_text(encoding="utf-8")
     assert f"95% CI {low:.4f} to {high:.4f}, sd " in page_of(cls_run, tmp_path / "one.html")
+    logged = ClassificationTask.tracked(summary, cls_run).scalars  # what W&B logs
+    assert [logged["sensitivity_ci95_low"], logged["sensitivity_ci95_high"]] == [low, high]
     for name in ("model-a", "model-b"):
         shutil.copytree(cls_run, tmp_path / "sweep" / name)
         renamed = {**summary, "model": {**summary["model"], "name": name}}

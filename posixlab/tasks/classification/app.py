@@ -80,6 +80,7 @@ def report_lines(summary: dict) -> list[str]:
 def tracked(summary: dict, folder: Path) -> Tracked:
     """S, C, micro-F1 in the summary; one table row per sample."""
     s, c, f1 = summary["sensitivity"], summary.get("consistency") or {}, summary.get("micro_f1") or {}
+    low, high = s.get("ci95") or (None, None)  # a summary written before S had its interval has none
     rows = []
     with open(Path(folder) / SAMPLES_FILE, encoding="utf-8") as f:
         for line in f:
@@ -89,6 +90,7 @@ def tracked(summary: dict, folder: Path) -> Tracked:
                          json.dumps([p["answer"] for p in r["predictions"]], ensure_ascii=False)])
     return Tracked({
         "sensitivity": s["mean"], "sensitivity_sd": s["sd"], "sensitivity_median": s["median"],
+        "sensitivity_ci95_low": low, "sensitivity_ci95_high": high,
         "consistency": c.get("mean"), "consistency_pooled": c.get("pooled"),
         "consistency_with_self_pairs": c.get("mean_with_self_pairs"),
         "micro_f1": f1.get("mean"), "micro_f1_sd": f1.get("sd"), "na_share": summary.get("na_share"),
