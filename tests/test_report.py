@@ -24,6 +24,7 @@ from posixlab.models import ModelSpec
 from posixlab.rephrase import RephraserConfig
 from posixlab.report.build import build_report
 from posixlab.compare import interval_words
+from posixlab.report import html as h
 from posixlab.report.html import highlight_edit
 from posixlab.runner import run
 from posixlab.tasks import TASK_TYPES
@@ -445,7 +446,8 @@ def test_a_grid_s_page_tables_its_headline_by_the_settings_that_differ(tiny_lm, 
     assert report_command([str(sweep)]) == 0
     page = (sweep / "report.html").read_text(encoding="utf-8")
 
-    grid = re.search(r'<section id="grid">(.*?)</section>', page, re.S).group(1)
+    whole = re.search(r'<section id="grid">(.*?)</section>', page, re.S).group(1)
+    grid, *measures = whole.split('<details class="measure">')  # the headline's tables, then each other measure's
     assert "<h3>POSIX by variant and seed</h3>" in grid
     heads = re.findall(r"<th(?: [^>]*)?>(.*?)</th>", grid)
     assert heads == ["variant", "seed = 0", "seed = 1", "seed = —"]
@@ -463,6 +465,27 @@ def test_a_grid_s_page_tables_its_headline_by_the_settings_that_differ(tiny_lm, 
     assert lines == [["spelling", f"{link(1)} / {link(5)}", alone(2), ""],  # two runs of a cell: no interval
                      ["template", alone(3), alone(4), ""],
                      ["—", "", "", alone(6, "*")]], lines
+    # folded under ψ: each measure the runs' answers have, as ψ is tabled, with an accuracy's two-way interval
+    def measured(name: str, reading: str) -> list:  # the killed run's: over the same sets as 4's
+        key = {"accuracy": "accuracy", "consistency rate": "consistency_rate"}.get(name)
+        return [s["accuracy"][f"by_{reading}"][key] if key else s["accuracy"][f"by_{reading}"]["spread"]["range"]
+                for s in (*summaries, summaries[3])]
+
+    titles = [re.match(r"<summary>(.*?)</summary>", m).group(1) for m in measures]
+    assert titles == [f"{name} ({reading}) by variant and seed" for name in (
+        "accuracy", "accuracy range over prompts", "consistency rate") for reading in ("options", "greedy")
+        if set(measured(name, reading)) != {None}]  # the tiny model's greedy answers: too few parse for a rate
+    assert len(titles) >= 5
+    for title, measure in zip(titles, measures):
+        name, reading = title.split(" (")[0], title.split("(")[1].split(")")[0]
+        values = [h.fmt(v) for v in measured(name, reading)]
+        rows = [re.findall(r"<td(?: [^>]*)?>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", measure)[1:]]
+        shown = [re.sub(r"<div.*", "", re.sub(r"<a [^>]*>(.*?)</a>", r"\1", cell)) for row in rows for cell in row[1:]]
+        assert shown == [f"{values[0]} / {values[4]}", values[1], "", values[2], values[3], "", "", "",
+                         f"{values[5]}*"], (title, shown)
+        interval = summaries[1]["accuracy"][f"by_{reading}"]["ci95"]
+        under = f'<div class="small">[{interval[0]:.4f}, {interval[1]:.4f}]</div>'
+        assert (under in rows[0][2]) == (name == "accuracy"), title  # a range or a rate has no interval
     for n in range(1, 7):  # each run's section, and its way back to the grid
         assert re.search(rf'<section id="run-{n}" class="run"><h2>Run {n}: [^<]*</h2><p class="small">'
                          r'<a href="#grid">↑ grid</a> · <a href="#compare">↑ runs compared</a></p>', page), n
@@ -494,6 +517,15 @@ def test_a_grid_cell_carries_the_paper_s_value_for_its_model_and_setting(posix_r
                          rf'<div class="small">paper {mean:.3f} ± {sd:.3f}</div></td>', grid), name
     assert re.search(rf'<td>my-model</td><td data-v="[^"]+"><a [^>]+>[0-9.]+</a>'
                      rf'<div class="small">{interval}</div></td>', grid)
+    by = summary["accuracy"]  # ψ's other measures, folded, each the runs have: the tiny model's greedy answers
+    have = [v is not None for b in (by["by_options"], by["by_greedy"])  # never parse, so they have no consistency rate
+            for v in (b["accuracy"], b["spread"]["range"], b["consistency_rate"])]
+    assert grid.count('<details class="measure">') == sum(have) == 5
+    for name in ("llama2-7b", "mistral-7b-instruct", "my-model"):  # as open-ended runs: no accuracy, so no table
+        summary = json.loads((tmp_path / "sweep" / name / "summary.json").read_text(encoding="utf-8"))
+        (tmp_path / "sweep" / name / "summary.json").write_text(json.dumps({**summary, "accuracy": None}))
+    page = build_report([tmp_path / "sweep"], tmp_path / "open.html").read_text(encoding="utf-8")
+    assert "<h3>POSIX by model</h3>" in page and '<details class="measure">' not in page
 
 
 def test_a_classification_run_s_sensitivity_carries_its_interval_to_the_grid(cls_run, tmp_path):
@@ -529,6 +561,12 @@ def test_a_classification_run_s_sensitivity_carries_its_interval_to_the_grid(cls
     for name in ("model-a", "model-b"):
         assert re.search(rf'<td>{name}</td><td data-v="[^"]+"><a [^>]+>{summary["sensitivity"]["mean"]:.4f}</a>'
                          rf'<div class="small">\[{low:.4f}, {high:.4f}\]</div></td>', grid), name
+    # with S, Errica et al.'s Table 1: C and micro-F1, folded under it
+    c, f1 = grid.split('<details class="measure">')[1:]
+    assert c.startswith("<summary>consistency C by model</summary>") and f1.startswith("<summary>micro-F1 by")
+    for measure, value in ((c, summary["consistency"]["mean"]), (f1, summary["micro_f1"]["mean"])):
+        for name in ("model-a", "model-b"):
+            assert re.search(rf'<td>{name}</td><td data-v="[^"]+"><a [^>]+>{value:.4f}</a></td>', measure), name
 
 
 def test_any_task_gets_the_generic_page_and_merge_writes_one(tmp_path, rephrasings):

@@ -3,11 +3,12 @@ headline in a table per combination of the settings that are neither its rows no
 
 A sweep (``posixlab -m model=a,b variant=spelling,template shots=0,1``, a SLURM grid) is read back as the paper
 prints it: rows are the models, columns the task's main setting (``Task.grid_columns``; POSIX: the variant type),
-one table per number of shots (Tables 1 and 2 of the paper). A run's settings are its model's name and the leaves
-of the configuration its summary records (``summary["config"]``: what ``variant=template`` or
-``dataset.name=alpaca`` set), less what does not change a result's numbers (where files go, the engine's batch and
-memory options, a shard). Only the settings that differ between the runs are shown; a value is shown as a Hydra
-override would write it.
+one table per number of shots (Tables 1 and 2 of the paper); the task's other measures fold under it (POSIX:
+accuracy, its range over prompts and the consistency rate; classification: C and micro-F1, which with S make
+Errica et al.'s Table 1). A run's settings are its model's name and the leaves of the configuration its summary
+records (``summary["config"]``: what ``variant=template`` or ``dataset.name=alpaca`` set), less what does not change
+a result's numbers (where files go, the engine's batch and memory options, a shard). Only the settings that differ
+between the runs are shown; a value is shown as a Hydra override would write it.
 
 Pure functions of the runs' summaries (no task is imported here; ``posixlab.report.build`` passes the runs).
 """
@@ -18,7 +19,7 @@ import json
 
 from posixlab.compare import UNCOMPARED, flatten
 from posixlab.report import html as h
-from posixlab.tasks.base import model_name
+from posixlab.tasks.base import model_name, summary_interval, summary_value
 
 # besides where a run wrote (compare.UNCOMPARED): the engine's batch and memory options change no number, and the
 # model is its name
@@ -99,33 +100,50 @@ def task_settings(runs: list, mine: list[int]) -> tuple[list[dict[str, str]], li
 def grid_section(runs: list, numbers: list[int], sections: list[str]) -> str:
     """The "Grid" section of a page of several runs: per task with two runs or more that differ in a setting, the
     headline by rows and columns, one table per combination of the other settings, each value a link to its run's
-    section (``sections[i]``: the id of run ``numbers[i]``'s). Empty when no task has such runs."""
+    section (``sections[i]``: the id of run ``numbers[i]``'s); then, folded, the task's other measures
+    (``Task.grid_extra``: accuracy, consistency) that some of the runs have. Empty when no task has such runs."""
     out = []
     for task in dict.fromkeys(run.task for run in runs):
         mine = [i for i, run in enumerate(runs) if run.task is task]
         rows, names = task_settings(runs, mine)
         if len(mine) < 2 or not names:
             continue
-        row_key, column_key, split = pivot_axes(names, tuple(task.grid_columns))
-        title = f"{task.headline_name} by {row_key}" + (f" and {column_key}" if column_key else "")
-        body = []
-        for combination in dict.fromkeys(tuple(row[name] for name in split) for row in rows):
-            members = [(i, row) for i, row in zip(mine, rows) if tuple(row[name] for name in split) == combination]
-            caption = " · ".join(f"{name} = {value}" for name, value in zip(split, combination))
-            body.append((f'<p class="small">{h.esc(caption)}</p>' if caption else "")
-                        + _pivot(runs, members, row_key, column_key, numbers, sections))
-        out.append(f"<h3>{h.esc(title)}</h3>" + "".join(body))
+        axes = pivot_axes(names, tuple(task.grid_columns))
+        for n, (name, key, interval) in enumerate(task.grid_measures()):
+            if n and all(summary_value(runs[i].summary, key) is None for i in mine):
+                continue  # open-ended runs have no accuracy; a measure no run has is no table
+            title = f"{name} by {axes[0]}" + (f" and {axes[1]}" if axes[1] else "")
+            body = _tables(runs, mine, rows, axes, (name, key, interval), numbers, sections, headline=not n)
+            out.append(f"<h3>{h.esc(title)}</h3>{body}" if not n else
+                       f'<details class="measure"><summary>{h.esc(title)}</summary>{body}</details>')
     if not out:
         return ""
     return h.section("Grid", "".join(out) + '<p class="small">Each value links to its run below; * a partial run. '
                      "Only the settings that differ between the runs are named. Under a value: its 95% interval "
-                     "(the percentile bootstrap over sets or samples that its run's result line prints), "
-                     "and what its task reads it against (POSIX: the paper's mean ± sd of ψ for the same model and "
-                     "setting).</p>", id="grid")
+                     "where its run has one (the percentile bootstrap over sets or samples that its run's result line "
+                     "prints; an accuracy's two-way interval over items and prompts), and what its task reads the "
+                     "headline against (POSIX: the paper's mean ± sd of ψ for the same model and setting). A "
+                     "headline's other measures (accuracy, consistency) open below it.</p>", id="grid")
 
 
-def _pivot(runs: list, members: list[tuple[int, dict]], row_key: str, column_key: str | None, numbers: list[int],
-           sections: list[str]) -> str:
+def _tables(runs: list, mine: list[int], rows: list[dict], axes: tuple, measure: tuple, numbers: list[int],
+            sections: list[str], headline: bool) -> str:
+    """A measure (``Task.grid_measures``) of the runs ``mine``: a table per combination of the settings that split
+    them."""
+    row_key, column_key, split = axes
+    body = []
+    for combination in dict.fromkeys(tuple(row[name] for name in split) for row in rows):
+        members = [(i, row) for i, row in zip(mine, rows) if tuple(row[name] for name in split) == combination]
+        caption = " · ".join(f"{name} = {value}" for name, value in zip(split, combination))
+        body.append((f'<p class="small">{h.esc(caption)}</p>' if caption else "")
+                    + _pivot(runs, members, axes, measure, numbers, sections, headline))
+    return "".join(body)
+
+
+def _pivot(runs: list, members: list[tuple[int, dict]], axes: tuple, measure: tuple, numbers: list[int],
+           sections: list[str], headline: bool) -> str:
+    row_key, column_key, _ = axes
+    name, key, interval = measure
     row_values = list(dict.fromkeys(row[row_key] for _, row in members))
     column_values = list(dict.fromkeys(row[column_key] for _, row in members)) if column_key else [None]
     lines = []
@@ -135,22 +153,21 @@ def _pivot(runs: list, members: list[tuple[int, dict]], row_key: str, column_key
             here = [i for i, row in members if row[row_key] == row_value
                     and (column_key is None or row[column_key] == column_value)]
             links = [f'<a href="#{h.esc(sections[i])}" title="run {numbers[i]}: {h.esc(runs[i].folder)}">'
-                     f"{h.esc(h.fmt(runs[i].task.headline(runs[i].summary)))}{'*' if runs[i].partial else ''}</a>"
+                     f"{h.esc(h.fmt(summary_value(runs[i].summary, key)))}{'*' if runs[i].partial else ''}</a>"
                      for i in here]
-            value = runs[here[0]].task.headline(runs[here[0]].summary) if len(here) == 1 else None
-            notes = [_interval(runs[here[0]])] if len(here) == 1 else []  # two runs of a cell: each its own, below
-            notes.append(runs[here[0]].task.grid_note(runs[here[0]].summary) if here else None)  # one cell: one setting
+            value = summary_value(runs[here[0]].summary, key) if len(here) == 1 else None
+            notes = [_interval(runs[here[0]], interval)] if len(here) == 1 else []  # two runs of a cell: each its own
+            if headline and here:  # one cell: one setting, so one published value
+                notes.append(runs[here[0]].task.grid_note(runs[here[0]].summary))
             line.append(h.cell(value, " / ".join(links) + "".join(f'<div class="small">{h.esc(note)}</div>'
                                                                  for note in notes if note)))
         lines.append(line)
-    headline = runs[members[0][0]].task.headline_name
-    columns = [("row", row_key)] + [(f"c{n}", f"{column_key} = {value}" if column_key else headline)
+    columns = [("row", row_key)] + [(f"c{n}", f"{column_key} = {value}" if column_key else name)
                                     for n, value in enumerate(column_values)]
     return h.table(columns, lines, cls="grid")
 
 
-
-def _interval(run) -> str | None:
-    """A run's headline interval as its grid cell writes it under the value ("[0.1234, 0.3456]"), where it has one."""
-    ci = run.task.headline_interval(run.summary)
+def _interval(run, key: str | None) -> str | None:
+    """A run's interval at ``key`` as its grid cell writes it under the value ("[0.1234, 0.3456]"), where it has one."""
+    ci = None if key is None else summary_interval(run.summary, key)
     return None if ci is None else f"[{h.fmt(ci[0])}, {h.fmt(ci[1])}]"

@@ -467,6 +467,7 @@ color:var(--ink);background:var(--bg)}header{padding:18px 28px 8px;background:#f
 h1{margin:0;font-size:24px}h2{font-size:18px;margin:0 0 10px}h3{font-size:15px;margin:0 0 8px}
 .subtitle{color:var(--muted);margin:4px 0 0}main{padding:16px 28px 60px;max-width:1400px}
 section,details{background:#fff;border:1px solid var(--line);border-radius:6px;padding:14px 16px;margin:0 0 16px}
+details.measure{margin:10px 0;padding:8px 12px}
 details>summary{cursor:pointer;font-weight:600}.small{color:var(--muted);font-size:12px}
 .cards{display:flex;flex-wrap:wrap;gap:10px;margin:0 0 12px}.card{border:1px solid var(--line);border-radius:6px;
 padding:8px 12px;min-width:140px;background:#fbfcfe}.card .label{color:var(--muted);font-size:12px}

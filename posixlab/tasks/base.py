@@ -85,6 +85,35 @@ def model_name(summary: dict) -> str | None:
     return (summary.get("model") or {}).get("name") or ((summary.get("config") or {}).get("model") or {}).get("name")
 
 
+def summary_value(summary: dict, key: str) -> float | None:
+    """The number at a dotted ``key`` of a run's summary; None where it has none (or not a number there).
+
+    >>> summary_value({"psi": {"posix": 0.3}}, "psi.posix"), summary_value({"psi": None}, "psi.posix")
+    (0.3, None)
+    """
+    node = summary
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+
+
+def summary_interval(summary: dict, key: str) -> tuple[float, float] | None:
+    """The 95% interval at the dotted ``key`` of a run's summary (a pair of numbers); None where it has none.
+
+    >>> summary_interval({"psi": {"posix": 0.3, "ci95": [0.2, 0.4]}}, "psi.ci95")
+    (0.2, 0.4)
+    >>> summary_interval({"psi": {}}, "psi.ci95"), summary_interval({"a": {"ci95": None}}, "a.ci95")
+    (None, None)
+    """
+    node = summary
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    if isinstance(node, (list, tuple)) and len(node) == 2 and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in node):
+        return float(node[0]), float(node[1])
+    return None
+
+
 def read_setting(values: dict, cls, where: str):
     """``cls(**values)``, or a ``ConfigError`` naming the keys ``cls`` does not have.
 
@@ -157,6 +186,9 @@ class Task:
     headline_name: str = ""  # the run's one number, as the result line names it ("POSIX", "sensitivity S")
     headline_key: str = ""  # its dotted key in the summary ("psi.posix")
     grid_columns: tuple[str, ...] = ()  # a page of runs: the settings its grid tables take as columns (report/grid.py)
+    # what else the grid tables besides the headline, each where a run has it: (name, dotted summary key, the key of
+    # its 95% interval or None)
+    grid_extra: tuple[tuple[str, str, str | None], ...] = ()
     gate_metrics: dict[str, str] = {}  # gate threshold (max_... or min_...) -> the summary key it reads
     gate_guards: dict[str, str] = {}  # thresholds checked beside any other of this task's, never alone
     # the values the metric a threshold reads can take (max_posix: 0 to inf, an accuracy: 0 to 1): a threshold outside
@@ -247,10 +279,7 @@ class Task:
     @classmethod
     def headline(cls, summary: dict) -> float | None:
         """The run's one number (what a Hydra job returns, e.g. to a sweeper); None when the summary has none."""
-        node = summary
-        for part in cls.headline_key.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        return node if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+        return summary_value(summary, cls.headline_key)
 
     @classmethod
     def headline_interval(cls, summary: dict) -> tuple[float, float] | None:
@@ -262,14 +291,14 @@ class Task:
         >>> T.headline_interval({"psi": {"posix": 0.3, "ci95": [0.2, 0.4]}}), T.headline_interval({"psi": {}})
         ((0.2, 0.4), None)
         """
-        node = summary
-        for part in cls.headline_key.split(".")[:-1]:
-            node = node.get(part) if isinstance(node, dict) else None
-        ci = node.get("ci95") if isinstance(node, dict) else None
-        if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in ci):
-            return float(ci[0]), float(ci[1])
-        return None
+        return summary_interval(summary, cls.grid_measures()[0][2])
+
+    @classmethod
+    def grid_measures(cls) -> tuple[tuple[str, str, str | None], ...]:
+        """What a page's grid tables, (name, dotted summary key, its interval's key or None): the headline (its
+        interval: ``ci95`` beside it), then the task's ``grid_extra``."""
+        beside = ".".join([*cls.headline_key.split(".")[:-1], "ci95"])
+        return ((cls.headline_name, cls.headline_key, beside), *cls.grid_extra)
 
     @classmethod
     def num_units(cls, summary: dict) -> int | None:

@@ -363,6 +363,14 @@ class PosixTask(Task):
     headline_name = "POSIX"
     headline_key = "psi.posix"
     grid_columns = ("variant", "shots")  # the paper's Tables 1 and 2: models by variant type, a table per shot count
+    # besides ψ, what the answers say (multiple choice; results.accuracy_lines): the mean accuracy over prompts, how
+    # far apart the best and worst prompt are, and how often two prompts of a set get the same answer
+    grid_extra = tuple((f"{name} ({reading})", f"accuracy.by_{reading}.{key}",
+                        f"accuracy.by_{reading}.ci95" if interval else None)
+                       for name, key, interval in (("accuracy", "accuracy", True),  # two-way: items and prompts
+                                                   ("accuracy range over prompts", "spread.range", False),
+                                                   ("consistency rate", "consistency_rate", False))
+                       for reading in ("options", "greedy"))
     gate_metrics = {"max_posix": "psi.posix", **ACCURACY_GATES}
     gate_ranges = {"max_posix": (0.0, math.inf), **ACCURACY_RANGES}
     gate_missing = ACCURACY_MISSING
