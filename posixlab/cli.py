@@ -438,8 +438,9 @@ def compare_command(args: list[str]) -> int:
 
     parser = argparse.ArgumentParser(
         prog="posixlab compare", description="Compares two runs item by item: POSIX runs by set (set_id: ψ and "
-        "accuracy in each reading), classification runs by sample (sample_id: sensitivity and accuracy). For each "
-        "metric: the means over the shared items, the mean difference with its 95%% bootstrap interval, the "
+        "accuracy in each reading; runs of two variant types, which share no set, by question), classification runs "
+        "by sample (sample_id: sensitivity and accuracy). For each metric: the means over the shared items, the "
+        "mean difference with its 95% bootstrap interval, the "
         "Wilcoxon signed-rank p-value, and a verdict (worse, better, identical, within noise). What a CI job runs "
         "after a prompt or model change, against the run of the main branch. Exit status 0: compared; 1: a metric "
         "worse with --fail-if-worse; 2: an error.")

@@ -1,13 +1,15 @@
 """Two runs on the same items, compared item by item: did a change (a prompt, a model, a quantisation, a backend, a
 shot count) move ψ, sensitivity or accuracy beyond the noise of the items drawn?
 
-POSIX runs are matched set by set (``set_id``: the item a set was built from), classification runs sample by sample
-(``sample_id``), so the comparison is paired: each unit's value under the new run minus its value under the base
-run. For each metric both runs have, ``compare_runs`` reports the
-means over the shared sets, the mean difference with an expanded percentile bootstrap interval over the sets
-(``metrics.stats.bootstrap_ci(expanded=True)``, seeded: POSIX's resampling, read at t-corrected tails so that few
-sets do not make it too narrow) and the two-sided Wilcoxon signed-rank p-value (``metrics.stats.paired_wilcoxon``),
-and a verdict from the interval: ``worse`` or ``better`` when it excludes 0 (ψ: lower is better; accuracy: higher is
+POSIX runs are matched set by set (``set_id``: the item a set was built from and its variant type), classification
+runs sample by sample (``sample_id``), so the comparison is paired: each unit's value under the new run minus its
+value under the base run. Runs that share no set but ask the same questions (a spelling run and a template run of one
+data set and seed) are matched by item (``item_id``), where each item has one set in each run: the change is then the
+prompt set's kind, and the result says so (``paired_by``). For each metric both runs have, ``compare_runs`` reports
+the means over the shared sets, the mean difference with an expanded percentile bootstrap interval over the sets
+(``metrics.stats.bootstrap_ci(expanded=True)``, seeded: POSIX's resampling, read at t-corrected tails so that few sets
+do not make it too narrow) and the two-sided Wilcoxon signed-rank p-value (``metrics.stats.paired_wilcoxon``), and a
+verdict from the interval: ``worse`` or ``better`` when it excludes 0 (ψ: lower is better; accuracy: higher is
 better), ``identical`` when every set's value is the same, else ``within noise`` (one shared set has no interval:
 never worse or better). Each verdict is at 95 % on its own (2.5 % a side), so a CI gate names the metrics it guards
 (``metrics``). The metrics:
@@ -52,7 +54,8 @@ UNCOMPARED = {"output_dir", "score_cache", "score_cache_dir", "cache_dir", "shar
 def set_values(record: dict) -> dict:
     """One set's values: ψ, and the accuracy over the prompts answered in each reading (None where the set has
     none)."""
-    out = {"id": record.get("set_id", f"#{record.get('set_index')}"), "psi": record.get("psi")}
+    out = {"id": record.get("set_id", f"#{record.get('set_index')}"), "item": record.get("item_id"),
+           "psi": record.get("psi")}
     for reading in ("options", "greedy"):
         marks = [a[f"by_{reading}"]["correct"] for a in record.get("answers") or []
                  if a and a.get(f"by_{reading}") and a[f"by_{reading}"].get("correct") is not None]
@@ -80,10 +83,13 @@ class Units:
     index_key: str  # each record's place among the cell's units: the order values are read in
     values: Callable[[dict], dict]
     metrics: tuple[tuple[str, str], ...]
+    # what a unit is about that runs with other units share (a set's item: its question), or None; runs that share
+    # no unit are paired by it
+    shared_by: str | None = None
 
 
 UNITS = {"posix": Units(SETS_FILE, "set", "set_index", set_values,
-                        (("psi", "lower"), ("accuracy_options", "higher"), ("accuracy_greedy", "higher"))),
+                        (("psi", "lower"), ("accuracy_options", "higher"), ("accuracy_greedy", "higher")), "item"),
          "classification": Units(SAMPLES_FILE, "sample", "sample_index", sample_values,
                                  (("sensitivity", "lower"), ("accuracy", "higher")))}
 METRICS = tuple(dict.fromkeys(name for units in UNITS.values() for name, _ in units.metrics))
@@ -187,13 +193,20 @@ def compare_values(base_run: tuple, new_run: tuple, seed: int = 0, confidence: f
     unknown = sorted(set(metrics or ()) - set(names))
     if unknown:
         raise ConfigError(f"unknown metric(s) {', '.join(unknown)} for {units.name}s: name some of {', '.join(names)}")
-    shared = {v["id"] for v in base} & {v["id"] for v in new}
+    shared, by = {v["id"] for v in base} & {v["id"] for v in new}, units.name
+    if not shared and units.shared_by:  # other units of the same questions (another variant type): by question
+        key = units.shared_by
+        keys = [[v.get(key) for v in values] for values in (base, new)]
+        if all(None not in k and len(set(k)) == len(k) for k in keys) and set(keys[0]) & set(keys[1]):
+            base, new = ([{**v, "id": v[key]} for v in values] for values in (base, new))
+            shared, by = set(keys[0]) & set(keys[1]), key
     if not shared:
-        raise ConfigError(f"{base_folder} and {new_folder} share no {units.name} (by {units.name}_id): compare runs "
-                          f"of the same data set, sample and seed")
-    return {"base": str(base_folder), "new": str(new_folder), "unit": units.name, "confidence": confidence,
-            "seed": seed, "units": {"shared": len(shared), "base_only": len(base) - len(shared),
-                                    "new_only": len(new) - len(shared)},
+        raise ConfigError(f"{base_folder} and {new_folder} share no {units.name} (by {units.name}_id"
+                          + (f" or {units.shared_by}_id" if units.shared_by else "")
+                          + "): compare runs of the same data set, sample and seed")
+    return {"base": str(base_folder), "new": str(new_folder), "unit": units.name, "paired_by": by,
+            "confidence": confidence, "seed": seed,
+            "units": {"shared": len(shared), "base_only": len(base) - len(shared), "new_only": len(new) - len(shared)},
             "changed": config_changes(base_summary.get("config") or {}, new_summary.get("config") or {}),
             "metrics": paired_metrics(base, new, seed, confidence, metrics, units)}
 
@@ -203,15 +216,19 @@ def compare_table(result: dict) -> str:
     f = lambda v: "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"  # noqa: E731
     units, unit = result["units"], result["unit"]
     changed = "; ".join(f"{k}: {a} → {b}" for k, (a, b) in result["changed"].items()) or "nothing in the configs"
-    lines = [f"{result['new']} against {result['base']}, on {units['shared']} shared {unit}s ({units['base_only']} "
-             f"only in the base run, {units['new_only']} only in the new one).", "", f"Changed: {changed}.", "",
+    by = result.get("paired_by", unit)
+    shared = f"{units['shared']} shared {unit}s" if by == unit else f"the {unit}s of {units['shared']} shared {by}s"
+    lines = [f"{result['new']} against {result['base']}, on {shared} ({units['base_only']} only in the base run, "
+             f"{units['new_only']} only in the new one" + ("" if by == unit else f"; the runs share no {unit}, so "
+                                                          f"each {by}'s {unit} in one is paired with its {unit} in "
+                                                          f"the other") + ").", "", f"Changed: {changed}.", "",
              f"| metric | better | {unit}s | base | new | new − base | {result['confidence']:.0%} interval | "
              "Wilcoxon p | verdict |", "|---|---|---|---|---|---|---|---|---|"]
     for m in result["metrics"]:
         lines.append(f"| {m['metric']} | {m['better']} | {m['units']} | {f(m['base'])} | {f(m['new'])} | "
                      f"{m['difference']:+.4f} | {interval_words(m['interval'])} | {f(m['wilcoxon_p'])} | "
                      f"{m['verdict']} |")
-    lines += ["", f"Paired by {unit}: each {unit}'s value in the new run minus the base run's; interval: expanded "
+    lines += ["", f"Paired by {by}: each {unit}'s value in the new run minus the base run's; interval: expanded "
                   f"percentile bootstrap of the mean difference over the {unit}s; verdict from the interval (0 "
                   f"outside it)."]
     return "\n".join(lines)

@@ -22,7 +22,7 @@ def answer(options, greedy):
     return {"gold": "A", "by_options": reading(options), "by_greedy": reading(greedy)}
 
 
-def write_run(folder, psis, correct=None, config=None, task="posix", ids=None):
+def write_run(folder, psis, correct=None, config=None, task="posix", ids=None, items=None):
     """A finished run's folder as a run writes it: summary.json and one set record a line."""
     folder.mkdir(parents=True, exist_ok=True)
     config = {"model": {"name": "m"}, "variant": "template", "output_dir": str(folder), **(config or {})}
@@ -30,6 +30,8 @@ def write_run(folder, psis, correct=None, config=None, task="posix", ids=None):
     with open(folder / "sets.jsonl", "w") as handle:
         for n, psi in enumerate(psis):
             record = {"set_index": n, "set_id": (ids or [f"mmlu/q{k}" for k in range(len(psis))])[n], "psi": psi}
+            if items is not None:
+                record["item_id"] = items[n]
             if correct is not None:
                 record["answers"] = [answer(c, c) for c in correct[n]]
             handle.write(json.dumps(record) + "\n")
@@ -52,7 +54,8 @@ def write_samples(folder, samples, config=None):
 
 def test_a_sets_accuracy_is_over_the_prompts_it_answered():
     record = {"set_id": "x", "psi": 0.5, "answers": [answer(1, None), answer(0, 1), answer(1, 1), None]}
-    assert set_values(record) == {"id": "x", "psi": 0.5, "accuracy_options": 2 / 3, "accuracy_greedy": 1.0}
+    assert set_values(record) == {"id": "x", "item": None, "psi": 0.5, "accuracy_options": 2 / 3,
+                                  "accuracy_greedy": 1.0}
     assert set_values({"set_index": 4, "psi": None})["id"] == "#4"  # an older record without an id
 
 
@@ -140,6 +143,31 @@ def test_classification_runs_are_paired_by_sample(tmp_path):
     assert "on 5 shared samples" in compare_table(result) and "| sensitivity | lower | 5 |" in compare_table(result)
     with pytest.raises(ConfigError, match="unknown metric.*psi.*for samples"):
         compare_runs(base, new, metrics=["psi"])
+
+
+def test_runs_of_two_variant_types_are_paired_by_question(tmp_path):
+    """A spelling run and a template run share no set (``set_id`` names the variant type) but ask the same
+    questions: each question's set in one is paired with its set in the other (by hand: ψ 0.2, 0.4, 0.3 against 0.5,
+    0.6, 0.9 on q0, q1, q2, listed in another order; the differences 0.3, 0.2, 0.6, mean 1.1 / 3); a question
+    asked twice in one run, or no question in common, is refused."""
+    spelling = write_run(tmp_path / "spelling", [0.2, 0.4, 0.3], ids=["q0/spelling", "q1/spelling", "q2/spelling"],
+                         items=["q0", "q1", "q2"])
+    template = write_run(tmp_path / "template", [0.6, 0.9, 0.5, 0.7], items=["q1", "q2", "q0", "q3"],
+                         ids=["q1/template", "q2/template", "q0/template", "q3/template"])
+    result = compare_runs(spelling, template)
+    psi = result["metrics"][0]
+    assert result["paired_by"] == "item" and result["units"] == {"shared": 3, "base_only": 0, "new_only": 1}
+    assert psi["units"] == 3 and psi["base"] == pytest.approx(0.3) and psi["new"] == pytest.approx(2.0 / 3)
+    assert psi["difference"] == pytest.approx(1.1 / 3) and psi["verdict"] == "worse"
+    assert "on the sets of 3 shared items (0 only in the base run, 1 only in the new one; the runs share no set, so " \
+        "each item's set in one is paired with its set in the other)." in compare_table(result)
+    assert "Paired by item: each set's value" in compare_table(result)
+    assert compare_runs(spelling, spelling)["paired_by"] == "set"  # sets in common: by set, as ever
+    twice = write_run(tmp_path / "twice", [0.1, 0.2], ids=["q0/a", "q0/b"], items=["q0", "q0"])
+    other = write_run(tmp_path / "other", [0.1], ids=["q9/template"], items=["q9"])
+    for folder in (twice, other):
+        with pytest.raises(ConfigError, match="share no set \\(by set_id or item_id\\)"):
+            compare_runs(spelling, folder)
 
 
 def test_runs_that_cannot_be_compared_are_refused(tmp_path):

@@ -366,13 +366,15 @@ def test_a_page_pairs_its_runs_with_run_1_from_the_records_it_read(posix_run, tm
     assert opened == {posix_run: 1, **{copy: 1 for copy in copies}}
     monkeypatch.undo()
     paired = re.search(r'<table id="paired-table"[^>]*>(.*?)</table>', page, re.S).group(1)
-    rows = [re.findall(r"<td(?: [^>]*)?>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", paired)[1:]]
-    assert [row[0] for row in rows] == ["2"] * 3 + ["3"] * 3 + ["4"] * 3  # 3 metrics a run
+    rows = [[re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<td(?: [^>]*)?>(.*?)</td>", row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", paired)[1:]]
+    assert [row[:3] for row in rows] == [[n, "1", "no setting"] for n in "234" for _ in range(3)]  # 3 metrics a run
     for n, copy in ((3, copies[1]), (4, copies[2])):  # written in the sets' order, and in reverse
         result = compare_runs(posix_run, copy)
         psi = next(m for m in result["metrics"] if m["metric"] == "psi")
         assert psi["verdict"] != "identical" and psi["interval"][0] is not None
-        assert re.search(rf'<tr><td data-v="{n}">{n}</td><td>psi</td>.*?<td>{re.escape(interval_words(psi["interval"]))}'
+        assert re.search(rf'<tr><td data-v="{n}"><a href="#run-{n}">{n}</a></td><td data-v="1"><a href="#run-1">1</a>'
+                         rf'</td><td>no setting</td><td>psi</td>.*?<td>{re.escape(interval_words(psi["interval"]))}'
                          rf"</td>", paired), n
     reversed_result, ordered_result = compare_runs(posix_run, copies[2]), compare_runs(posix_run, copies[1])
     assert reversed_result["metrics"] == ordered_result["metrics"]  # the order written in changes nothing
@@ -486,6 +488,25 @@ def test_a_grid_s_page_tables_its_headline_by_the_settings_that_differ(tiny_lm, 
         interval = summaries[1]["accuracy"][f"by_{reading}"]["ci95"]
         under = f'<div class="small">[{interval[0]:.4f}, {interval[1]:.4f}]</div>'
         assert (under in rows[0][2]) == (name == "accuracy"), title  # a range or a rate has no interval
+    # paired item by item as the grid is read, one setting at a time, each against its first value (the variant
+    # types' sets by their question); the rerun (5) against its cell's first run; the killed run (6) not at all;
+    # another seed drew other questions: named, not paired
+    compare = re.search(r'<section id="compare">(.*?)</section>', page, re.S).group(1)
+    paired = re.search(r'<table id="paired-table"[^>]*>(.*?)</table>', compare, re.S).group(1)
+    pairs = [tuple(re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<td(?: [^>]*)?>(.*?)</td>", row)[:4])
+             for row in re.findall(r"<tr>(.*?)</tr>", paired)[1:]]
+    by_item = "variant spelling → template (paired by item)"
+    assert pairs == [(n, base, changed, metric) for n, base, changed in (
+        ("3", "1", by_item), ("4", "2", by_item), ("5", "1", "no setting"))
+        for metric in ("psi", "accuracy_options", "accuracy_greedy")]
+    assert "Not paired, sharing no unit or item (another seed, data set or sample): 2 against 1 (seed 0 → 1); 4 " \
+        "against 3 (seed 0 → 1).</p>" in compare
+    from posixlab.compare import compare_runs  # each pair's numbers are posixlab compare's of the two folders
+    result = compare_runs(sweep / "1_spelling_seed1", sweep / "3_template_seed1")
+    psi = next(m for m in result["metrics"] if m["metric"] == "psi")
+    assert result["paired_by"] == "item" and result["units"] == {"shared": 2, "base_only": 0, "new_only": 0}
+    row = next(r for r in re.findall(r"<tr>(.*?)</tr>", paired) if by_item in r and "#run-4" in r)
+    assert f'<td data-v="{psi["difference"]!r}">' in row and interval_words(psi["interval"]) in row
     for n in range(1, 7):  # each run's section, and its way back to the grid
         assert re.search(rf'<section id="run-{n}" class="run"><h2>Run {n}: [^<]*</h2><p class="small">'
                          r'<a href="#grid">↑ grid</a> · <a href="#compare">↑ runs compared</a></p>', page), n

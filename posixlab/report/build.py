@@ -4,9 +4,10 @@ Each folder is read and checked before any page is written: its task comes from 
 (``posixlab.tasks.task_of_summary``), or, in a run killed before its summary, from its ``config.yaml`` and records
 file (the page is then marked PARTIAL and built from the records written so far, summarised by the task's own
 ``summarize``). The page asks each run's task for its sections (``Task.report_sections``); several runs get a
-comparison (headline numbers side by side, each run's per-unit values, ``Task.report_values``, on one axis, and each
-later finished run of run 1's task paired with run 1 item by item, ``posixlab.compare``); a gated run gets a
-section of its thresholds, with what is behind a failed one (``Task.report_gate_detail``).
+comparison (headline numbers side by side, each run's per-unit values, ``Task.report_values``, on one axis, and
+finished runs of one task paired item by item, ``posixlab.compare``: each with the run that differs from it in one
+setting only, else with its task's first); a gated run gets a section of its thresholds, with what is behind a
+failed one (``Task.report_gate_detail``).
 
 This is the only module of ``posixlab.report`` that imports the tasks; no Hydra here (``posixlab.cli`` calls it).
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 from posixlab.compare import UNITS, checked_values, compare_values, interval_words
 from posixlab.errors import ConfigError, PosixlabError
 from posixlab.report import html as h
-from posixlab.report.grid import grid_section, task_settings
+from posixlab.report.grid import grid_section, one_setting_pairs, task_settings
 from posixlab.results import SCHEMA_VERSION, SUMMARY_FILE
 from posixlab.tasks import TASK_TYPES, task_named, task_of_records, task_of_summary
 from posixlab.tasks.base import Task, model_name, records_read_once
@@ -208,17 +209,21 @@ def render(runs: list[Run], gates: list[list]) -> str:
     title = ("PARTIAL · " if any(r.partial for r in runs) else "") + _title(runs)
     first_partial = next((r for r in runs if r.partial), None)  # its banner is the page's #partial
     body = [_banners(run, several, run is first_partial) for run in runs]
-    sections, values, paired, base = [], [], [], None
+    sections, values, paired, reads = [], [], [], {}
+    plan = _pairing_plan(runs) if several else []  # from the summaries, before any records are read
     with records_read_once():  # each run's records read once for its sections, its values, its gate and pairing
         for n, (run, rows) in enumerate(zip(runs, gates)):
             prefix = "" if n == 0 else f"r{n + 1}-"
             sections.append(_gate(run, rows, prefix) + _sections(run, prefix))
             values.append(_values(run) if several else [])
-            if several and not run.partial and run.task is runs[0].task:  # later runs against run 1's values
-                read = _pairing_values(run)
-                base = read if n == 0 else base
-                if n and base is not None and read is not None:
-                    paired.append((n + 1, _paired_result(base, read)))
+            if any(n in pair[:2] for pair in plan):
+                reads[n] = _pairing_values(run)
+            for k, b, changed in plan:  # each pair once both its runs are read; a run's values kept while needed
+                if max(k, b) == n and reads[k] is not None and reads[b] is not None:
+                    paired.append((k + 1, b + 1, changed, _paired_result(reads[b], reads[k])))
+            for j in [j for j in reads if not any(j in pair[:2] and max(pair[:2]) > n for pair in plan)]:
+                del reads[j]
+    paired.sort(key=lambda pair: pair[:2])
     back = ""
     if several:
         numbers = list(range(1, len(runs) + 1))
@@ -286,8 +291,8 @@ def _values(run: Run) -> list[float]:
 
 def _compare(runs: list[Run], values: list[list[float]], paired: list) -> str:
     """The runs side by side, with the settings that differ between runs of one task; ``values``: each run's
-    per-unit values (``_values``); ``paired``: (run number, ``posixlab.compare``'s result or None) of each later
-    run paired with run 1."""
+    per-unit values (``_values``); ``paired``: (run number, its base's, what changed, ``posixlab.compare``'s result
+    or None) of each pair of runs the page compares (``_pairing_plan``)."""
     named: dict[int, dict[str, str]] = {}
     differ: list[str] = []
     for task in dict.fromkeys(run.task for run in runs):
@@ -319,6 +324,25 @@ def _compare(runs: list[Run], values: list[list[float]], paired: list) -> str:
                        "mean.</p>" + _paired(paired), id="compare")
 
 
+def _pairing_plan(runs: list[Run]) -> list[tuple[int, int, str]]:
+    """Which finished runs the page pairs item by item, (run, base, what changed) by position: per task, the runs
+    that differ in one setting at most, the base at that setting's first value, a rerun with its cell's first run
+    (``grid.one_setting_pairs``: a grid read one factor at a time); where no two do (a before and after that
+    changed two things), each later run with the task's first."""
+    plan = []
+    for task in dict.fromkeys(run.task for run in runs):
+        mine = [i for i, run in enumerate(runs) if run.task is task and not run.partial]
+        if len(mine) < 2 or task.name not in UNITS:
+            continue
+        rows, names = task_settings(runs, mine)
+        pairs = [(k, b) for k, b, _ in one_setting_pairs(rows, names)] or [(k, 0) for k in range(1, len(mine))]
+        for k, b in pairs:
+            changed = ", ".join(f"{name} {rows[b][name]} → {rows[k][name]}" for name in names
+                                if rows[k][name] != rows[b][name])
+            plan.append((mine[k], mine[b], changed or "no setting"))
+    return sorted(plan)
+
+
 def _pairing_values(run: Run) -> tuple | None:
     """What ``posixlab.compare`` pairs a finished run by, from the records its page read (``records_read_once``: no
     second read), in unit order as ``compare.run_values`` reads them; None for a task compare does not read, or
@@ -341,26 +365,38 @@ def _paired_result(base: tuple, new: tuple) -> dict | None:
 
 
 def _paired(paired: list) -> str:
-    """Each later run against run 1 on the items both hold (``posixlab.compare``): the mean difference of each
-    metric, its interval and verdict. Runs of another task, partial runs and runs sharing no item are left out."""
-    rows = []
-    for n, result in paired:
-        if result is None:
+    """Each planned pair of runs (``_pairing_plan``) on the items both hold (``posixlab compare``): the mean
+    difference of each metric, its interval and verdict. Partial runs and runs sharing no item are left out."""
+    rows, unpaired = [], []
+    for n, base, changed, result in paired:
+        if result is None:  # runs of other items (another seed, data set or sample)
+            unpaired.append(f"{n} against {base} ({changed})")
             continue
+        if result["paired_by"] != result["unit"]:  # no set in common: each question's set in one, in the other
+            changed += f" (paired by {result['paired_by']})"
         for m in result["metrics"]:
-            rows.append([n, h.cell(None, h.esc(m["metric"])), h.cell(None, m["better"]), m["units"], m["base"],
-                         m["new"], m["difference"], h.cell(None, h.esc(interval_words(m["interval"]))),
-                         m["wilcoxon_p"], h.cell(None, m["verdict"])])
+            rows.append([h.cell(n, f'<a href="#run-{n}">{n}</a>'), h.cell(base, f'<a href="#run-{base}">{base}</a>'),
+                         h.cell(None, h.esc(changed)), h.cell(None, h.esc(m["metric"])), h.cell(None, m["better"]),
+                         m["units"], m["base"], m["new"], m["difference"],
+                         h.cell(None, h.esc(interval_words(m["interval"]))), m["wilcoxon_p"],
+                         h.cell(None, m["verdict"])])
+    missing = ('<p class="small">Not paired, sharing no unit or item (another seed, data set or sample): '
+               f"{h.esc('; '.join(unpaired))}.</p>") if unpaired else ""
     if not rows:
-        return ""
-    table = h.table([("run", "run"), ("metric", "metric"), ("better", "better"), ("units", "paired units"),
-                     ("base", "run 1"), ("new", "this run"), ("difference", "difference"),
-                     ("interval", "95% interval"), ("p", "Wilcoxon p"), ("verdict", "verdict")], rows,
-                    id="paired-table")
-    return ("<h3>Paired with run 1, item by item</h3>" + table
-            + '<p class="small">Each unit (set, sample) both runs hold: its value in this run minus run 1\'s; the '
-              "interval is an expanded percentile bootstrap of the mean difference; worse or better when it "
-              "excludes 0 (posixlab compare).</p>")
+        return missing
+    table = h.table([("run", "run"), ("against", "against run"), ("changed", "what changed"), ("metric", "metric"),
+                     ("better", "better"), ("units", "paired units"), ("base", "that run"), ("new", "this run"),
+                     ("difference", "difference"), ("interval", "95% interval"), ("p", "Wilcoxon p"),
+                     ("verdict", "verdict")], rows, id="paired-table")
+    return ("<h3>Paired item by item</h3>" + table
+            + '<p class="small">Each run against the run that differs from it in one setting only, at that '
+              "setting's first value on the page (a sweep read one factor at a time: each model against the first, "
+              "each variant type against the first, each shot count against the first), and a rerun against its "
+              "cell's first run; where no two runs differ in one setting at most, each against the first run of its "
+              "task. Each unit (set, sample) both runs hold: its "
+              "value in this run minus that run's; the interval is an expanded percentile bootstrap of the mean "
+              "difference; worse or better when it excludes 0 (posixlab compare), each pair at 95% on its own, not "
+              "corrected for how many pairs the page shows.</p>" + missing)
 
 
 def _gate(run: Run, rows: list, prefix: str) -> str:

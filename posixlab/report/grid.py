@@ -171,3 +171,32 @@ def _interval(run, key: str | None) -> str | None:
     """A run's interval at ``key`` as its grid cell writes it under the value ("[0.1234, 0.3456]"), where it has one."""
     ci = None if key is None else summary_interval(run.summary, key)
     return None if ci is None else f"[{h.fmt(ci[0])}, {h.fmt(ci[1])}]"
+
+
+def one_setting_pairs(rows: list[dict[str, str]], names: list[str]) -> list[tuple[int, int, str | None]]:
+    """The pairs of runs that differ in one setting at most, as a grid is read one factor at a time: (run, base, the
+    setting), the base at that setting's first value on the page (a sweep's first model, variant type, shot count),
+    for each run not at it; a run with the settings of an earlier one (a rerun of a cell) with the first such run,
+    its setting None. In page order.
+
+    >>> rows = [{"model": "a", "shots": "0"}, {"model": "a", "shots": "1"}, {"model": "b", "shots": "0"},
+    ...         {"model": "b", "shots": "1"}, {"model": "a", "shots": "1"}]
+    >>> one_setting_pairs(rows, ["model", "shots"])
+    [(1, 0, 'shots'), (2, 0, 'model'), (3, 1, 'model'), (3, 2, 'shots'), (4, 1, None), (4, 0, 'shots')]
+    >>> one_setting_pairs([{"model": "a", "shots": "0"}, {"model": "b", "shots": "1"}], ["model", "shots"])
+    []
+    """
+    first = {name: next(row[name] for row in rows) for name in names} if rows else {}
+    out = []
+    for k, row in enumerate(rows):
+        same = next((j for j in range(k) if all(rows[j][n] == row[n] for n in names)), None)
+        if same is not None:
+            out.append((k, same, None))
+        for name in names:
+            if row[name] == first[name]:
+                continue
+            wanted = [(n, first[name] if n == name else row[n]) for n in names]
+            base = next((j for j, other in enumerate(rows) if all(other[n] == v for n, v in wanted)), None)
+            if base is not None:
+                out.append((k, base, name))
+    return out
