@@ -507,6 +507,14 @@ def test_a_grid_s_page_tables_its_headline_by_the_settings_that_differ(tiny_lm, 
     assert result["paired_by"] == "item" and result["units"] == {"shared": 2, "base_only": 0, "new_only": 0}
     row = next(r for r in re.findall(r"<tr>(.*?)</tr>", paired) if by_item in r and "#run-4" in r)
     assert f'<td data-v="{psi["difference"]!r}">' in row and interval_words(psi["interval"]) in row
+    cells = [re.findall(r'<td(?: data-v="([^"]*)")?[^>]*>', r) for r in re.findall(r"<tr>(.*?)</tr>", paired)[1:]]
+    for k, metric in enumerate(("psi", "accuracy_options", "accuracy_greedy")):  # Holm over each metric's pairs
+        p = {i: float(row[10]) for i, row in enumerate(cells[k::3]) if row[10]}  # the rerun's: no p (identical)
+        order, m = sorted(p, key=p.get), len(p)  # by hand: the step-down maxima of (m − rank)·p, capped at 1
+        steps = [min(1.0, (m - rank) * p[i]) for rank, i in enumerate(order)]
+        holm = {i: max(steps[:rank + 1]) for rank, i in enumerate(order)}
+        shown = {i: float(row[11]) for i, row in enumerate(cells[k::3]) if row[11]}
+        assert shown == pytest.approx(holm) and (m >= 2 or metric != "psi"), (metric, p, shown)  # ψ: a family
     for n in range(1, 7):  # each run's section, and its way back to the grid
         assert re.search(rf'<section id="run-{n}" class="run"><h2>Run {n}: [^<]*</h2><p class="small">'
                          r'<a href="#grid">↑ grid</a> · <a href="#compare">↑ runs compared</a></p>', page), n

@@ -15,11 +15,13 @@ This is the only module of ``posixlab.report`` that imports the tasks; no Hydra 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from posixlab.compare import UNITS, checked_values, compare_values, interval_words
 from posixlab.errors import ConfigError, PosixlabError
+from posixlab.metrics.stats import holm_adjust
 from posixlab.report import html as h
 from posixlab.report.grid import grid_section, one_setting_pairs, task_settings
 from posixlab.results import SCHEMA_VERSION, SUMMARY_FILE
@@ -378,16 +380,21 @@ def _paired(paired: list) -> str:
             rows.append([h.cell(n, f'<a href="#run-{n}">{n}</a>'), h.cell(base, f'<a href="#run-{base}">{base}</a>'),
                          h.cell(None, h.esc(changed)), h.cell(None, h.esc(m["metric"])), h.cell(None, m["better"]),
                          m["units"], m["base"], m["new"], m["difference"],
-                         h.cell(None, h.esc(interval_words(m["interval"]))), m["wilcoxon_p"],
+                         h.cell(None, h.esc(interval_words(m["interval"]))), m["wilcoxon_p"], None,
                          h.cell(None, m["verdict"])])
     missing = ('<p class="small">Not paired, sharing no unit or item (another seed, data set or sample): '
                f"{h.esc('; '.join(unpaired))}.</p>") if unpaired else ""
     if not rows:
         return missing
+    for metric in dict.fromkeys(row[3]["html"] for row in rows):  # the page's pairs of one metric: one family
+        mine = [row for row in rows if row[3]["html"] == metric]
+        pvalues = [row[10] if isinstance(row[10], float) and math.isfinite(row[10]) else None for row in mine]
+        for row, adjusted in zip(mine, holm_adjust(pvalues)):
+            row[11] = adjusted
     table = h.table([("run", "run"), ("against", "against run"), ("changed", "what changed"), ("metric", "metric"),
                      ("better", "better"), ("units", "paired units"), ("base", "that run"), ("new", "this run"),
                      ("difference", "difference"), ("interval", "95% interval"), ("p", "Wilcoxon p"),
-                     ("verdict", "verdict")], rows, id="paired-table")
+                     ("holm", "Holm p"), ("verdict", "verdict")], rows, id="paired-table")
     return ("<h3>Paired item by item</h3>" + table
             + '<p class="small">Each run against the run that differs from it in one setting only, at that '
               "setting's first value on the page (a sweep read one factor at a time: each model against the first, "
@@ -395,8 +402,9 @@ def _paired(paired: list) -> str:
               "cell's first run; where no two runs differ in one setting at most, each against the first run of its "
               "task. Each unit (set, sample) both runs hold: its "
               "value in this run minus that run's; the interval is an expanded percentile bootstrap of the mean "
-              "difference; worse or better when it excludes 0 (posixlab compare), each pair at 95% on its own, not "
-              "corrected for how many pairs the page shows.</p>" + missing)
+              "difference; worse or better when it excludes 0 (posixlab compare), each pair at 95% on its own. Holm "
+              "p: the Wilcoxon p adjusted (Holm–Bonferroni) over the page's pairs of that metric: where nothing "
+              "changed, a metric shows any Holm p under 0.05 on at most 5% of pages.</p>" + missing)
 
 
 def _gate(run: Run, rows: list, prefix: str) -> str:
