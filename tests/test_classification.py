@@ -55,6 +55,32 @@ def test_consistency_by_hand_with_and_without_self_pairs():
     assert s["per_class"]["b"] == pytest.approx((3 + 2 * 0.6) / 9)
 
 
+def test_c_s_interval_against_a_loop_over_each_resample_s_pairs():
+    """C's bootstrap interval: each resample's C recomputed by looping over its draws, a pair counted where the two
+    draws are different samples of one class (copies of one sample are no pair), then the 2.5 and 97.5 percentiles;
+    the estimate lies inside; a data set of one sample a class has no interval."""
+    from posixlab.metrics.classification import consistency_interval
+
+    rng = np.random.default_rng(5)
+    gold = ["a"] * 4 + ["b"] * 3 + ["c"] * 2 + ["d"]  # d: one sample, no pair
+    P = rng.dirichlet([0.5, 0.5, 0.5, 0.5], size=len(gold))
+    draws = np.random.default_rng(11).integers(0, len(gold), size=(400, len(gold)))  # what seed 11 draws
+    values = []
+    for row in draws:
+        per_class = []
+        for c in "abcd":
+            pairs = [1 - 0.5 * np.abs(P[i] - P[j]).sum() for x, i in enumerate(row) for y, j in enumerate(row)
+                     if x != y and i != j and gold[i] == gold[j] == c]
+            if pairs:
+                per_class.append(np.mean(pairs))
+        if per_class:
+            values.append(np.mean(per_class))
+    low, high = consistency_interval(P, gold, seed=11, resamples=400)
+    assert (low, high) == pytest.approx(tuple(np.percentile(values, [2.5, 97.5])), abs=1e-12)
+    assert low < consistency(P, gold)["mean"] < high and len(values) > 390
+    assert consistency_interval(P[:3], ["a", "b", "c"]) is None
+
+
 def test_micro_f1_counts_na_as_wrong():
     assert micro_f1(["x", "y", "y", "x"], ["x", "y", NA, "y"]) == 0.5
     with pytest.raises(ConfigError, match="gold label"):

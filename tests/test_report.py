@@ -590,12 +590,25 @@ def test_a_classification_run_s_sensitivity_carries_its_interval_to_the_grid(cls
     for name in ("model-a", "model-b"):
         assert re.search(rf'<td>{name}</td><td data-v="[^"]+"><a [^>]+>{summary["sensitivity"]["mean"]:.4f}</a>'
                          rf'<div class="small">\[{low:.4f}, {high:.4f}\]</div></td>', grid), name
-    # with S, Errica et al.'s Table 1: C and micro-F1, folded under it
+    # with S, Errica et al.'s Table 1: C (with its interval: over the same resampled samples, pairs of different
+    # samples only) and micro-F1, folded under it
+    from posixlab.metrics.classification import consistency_interval
+
+    c_low, c_high = summary["consistency"]["ci95"]
+    assert [c_low, c_high] == list(consistency_interval([r["distribution"] for r in samples],
+                                                        [r["gold"] for r in samples], seed=summary["seed"]))
+    assert c_low <= summary["consistency"]["mean"] <= c_high
+    assert f"consistency C = {summary['consistency']['mean']:.4f} (95% CI {c_low:.4f} to {c_high:.4f}) · " in \
+        ClassificationTask.report_lines(summary)[0]
+    assert f"| consistency C_y, 95% interval (bootstrap over samples) | {c_low:.3f} to {c_high:.3f} |" in \
+        (cls_run / "summary.md").read_text(encoding="utf-8")
+    assert [logged["consistency_ci95_low"], logged["consistency_ci95_high"]] == [c_low, c_high]
     c, f1 = grid.split('<details class="measure">')[1:]
     assert c.startswith("<summary>consistency C by model</summary>") and f1.startswith("<summary>micro-F1 by")
-    for measure, value in ((c, summary["consistency"]["mean"]), (f1, summary["micro_f1"]["mean"])):
+    for measure, value, under in ((c, summary["consistency"]["mean"], rf'<div class="small">\[{c_low:.4f}, '
+                                   rf'{c_high:.4f}\]</div>'), (f1, summary["micro_f1"]["mean"], "")):
         for name in ("model-a", "model-b"):
-            assert re.search(rf'<td>{name}</td><td data-v="[^"]+"><a [^>]+>{value:.4f}</a></td>', measure), name
+            assert re.search(rf'<td>{name}</td><td data-v="[^"]+"><a [^>]+>{value:.4f}</a>{under}</td>', measure), name
 
 
 def test_any_task_gets_the_generic_page_and_merge_writes_one(tmp_path, rephrasings):

@@ -145,6 +145,71 @@ def consistency(distributions, gold: Sequence[str | None], classes: Sequence[str
             "num_pairs": num_pairs}
 
 
+def resampled_pair_means(pair_values: dict[str, np.ndarray], gold: Sequence[str | None],
+                         samples: np.ndarray) -> np.ndarray:
+    """For each bootstrap resample (a row of ``samples``: sample indices drawn with replacement), the mean over
+    classes of the mean of ``pair_values[y]`` (an n_y×n_y matrix over class y's samples, in their order in ``gold``,
+    its diagonal 0) over the pairs of copies of two different samples of class y.
+
+    A resample holds sample i w_i times, so a class's mean is wᵀMw / ((Σw)² − Σw²): every pair of copies of two
+    different samples, none of a sample with itself or its own copy (two draws of one sample would agree perfectly
+    and lift C with every duplicate: a U-statistic's bootstrap without ties). A class with fewer than two different
+    samples in a resample sits that resample out, as a class of one sample sits out C; a resample where no class
+    has a pair is NaN.
+
+    >>> M = {"a": np.array([[0.0, 0.5], [0.5, 0.0]])}
+    >>> resampled_pair_means(M, ["a", "a"], np.array([[0, 1], [1, 1]])).tolist()
+    [0.5, nan]
+    """
+    num, den = np.zeros((len(samples), len(pair_values))), np.zeros((len(samples), len(pair_values)))
+    for k, (c, m) in enumerate(pair_values.items()):
+        rows = [i for i, g in enumerate(gold) if g == c]
+        position = np.full(len(gold), -1)
+        position[rows] = np.arange(len(rows))
+        picked = position[samples]  # each draw's place among the class's samples, -1 for another class's
+        slots = (np.arange(len(samples))[:, None] * len(rows) + picked)[picked >= 0]
+        w = np.bincount(slots, minlength=len(samples) * len(rows)).reshape(len(samples), len(rows)).astype(float)
+        num[:, k] = ((w @ m) * w).sum(axis=1)
+        den[:, k] = w.sum(axis=1) ** 2 - (w ** 2).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_class = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+    counts = (~np.isnan(per_class)).sum(axis=1)
+    return np.where(counts > 0, np.nansum(per_class, axis=1) / np.maximum(counts, 1), np.nan)
+
+
+def consistency_interval(distributions, gold: Sequence[str | None], classes: Sequence[str] | None = None,
+                         seed: int = 0, resamples: int = 10_000) -> tuple[float, float] | None:
+    """95% percentile bootstrap interval of C, the unweighted mean of C_y over classes (``consistency``'s ``mean``,
+    no self-pairs): the samples resampled with replacement (seeded, as S's interval over samples), each resample's C
+    over pairs of different samples (``resampled_pair_means``). None where C is None.
+
+    By hand: class a's two samples agree 0.5, class b's two agree 1. A resample with both of a's samples and not both
+    of b's has C 0.5; with both of each, 0.75; with b's alone, 1; each happens in more than 2.5% of resamples.
+
+    >>> P = [[1.0, 0.0], [0.5, 0.5], [0.0, 1.0], [0.0, 1.0]]
+    >>> consistency(P, ["a", "a", "b", "b"])["mean"], consistency_interval(P, ["a", "a", "b", "b"])
+    (0.75, (0.5, 1.0))
+    """
+    p = np.asarray(distributions, dtype=np.float64)
+    if classes is None:
+        classes = sorted({g for g in gold if g is not None and g != NA})
+    pair_values = {}
+    for c in classes:
+        rows = [k for k, g in enumerate(gold) if g == c]
+        if len(rows) >= 2:  # a class of one sample has no pair, in C as here
+            pair_values[c] = consistency_matrix(p[rows])
+            np.fill_diagonal(pair_values[c], 0.0)
+    if not pair_values:
+        return None
+    rng, n = np.random.default_rng(seed), len(gold)
+    chunk = max(1, 2_000_000 // n)  # resamples at a time: bounded memory on a large data set
+    values = np.concatenate([resampled_pair_means(pair_values, gold,
+                                                  rng.integers(0, n, size=(min(chunk, resamples - start), n)))
+                             for start in range(0, resamples, chunk)])
+    lo, hi = np.percentile(values[np.isfinite(values)], [2.5, 97.5])
+    return float(lo), float(hi)
+
+
 def micro_f1(gold: Sequence[str], pred: Sequence[str]) -> float:
     """Micro-averaged F1 of single-label predictions, N/A counted as a (wrong) predicted class.
 

@@ -60,6 +60,7 @@ import numpy as np
 
 from posixlab.errors import ConfigError
 from posixlab.metrics.classification import NA, class_distribution, consistency, consistency_matrix, sensitivity  # noqa: F401,E501  (consistency_matrix: a doctest)
+from posixlab.metrics.classification import resampled_pair_means
 
 RESAMPLES = 1000
 
@@ -166,32 +167,16 @@ def _interval(values: np.ndarray) -> list[float] | None:
 
 def _consistency_bootstrap(floor_means: dict[str, np.ndarray], reph_means: dict[str, np.ndarray], gold,
                            samples: np.ndarray) -> tuple[np.ndarray, int]:
-    """C_floor − C_reph for each bootstrap resample (rows of ``samples``: resampled sample indices).
-
-    Per class y, D = the mean over floor groups of C(x, x') − the mean over rephrasing groups: then C_floor,y −
-    C_reph,y is the mean of D over the class's pairs of distinct samples. A resample holds each sample w_n times, so
-    that mean is wᵀDw / ((Σw)² − Σw²): every pair of copies of two different samples, none of a sample with itself or
-    its own copy (D's diagonal is 0, and the denominator leaves those pairs out), as C_y leaves out self-pairs. A
-    class with fewer than 2 different samples in a resample has no value there; a resample with no class has none.
-    """
-    num, den = np.zeros((len(samples), len(floor_means))), np.zeros((len(samples), len(floor_means)))
-    for k, c in enumerate(floor_means):
-        rows = [i for i, g in enumerate(gold) if g == c]
-        d = floor_means[c] - reph_means[c]
-        np.fill_diagonal(d, 0.0)
-        position = np.full(len(gold), -1)
-        position[rows] = np.arange(len(rows))
-        w = np.zeros((len(samples), len(rows)))
-        picked = position[samples]
-        for b in range(len(samples)):
-            w[b] = np.bincount(picked[b][picked[b] >= 0], minlength=len(rows))
-        num[:, k] = ((w @ d) * w).sum(axis=1)
-        den[:, k] = w.sum(axis=1) ** 2 - (w ** 2).sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        per_class = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
-    counts = (~np.isnan(per_class)).sum(axis=1)
-    values = np.where(counts > 0, np.nansum(per_class, axis=1) / np.maximum(counts, 1), np.nan)
-    return values, int((counts > 0).sum())
+    """C_floor − C_reph for each bootstrap resample (rows of ``samples``: resampled sample indices), and how many
+    resamples have a value. Per class y, D = the mean over floor groups of C(x, x') − the mean over rephrasing
+    groups: C_floor,y − C_reph,y is the mean of D over the class's pairs of distinct samples, so the resampled
+    difference is ``resampled_pair_means`` of D (its diagonal 0: self-pairs are not pairs)."""
+    differences = {}
+    for c in floor_means:
+        differences[c] = floor_means[c] - reph_means[c]
+        np.fill_diagonal(differences[c], 0.0)
+    values = resampled_pair_means(differences, gold, samples)
+    return values, int(np.isfinite(values).sum())
 
 
 def stack_note(deterministic: bool, backend: str | None = None, deterministic_stack: bool = False) -> str:

@@ -51,12 +51,14 @@ def per_class_table(runs: list[ClassificationRun]) -> tuple[str, list[dict]]:
 
 def _record(run: ClassificationRun) -> dict:
     s, c, f1 = run.summary["sensitivity"], run.summary.get("consistency") or {}, run.summary.get("micro_f1") or {}
-    low, high = s.get("ci95") or (None, None)  # a summary written before S had its interval has none
+    low, high = s.get("ci95") or (None, None)  # a summary written before S (or C) had its interval has none
+    c_low, c_high = c.get("ci95") or (None, None)
     return {"dataset": run.dataset, "model": run.model, "strategy": run.strategy, "probability": run.probability,
             "samples": run.summary.get("num_samples", len(run.samples)),
             "rephrasings": run.summary.get("num_rephrasings"),
             "micro_f1_mean": f1.get("mean"), "micro_f1_sd": f1.get("sd"),
             "sensitivity_mean": s.get("mean"), "sensitivity_sd": s.get("sd"), "sensitivity_median": s.get("median"),
             "sensitivity_ci95_low": low, "sensitivity_ci95_high": high,
-            "consistency_mean": c.get("mean"), "consistency_pooled": c.get("pooled"),
+            "consistency_mean": c.get("mean"), "consistency_ci95_low": c_low, "consistency_ci95_high": c_high,
+            "consistency_pooled": c.get("pooled"),
             "consistency_with_self_pairs": c.get("mean_with_self_pairs"), "source": str(run.folder)}

@@ -60,7 +60,8 @@ def config_from(c: dict, output_dir: str) -> ClassificationConfig:
 def report_lines(summary: dict) -> list[str]:
     s, c, f1 = summary["sensitivity"], summary["consistency"], summary["micro_f1"]
     consistency = "n/a (no gold labels)" if c is None else "n/a (no class has two samples)" \
-        if c["mean"] is None else f"{c['mean']:.4f}"
+        if c["mean"] is None else f"{c['mean']:.4f}" + (
+            f" (95% CI {c['ci95'][0]:.4f} to {c['ci95'][1]:.4f})" if c.get("ci95") else "")
     f1_text = ("n/a (no gold labels)" if c is None else "n/a (a sample has no gold label)") if f1 is None else \
         f"{f1['mean']:.4f} ± {f1['sd'] or 0:.4f}" + (
             "" if f1.get("majority_baseline") is None else f" (majority class alone: {f1['majority_baseline']:.4f})")
@@ -80,7 +81,8 @@ def report_lines(summary: dict) -> list[str]:
 def tracked(summary: dict, folder: Path) -> Tracked:
     """S, C, micro-F1 in the summary; one table row per sample."""
     s, c, f1 = summary["sensitivity"], summary.get("consistency") or {}, summary.get("micro_f1") or {}
-    low, high = s.get("ci95") or (None, None)  # a summary written before S had its interval has none
+    low, high = s.get("ci95") or (None, None)  # a summary written before S (or C) had its interval has none
+    c_low, c_high = c.get("ci95") or (None, None)
     rows = []
     with open(Path(folder) / SAMPLES_FILE, encoding="utf-8") as f:
         for line in f:
@@ -92,6 +94,7 @@ def tracked(summary: dict, folder: Path) -> Tracked:
         "sensitivity": s["mean"], "sensitivity_sd": s["sd"], "sensitivity_median": s["median"],
         "sensitivity_ci95_low": low, "sensitivity_ci95_high": high,
         "consistency": c.get("mean"), "consistency_pooled": c.get("pooled"),
+        "consistency_ci95_low": c_low, "consistency_ci95_high": c_high,
         "consistency_with_self_pairs": c.get("mean_with_self_pairs"),
         "micro_f1": f1.get("mean"), "micro_f1_sd": f1.get("sd"), "na_share": summary.get("na_share"),
         "num_samples": summary["num_samples"], "num_rephrasings": summary["num_rephrasings"],

@@ -71,7 +71,8 @@ def _headline(summary: dict) -> str:
     ci = (f"95% CI {h.fmt(s['ci95'][0])} to {h.fmt(s['ci95'][1])}, " if s.get("ci95") else "")
     items = [("sensitivity S", h.fmt(s.get("mean")), f"{ci}sd {h.fmt(s.get('sd'))}, median {h.fmt(s.get('median'))}"),
              ("consistency C", h.fmt((c or {}).get("mean")), "no gold labels" if c is None else
-              f"pooled {h.fmt(c.get('pooled'))}"),
+              (f"95% CI {h.fmt(c['ci95'][0])} to {h.fmt(c['ci95'][1])}, " if c.get("ci95") else "")
+              + f"pooled {h.fmt(c.get('pooled'))}"),
              ("micro-F1", h.fmt((f1 or {}).get("mean")), "" if not f1 else
               f"sd {h.fmt(f1.get('sd'))}; majority class alone {h.fmt(f1.get('majority_baseline'))}"),
              ("samples × Q", f"{summary.get('num_samples')} × {summary.get('num_rephrasings')}"),

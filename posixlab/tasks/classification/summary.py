@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from posixlab.answers import accuracy_summary
-from posixlab.metrics.classification import NA, consistency, micro_f1
+from posixlab.metrics.classification import NA, consistency, consistency_interval, micro_f1
 from posixlab.metrics.stats import bootstrap_ci
 from posixlab.metrics.noise import noise_floor_from_records
 from posixlab.models.capabilities import DETERMINISTIC
@@ -44,7 +44,8 @@ def _stats(values: list[float]) -> dict:
 def build_classification_summary(records: list[dict], classes: list[str], num_rephrasings: int, meta: dict) -> dict:
     """S_τ over samples (its 95% percentile bootstrap interval over samples, seeded by the run's seed as POSIX's over
     sets; and per gold class), C_y (Eq. 7: per class over pairs of distinct samples, then the unweighted mean over
-    classes; also with self-pairs and pooled), micro-F1 per rephrasing (when every sample has a gold label)."""
+    classes, with its interval over the same resampled samples; also with self-pairs and pooled), micro-F1 per
+    rephrasing (when every sample has a gold label)."""
     real = [c for c in classes if c != NA]
     s_values = [r["sensitivity"] for r in records]
     gold = [r["gold"] for r in records]
@@ -59,7 +60,10 @@ def build_classification_summary(records: list[dict], classes: list[str], num_re
     if has_gold:
         c = consistency(distributions, gold, real)
         with_self = consistency(distributions, gold, real, self_pairs=True)
-        summary["consistency"] = {"mean": c["mean"], "per_class": c["per_class"], "self_pairs": False,
+        ci = consistency_interval(distributions, gold, real, seed=meta.get("seed", 0)) if c["mean"] is not None \
+            else None
+        summary["consistency"] = {"mean": c["mean"], "ci95": None if ci is None else list(ci),
+                                  "per_class": c["per_class"], "self_pairs": False,
                                   "pooled": c["pooled"], "num_pairs": c["num_pairs"],
                                   "mean_with_self_pairs": with_self["mean"],
                                   "per_class_with_self_pairs": with_self["per_class"],
@@ -178,6 +182,8 @@ def classification_summary_markdown(summary: dict) -> str:
              *([f"| sensitivity S_τ, 95% interval (bootstrap over samples) | {_f(s['ci95'][0])} to "
                 f"{_f(s['ci95'][1])} |"] if s.get("ci95") else []),
              f"| consistency C_y (mean over classes, no self-pairs) | {_f(c['mean']) if c else '—'} |",
+             *([f"| consistency C_y, 95% interval (bootstrap over samples) | {_f(c['ci95'][0])} to "
+                f"{_f(c['ci95'][1])} |"] if c and c.get("ci95") else []),
              f"| consistency, pooled over pairs / with self-pairs | "
              f"{_f(c['pooled']) if c else '—'} / {_f(c['mean_with_self_pairs']) if c else '—'} |",
              f"| micro-F1 (mean ± sd over rephrasings) | "
