@@ -429,12 +429,14 @@ def dove_command(args: list[str]) -> int:
 
 def compare_command(args: list[str]) -> int:
     """``posixlab compare BASE_DIR NEW_DIR``: two runs on the same items, paired by set or sample
-    (``posixlab.compare``).
+    (``posixlab.compare``); two sweeps, cell by cell (``posixlab.compare_sweeps``).
     0: compared (and, with ``--fail-if-worse``, no metric worse); 1: a metric worse with ``--fail-if-worse``; 2: an
     error."""
     import argparse
 
     from posixlab.compare import compare_runs, compare_table
+    from posixlab.compare_sweeps import compare_sweeps, sweeps_table
+    from posixlab.report.build import run_folders
 
     parser = argparse.ArgumentParser(
         prog="posixlab compare", description="Compares two runs item by item: POSIX runs by set (set_id: ψ and "
@@ -442,10 +444,12 @@ def compare_command(args: list[str]) -> int:
         "by sample (sample_id: sensitivity and accuracy). For each metric: the means over the shared items, the "
         "mean difference with its 95% bootstrap interval, the "
         "Wilcoxon signed-rank p-value, and a verdict (worse, better, identical, within noise). What a CI job runs "
-        "after a prompt or model change, against the run of the main branch. Exit status 0: compared; 1: a metric "
+        "after a prompt or model change, against the run of the main branch. Two sweeps (or a run and a sweep): "
+        "each run of the new one against the base's run of the same cell (the settings that vary within either "
+        "sweep), every interval at the Bonferroni level over the cells. Exit status 0: compared; 1: a metric "
         "worse with --fail-if-worse; 2: an error.")
-    parser.add_argument("base", metavar="BASE_DIR", help="the run to compare against")
-    parser.add_argument("new", metavar="NEW_DIR", help="the run of the change")
+    parser.add_argument("base", metavar="BASE_DIR", help="the run (or sweep) to compare against")
+    parser.add_argument("new", metavar="NEW_DIR", help="the run (or sweep) of the change")
     parser.add_argument("--fail-if-worse", action="store_true",
                         help="exit 1 when a metric is worse beyond noise (its interval excludes 0)")
     parser.add_argument("--metrics", help="the metrics to compare (and gate), comma-separated: psi, "
@@ -456,13 +460,17 @@ def compare_command(args: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON instead of a table")
     options = parser.parse_args(args)  # --help: exit 0; a usage error: exit 2
     metrics = None if options.metrics is None else [m.strip() for m in options.metrics.split(",") if m.strip()]
+    sweeps = any(run_folders(folder) != [Path(folder)] for folder in (options.base, options.new))
     try:
-        result = compare_runs(options.base, options.new, seed=options.seed, metrics=metrics)
+        result = (compare_sweeps if sweeps else compare_runs)(options.base, options.new, seed=options.seed,
+                                                              metrics=metrics)
     except PosixlabError as exc:
         print(f"posixlab error: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(result, indent=1, ensure_ascii=False) if options.json else compare_table(result))
-    worse = [m["metric"] for m in result["metrics"] if m["verdict"] == "worse"]
+    table = sweeps_table if sweeps else compare_table
+    print(json.dumps(result, indent=1, ensure_ascii=False) if options.json else table(result))
+    compared = [(f"{cell['cell']}: ", cell["result"]) for cell in result["cells"]] if sweeps else [("", result)]
+    worse = [f"{cell}{m['metric']}" for cell, one in compared for m in one["metrics"] if m["verdict"] == "worse"]
     if options.fail_if_worse and worse:
         print(f"posixlab compare: worse beyond noise: {', '.join(worse)}", file=sys.stderr)
         return 1

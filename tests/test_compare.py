@@ -170,6 +170,42 @@ def test_runs_of_two_variant_types_are_paired_by_question(tmp_path):
             compare_runs(spelling, folder)
 
 
+def test_two_sweeps_are_compared_cell_by_cell_at_the_bonferroni_level(tmp_path, capsys):
+    """A prompt change gated over a grid: each cell of the new sweep (here: shots 0, 1 and 2, the prompt changed) is
+    paired with the base sweep's cell of the same shots (not by the prompt, which the change moved in every cell),
+    each at 1 − 0.05/2 for the 2 cells paired, so each equals ``compare_runs`` at 97.5%; the cell no base run has
+    is named; the command fails on the worse cell only with --fail-if-worse, naming it; two base runs of one cell
+    are named as such, and a sweep that matches nothing is refused."""
+    from posixlab.cli import compare_command
+    from posixlab.compare_sweeps import compare_sweeps, sweeps_table
+
+    psis = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
+    base = [write_run(tmp_path / "base" / f"{k}_cell", psis, config={"shots": k, "prompt": "a"}) for k in (0, 1)]
+    new = [write_run(tmp_path / "new" / "0_cell", psis, config={"shots": 0, "prompt": "b"}),  # unchanged
+           write_run(tmp_path / "new" / "1_cell", [p + 0.2 for p in psis], config={"shots": 1, "prompt": "b"}),
+           write_run(tmp_path / "new" / "2_cell", psis, config={"shots": 2, "prompt": "b"})]
+    result = compare_sweeps(tmp_path / "base", tmp_path / "new")
+    assert result["cell_settings"] == ["shots"] and result["pairs"] == 2
+    assert result["per_pair_confidence"] == pytest.approx(0.975)
+    for cell, (b, n) in zip(result["cells"], ((base[0], new[0]), (base[1], new[1]))):
+        assert cell["result"] == compare_runs(b, n, confidence=0.975) and cell["cell"] == f"shots={b.name[0]}"
+    verdicts = [[m["verdict"] for m in cell["result"]["metrics"]] for cell in result["cells"]]
+    assert verdicts == [["identical"], ["worse"]]  # psi only: no answers in these runs
+    assert result["unmatched"] == [{"new": str(new[2]), "why": "no base run with shots=2"}] and not result["base_only"]
+    table = sweeps_table(result)
+    assert "Changed (in the first cell): prompt: a → b." in table and "| shots=1 | psi | lower | 8 sets |" in table
+    assert "97.50% interval" in table and "Not compared: " + str(new[2]) + ": no base run with shots=2." in table
+    assert compare_command([str(tmp_path / "base"), str(tmp_path / "new")]) == 0
+    assert compare_command([str(tmp_path / "base"), str(tmp_path / "new"), "--fail-if-worse"]) == 1
+    assert "worse beyond noise: shots=1: psi" in capsys.readouterr().err
+    assert compare_sweeps(base[1], tmp_path / "new")["cells"][0]["cell"] == "shots=1"  # a run against a sweep's cell
+    write_run(tmp_path / "base" / "2_again", psis, config={"shots": 1, "prompt": "a"})
+    again = compare_sweeps(tmp_path / "base", tmp_path / "new")
+    assert again["unmatched"][0]["why"] == "2 base runs with shots=1: give the base sweep one run a cell"
+    with pytest.raises(ConfigError, match="no run of .* has a run of the same cell"):
+        compare_sweeps(tmp_path / "base", new[2])
+
+
 def test_runs_that_cannot_be_compared_are_refused(tmp_path):
     base = write_run(tmp_path / "base", [0.1, 0.2])
     with pytest.raises(ConfigError, match="holds no summary.json"):
