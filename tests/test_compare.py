@@ -206,6 +206,18 @@ def test_two_sweeps_are_compared_cell_by_cell_at_the_bonferroni_level(tmp_path, 
         compare_sweeps(tmp_path / "base", new[2])
 
 
+def test_the_bonferroni_level_calls_fewer_null_sweeps_worse():
+    """experiments/sweep_gate_check.py: on the same simulated null sweeps of 4 cells, intervals at 1 − 0.05/4 call ψ
+    worse in some cell less often than at 95% a cell (its doctest runs too)."""
+    import doctest
+
+    from experiments import sweep_gate_check
+
+    assert doctest.testmod(sweep_gate_check).attempted > 0 and doctest.testmod(sweep_gate_check).failed == 0
+    shares = sweep_gate_check.false_alarms(150, 4, 10, [0.95, 0.9875], seed=2)
+    assert shares[0.9875] < shares[0.95] and shares[0.95] > 0.05  # 4 cells at 95%: about 1 − 0.975⁴ ≈ 10%
+
+
 def test_runs_that_cannot_be_compared_are_refused(tmp_path):
     base = write_run(tmp_path / "base", [0.1, 0.2])
     with pytest.raises(ConfigError, match="holds no summary.json"):
