@@ -4,9 +4,9 @@ The public API::
 
     import posixlab
     result = posixlab.evaluate([["What is 2+2?", "what's 2 + 2?"]], model="smollm2-135m-instruct")
-    result.posix, result.psi
+    result.posix, result.posix_ci95, result.psi
     result = posixlab.classify("mmlu_letters", model="smollm2-135m-instruct", num_samples=20)   # Errica et al.
-    result.sensitivity, result.consistency, result.micro_f1
+    result.sensitivity, result.consistency, result.micro_f1     # and sensitivity_ci95, consistency_ci95
 
 Bad input raises a ``posixlab.PosixlabError`` (``posixlab.ConfigError`` for a setting) before any model loads.
 

@@ -50,6 +50,13 @@ class EvaluationResult(RunResult):
         return self.summary["psi"]["posix"]
 
     @property
+    def posix_ci95(self) -> tuple[float, float] | None:
+        """POSIX's 95% percentile bootstrap interval over the sets (seeded by the run's seed), as the result line
+        prints it."""
+        ci = self.summary["psi"].get("ci95")
+        return None if ci is None else (ci[0], ci[1])
+
+    @property
     def psi(self) -> list[float]:
         """ψ of each prompt set, in the order the sets were given."""
         return [r["psi"] for r in self.records]

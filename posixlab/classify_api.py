@@ -46,10 +46,23 @@ class ClassificationResult(RunResult):
         return self.summary["sensitivity"]["mean"]
 
     @property
+    def sensitivity_ci95(self) -> tuple[float, float] | None:
+        """S's 95% percentile bootstrap interval over the samples (seeded by the run's seed)."""
+        ci = self.summary["sensitivity"].get("ci95")
+        return None if ci is None else (ci[0], ci[1])
+
+    @property
     def consistency(self) -> float | None:
         """C: the mean over classes of 1 - TVD between samples of the class; None without gold labels."""
         c = self.summary.get("consistency")
         return None if c is None else c["mean"]
+
+    @property
+    def consistency_ci95(self) -> tuple[float, float] | None:
+        """C's 95% percentile bootstrap interval over the samples (pairs of copies of two different samples only);
+        None without gold labels or a class of two samples."""
+        ci = (self.summary.get("consistency") or {}).get("ci95")
+        return None if ci is None else (ci[0], ci[1])
 
     @property
     def micro_f1(self) -> float | None:

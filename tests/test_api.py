@@ -15,6 +15,7 @@ import posixlab
 from posixlab.data.prompt_sets import prompt_sets_from_lists, read_prompt_set_file
 from posixlab.errors import ConfigError, PosixlabError, PromptSetFileError
 from posixlab.metrics import psi
+from posixlab.metrics.stats import bootstrap_ci
 from posixlab.scoring import bruteforce_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,6 +62,7 @@ def test_evaluate_equals_the_command_bit_for_bit(evaluated, sets_file, tmp_path)
     assert saved.psi == evaluated.psi  # bit for bit
     assert all(np.array_equal(a, b) for a, b in zip(saved.matrices, evaluated.matrices))
     assert saved.posix == evaluated.posix
+    assert saved.posix_ci95 == evaluated.posix_ci95 == tuple(bootstrap_ci(evaluated.psi, seed=0))
     # per-set response length: "sum" asked for 3 new tokens, the others take the run's 5
     assert [r["max_new_tokens"] for r in evaluated.records] == [5, 3, 5]
     assert max(len(r["token_ids"]) for r in evaluated.records[1]["responses"]) <= 3

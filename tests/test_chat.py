@@ -526,6 +526,8 @@ def test_the_python_api_measures_a_chat_model(tmp_path, rephrasings):
                                    num_samples=3, num_rephrasings=2, repeats=2, cache_dir=str(tmp_path / "cache"),
                                    rephraser=RephraserConfig(backend="file", path=str(rephrasings),
                                                              validate=False), progress=False)
-    assert server.requests == 3 * 2 * 2 and result.sensitivity == 0.0
+    assert server.requests == 3 * 2 * 2 and result.sensitivity == 0.0 and result.sensitivity_ci95 == (0.0, 0.0)
+    gold = result.to_pandas()["gold"].tolist()  # every answer C: two samples of a class agree fully, one has no pair
+    assert result.consistency_ci95 == ((1.0, 1.0) if len(set(gold)) < len(gold) else None), gold
     assert result.summary["api"]["requests_sent"] == 12 and result.summary["noise_floor"]["deterministic"]
     assert len(result.to_pandas()) == 3
