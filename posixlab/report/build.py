@@ -368,29 +368,24 @@ def _paired_result(base: tuple, new: tuple) -> dict | None:
 
 def _paired(paired: list) -> str:
     """Each planned pair of runs (``_pairing_plan``) on the items both hold (``posixlab compare``): the mean
-    difference of each metric, its interval and verdict. Partial runs and runs sharing no item are left out."""
-    rows, unpaired = [], []
+    difference of each metric, its interval, Wilcoxon and Holm p and verdict; runs sharing no item named below."""
+    compared, unpaired = [], []  # (run, base, what changed, one metric's comparison); pairs sharing nothing
     for n, base, changed, result in paired:
         if result is None:  # runs of other items (another seed, data set or sample)
             unpaired.append(f"{n} against {base} ({changed})")
             continue
         if result["paired_by"] != result["unit"]:  # no set in common: each question's set in one, in the other
             changed += f" (paired by {result['paired_by']})"
-        for m in result["metrics"]:
-            rows.append([h.cell(n, f'<a href="#run-{n}">{n}</a>'), h.cell(base, f'<a href="#run-{base}">{base}</a>'),
-                         h.cell(None, h.esc(changed)), h.cell(None, h.esc(m["metric"])), h.cell(None, m["better"]),
-                         m["units"], m["base"], m["new"], m["difference"],
-                         h.cell(None, h.esc(interval_words(m["interval"]))), m["wilcoxon_p"], None,
-                         h.cell(None, m["verdict"])])
+        compared += [(n, base, changed, m) for m in result["metrics"]]
     missing = ('<p class="small">Not paired, sharing no unit or item (another seed, data set or sample): '
                f"{h.esc('; '.join(unpaired))}.</p>") if unpaired else ""
-    if not rows:
+    if not compared:
         return missing
-    for metric in dict.fromkeys(row[3]["html"] for row in rows):  # the page's pairs of one metric: one family
-        mine = [row for row in rows if row[3]["html"] == metric]
-        pvalues = [row[10] if isinstance(row[10], float) and math.isfinite(row[10]) else None for row in mine]
-        for row, adjusted in zip(mine, holm_adjust(pvalues)):
-            row[11] = adjusted
+    rows = [[h.cell(n, f'<a href="#run-{n}">{n}</a>'), h.cell(base, f'<a href="#run-{base}">{base}</a>'),
+             h.cell(None, h.esc(changed)), h.cell(None, h.esc(m["metric"])), h.cell(None, m["better"]), m["units"],
+             m["base"], m["new"], m["difference"], h.cell(None, h.esc(interval_words(m["interval"]))),
+             m["wilcoxon_p"], holm, h.cell(None, m["verdict"])]
+            for (n, base, changed, m), holm in zip(compared, _holm_by_metric([m for *_, m in compared]))]
     table = h.table([("run", "run"), ("against", "against run"), ("changed", "what changed"), ("metric", "metric"),
                      ("better", "better"), ("units", "paired units"), ("base", "that run"), ("new", "this run"),
                      ("difference", "difference"), ("interval", "95% interval"), ("p", "Wilcoxon p"),
@@ -405,6 +400,19 @@ def _paired(paired: list) -> str:
               "difference; worse or better when it excludes 0 (posixlab compare), each pair at 95% on its own. Holm "
               "p: the Wilcoxon p adjusted (Holm–Bonferroni) over the page's pairs of that metric: where nothing "
               "changed, a metric shows any Holm p under 0.05 on at most 5% of pages.</p>" + missing)
+
+
+def _holm_by_metric(comparisons: list[dict]) -> list[float | None]:
+    """Each comparison's Wilcoxon p adjusted by Holm's step-down over the comparisons of its metric (the page's
+    family for that metric); None where a pair has no p (nothing moved)."""
+    out: list[float | None] = [None] * len(comparisons)
+    for metric in dict.fromkeys(m["metric"] for m in comparisons):
+        at = [i for i, m in enumerate(comparisons) if m["metric"] == metric]
+        pvalues = [p if isinstance(p, float) and math.isfinite(p) else None
+                   for p in (comparisons[i]["wilcoxon_p"] for i in at)]
+        for i, adjusted in zip(at, holm_adjust(pvalues)):
+            out[i] = adjusted
+    return out
 
 
 def _gate(run: Run, rows: list, prefix: str) -> str:
