@@ -451,7 +451,8 @@ def compare_command(args: list[str]) -> int:
     parser.add_argument("base", metavar="BASE_DIR", help="the run (or sweep) to compare against")
     parser.add_argument("new", metavar="NEW_DIR", help="the run (or sweep) of the change")
     parser.add_argument("--fail-if-worse", action="store_true",
-                        help="exit 1 when a metric is worse beyond noise (its interval excludes 0)")
+                        help="exit 1 when a metric is worse beyond noise (its interval excludes 0), or, for sweeps, "
+                             "when a cell of the new one could not be compared (unfinished, or no base cell)")
     parser.add_argument("--metrics", help="the metrics to compare (and gate), comma-separated: psi, "
                         "accuracy_options, accuracy_greedy (POSIX); sensitivity, accuracy (classification) "
                         "(default: every one both runs have); each verdict is at "
@@ -471,10 +472,12 @@ def compare_command(args: list[str]) -> int:
     print(json.dumps(result, indent=1, ensure_ascii=False) if options.json else table(result))
     compared = [(f"{cell['cell']}: ", cell["result"]) for cell in result["cells"]] if sweeps else [("", result)]
     worse = [f"{cell}{m['metric']}" for cell, one in compared for m in one["metrics"] if m["verdict"] == "worse"]
-    if options.fail_if_worse and worse:
-        print(f"posixlab compare: worse beyond noise: {', '.join(worse)}", file=sys.stderr)
-        return 1
-    return 0
+    unchecked = [u["new"] for u in result.get("unmatched", [])] if sweeps else []  # a gate passes only on what it
+    failed = [f"worse beyond noise: {', '.join(worse)}"] * bool(worse) + \
+        [f"not compared, so not gated: {', '.join(unchecked)}"] * bool(unchecked)  # checked
+    for why in failed if options.fail_if_worse else []:
+        print(f"posixlab compare: {why}", file=sys.stderr)
+    return 1 if options.fail_if_worse and failed else 0
 
 
 def judge_command(args: list[str]) -> int:

@@ -5,7 +5,8 @@ A prompt change gated across a grid (``posixlab compare main_sweep/ change_sweep
 values of the settings that differ between the runs within either sweep (``report.grid.varying``: the model, the
 variant type, the shots), so the setting the change moved, the same in every cell of a sweep, is not part of it.
 A folder of one run is a sweep of one cell (a run against the grid's matching cell). Every cell of the new sweep
-must match one base cell; a cell that matches none, or several, is named, not compared.
+must match one base cell; a cell that matches none, or several, or has not finished, is named, not compared, and
+fails a gate (``--fail-if-worse``): a gate passes only on what it checked.
 
 Each pair's intervals are read at 1 − α/k for k pairs (Bonferroni, α = 1 − ``confidence``): a gate over k cells
 then calls some metric worse where nothing changed no more often than a gate over one cell does (for that metric,
@@ -28,19 +29,22 @@ from posixlab.results import SUMMARY_FILE
 from posixlab.tasks.base import model_name
 
 
-def finished_runs(folder: str | Path) -> list[tuple[Path, dict[str, str]]]:
-    """A sweep's (or one run's) finished runs, each with its settings (``report.grid.settings``); a clear error for
-    a folder that holds none."""
-    out = []
+def finished_runs(folder: str | Path) -> tuple[list[tuple[Path, dict[str, str]]], list[Path]]:
+    """A sweep's (or one run's) finished runs, each with its settings (``report.grid.settings``), and its runs that
+    have not finished (no summary: killed, failed or still running); a clear error for a folder with no finished
+    run."""
+    out, unfinished = [], []
     for path in run_folders(folder):
         summary_path = path / SUMMARY_FILE
         if summary_path.is_file():
             summary = json.loads(summary_path.read_text(encoding="utf-8"))
             out.append((path, settings(summary, model_name(summary))))
+        else:
+            unfinished.append(path)
     if not out:
         raise ConfigError(f"{folder} holds no finished run ({SUMMARY_FILE}): compare the folders of finished runs or "
                           f"of sweeps of them")
-    return out
+    return out, unfinished
 
 
 def match_cells(base: list[dict[str, str]], new: list[dict[str, str]]) -> tuple[list[str], list, list]:
@@ -74,7 +78,7 @@ def compare_sweeps(base_folder: str | Path, new_folder: str | Path, seed: int = 
                    metrics=None) -> dict:
     """Each finished run of ``new_folder`` (a sweep or a run) against ``base_folder``'s run of the same cell, every
     pair at the Bonferroni level 1 − (1 − ``confidence``)/k for k pairs (module docstring)."""
-    base, new = finished_runs(base_folder), finished_runs(new_folder)
+    (base, _), (new, unfinished) = finished_runs(base_folder), finished_runs(new_folder)
     names, pairs, unmatched = match_cells([row for _, row in base], [row for _, row in new])
     if not pairs:
         raise ConfigError(f"no run of {new_folder} has a run of the same cell in {base_folder} (cells by "
@@ -84,7 +88,8 @@ def compare_sweeps(base_folder: str | Path, new_folder: str | Path, seed: int = 
               "result": compare_runs(base[j][0], new[k][0], seed, level, metrics)} for k, j in pairs]
     return {"base": str(base_folder), "new": str(new_folder), "cell_settings": names, "confidence": confidence,
             "pairs": len(pairs), "per_pair_confidence": level, "cells": cells,
-            "unmatched": [{"new": str(new[k][0]), "why": why} for k, why in unmatched],
+            "unmatched": [{"new": str(new[k][0]), "why": why} for k, why in unmatched]
+            + [{"new": str(path), "why": f"not finished (no {SUMMARY_FILE})"} for path in unfinished],
             "base_only": [str(base[j][0]) for j in range(len(base)) if j not in {b for _, b in pairs}]}
 
 

@@ -197,13 +197,24 @@ def test_two_sweeps_are_compared_cell_by_cell_at_the_bonferroni_level(tmp_path, 
     assert "97.50% interval" in table and "Not compared: " + str(new[2]) + ": no base run with shots=2." in table
     assert compare_command([str(tmp_path / "base"), str(tmp_path / "new")]) == 0
     assert compare_command([str(tmp_path / "base"), str(tmp_path / "new"), "--fail-if-worse"]) == 1
-    assert "worse beyond noise: shots=1: psi" in capsys.readouterr().err
+    err = capsys.readouterr().err  # the worse cell, and the cell no base run has: a gate passes only on what it checked
+    assert "worse beyond noise: shots=1: psi" in err and f"not compared, so not gated: {new[2]}" in err
+    shutil.rmtree(new[2])
+    killed = shutil.copytree(new[0], tmp_path / "new" / "3_killed")
+    (killed / "summary.json").unlink()  # its sets are written, its summary never was
+    assert compare_sweeps(tmp_path / "base", tmp_path / "new")["unmatched"] == [
+        {"new": str(killed), "why": "not finished (no summary.json)"}]
+    assert compare_command([str(tmp_path / "base"), str(tmp_path / "new"), "--fail-if-worse", "--metrics", "psi"]) == 1
+    assert capsys.readouterr().err.count("posixlab compare: ") == 2
+    shutil.rmtree(killed)
+    new[1].joinpath("sets.jsonl").write_text(new[0].joinpath("sets.jsonl").read_text())  # the change undone
+    assert compare_command([str(tmp_path / "base"), str(tmp_path / "new"), "--fail-if-worse"]) == 0
     assert compare_sweeps(base[1], tmp_path / "new")["cells"][0]["cell"] == "shots=1"  # a run against a sweep's cell
     write_run(tmp_path / "base" / "2_again", psis, config={"shots": 1, "prompt": "a"})
     again = compare_sweeps(tmp_path / "base", tmp_path / "new")
     assert again["unmatched"][0]["why"] == "2 base runs with shots=1: give the base sweep one run a cell"
     with pytest.raises(ConfigError, match="no run of .* has a run of the same cell"):
-        compare_sweeps(tmp_path / "base", new[2])
+        compare_sweeps(tmp_path / "base", write_run(tmp_path / "lone", psis, config={"shots": 2, "prompt": "b"}))
 
 
 def test_the_bonferroni_level_calls_fewer_null_sweeps_worse():
