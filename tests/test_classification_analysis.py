@@ -16,7 +16,8 @@ from posixlab.analysis import GridWarning, regenerate
 from posixlab.analysis.classification import (baseline, class_mean, load_classification_runs, load_run,
                                               mean_consistency, regenerate_classification,
                                               run_classification_figures, simulate_labels)
-from posixlab.metrics.classification import NA, class_distribution, consistency, micro_f1, sensitivity
+from posixlab.metrics.classification import NA, class_distribution, consistency, consistency_interval, micro_f1, \
+    sensitivity
 from posixlab.metrics.stats import bootstrap_ci
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,7 +72,7 @@ def summarize(samples, classes, dataset, model, strategy, probability, with_gold
         summary["sensitivity"]["per_class"] = {k: float(s[[g == k for g in gold]].mean()) for k in CLASSES}
         summary["consistency"] = {"mean": c["mean"], "per_class": c["per_class"], "self_pairs": False,
                                   "mean_with_self_pairs": consistency(dists, gold, CLASSES, self_pairs=True)["mean"],
-                                  "pooled": c["pooled"]}
+                                  "pooled": c["pooled"], "ci95": consistency_interval(dists, gold, CLASSES)}
         f1 = [micro_f1(gold, [x["predictions"][q]["label"] for x in samples]) for q in range(Q)]
         summary["micro_f1"] = {"mean": float(np.mean(f1)), "sd": float(np.std(f1, ddof=1)), "per_rephrasing": f1}
     return summary
@@ -153,8 +154,10 @@ def test_the_table_copies_the_summaries(sweep, tmp_path):
         assert [float(row["sensitivity_ci95_low"]), float(row["sensitivity_ci95_high"])] == pytest.approx(
             summary["sensitivity"]["ci95"], abs=1e-12)
         assert float(row["consistency_mean"]) == pytest.approx(summary["consistency"]["mean"], abs=1e-12)
-        assert (f"{summary['sensitivity']['mean']:.3f} ± {summary['sensitivity']['sd']:.3f} | "
-                f"{summary['consistency']['mean']:.3f} |") in markdown
+        (s_low, s_high), (c_low, c_high) = summary["sensitivity"]["ci95"], summary["consistency"]["ci95"]
+        assert [float(row["consistency_ci95_low"]), float(row["consistency_ci95_high"])] == [c_low, c_high]
+        assert (f"{summary['sensitivity']['mean']:.3f} ± {summary['sensitivity']['sd']:.3f} [{s_low:.3f}, "
+                f"{s_high:.3f}] | {summary['consistency']['mean']:.3f} [{c_low:.3f}, {c_high:.3f}] |") in markdown
     per_class = (tmp_path / "per_class.csv").read_text()
     assert per_class.count("\n") == 1 + 3 * len(CLASSES)
 

@@ -16,17 +16,29 @@ def classification_table1(runs: list[ClassificationRun]) -> tuple[str, list[dict
     records = [_record(run) for run in runs]
     lines = ["## Classification: micro-F1, sensitivity and consistency (Errica et al., Table 1)", "",
              "| data set | model | strategy | probability | samples | Q | micro-F1 (mean ± sd over rephrasings) | "
-             "sensitivity S_τ (mean ± sd over samples) | consistency C_y (mean over classes) |",
+             "sensitivity S_τ (mean ± sd over samples, [95% CI]) | consistency C_y (mean over classes, [95% CI]) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         lines.append(f"| {r['dataset']} | {label(r['model'])} | {STRATEGY_LABELS.get(r['strategy'], r['strategy'])} | "
                      f"{r['probability']} | {r['samples']} | {r['rephrasings']} | "
                      f"{fmt(r['micro_f1_mean'], r['micro_f1_sd'])} | "
-                     f"{fmt(r['sensitivity_mean'], r['sensitivity_sd'])} | {fmt(r['consistency_mean'], None)} |")
+                     f"{_with_interval(fmt(r['sensitivity_mean'], r['sensitivity_sd']), r, 'sensitivity')} | "
+                     f"{_with_interval(fmt(r['consistency_mean'], None), r, 'consistency')} |")
     lines += ["", "Consistency: C_y(x, x') = 1 − TVD over the pairs of distinct samples of a gold class, averaged per "
                   "class, then over classes (the CSV also has the pooled mean and the mean with self-pairs). Blank: "
                   "the run has no gold labels."]
     return "\n".join(lines), records
+
+
+def _with_interval(text: str, record: dict, name: str) -> str:
+    """A table cell and, after it, the 95% interval of ``name`` where the run's summary has one ("0.046 ± 0.091
+    [0.015, 0.085]"; a summary written before the intervals: the cell alone).
+
+    >>> _with_interval("0.807", {"consistency_ci95_low": 0.6274, "consistency_ci95_high": 0.9783}, "consistency")
+    '0.807 [0.627, 0.978]'
+    """
+    low, high = record.get(f"{name}_ci95_low"), record.get(f"{name}_ci95_high")
+    return text if low is None or high is None else f"{text} [{low:.3f}, {high:.3f}]"
 
 
 def per_class_table(runs: list[ClassificationRun]) -> tuple[str, list[dict]]:
