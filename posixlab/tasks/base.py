@@ -91,10 +91,16 @@ def summary_value(summary: dict, key: str) -> float | None:
     >>> summary_value({"psi": {"posix": 0.3}}, "psi.posix"), summary_value({"psi": None}, "psi.posix")
     (0.3, None)
     """
+    node = _at(summary, key)
+    return node if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+
+
+def _at(summary: dict, key: str):
+    """What a summary holds at a dotted key (``psi.ci95``), or None."""
     node = summary
     for part in key.split("."):
         node = node.get(part) if isinstance(node, dict) else None
-    return node if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+    return node
 
 
 def summary_interval(summary: dict, key: str) -> tuple[float, float] | None:
@@ -105,9 +111,7 @@ def summary_interval(summary: dict, key: str) -> tuple[float, float] | None:
     >>> summary_interval({"psi": {}}, "psi.ci95"), summary_interval({"a": {"ci95": None}}, "a.ci95")
     (None, None)
     """
-    node = summary
-    for part in key.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
+    node = _at(summary, key)
     if isinstance(node, (list, tuple)) and len(node) == 2 and all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in node):
         return float(node[0]), float(node[1])
