@@ -213,7 +213,7 @@ def compare_values(base_run: tuple, new_run: tuple, seed: int = 0, confidence: f
 
 def compare_table(result: dict) -> str:
     """``compare_runs``'s result as Markdown: what changed, then one row per metric."""
-    f = lambda v: "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"  # noqa: E731
+    f = number_words
     units, unit = result["units"], result["unit"]
     changed = "; ".join(f"{k}: {a} → {b}" for k, (a, b) in result["changed"].items()) or "nothing in the configs"
     by = result.get("paired_by", unit)
@@ -232,6 +232,15 @@ def compare_table(result: dict) -> str:
                   f"percentile bootstrap of the mean difference over the {unit}s; verdict from the interval (0 "
                   f"outside it)."]
     return "\n".join(lines)
+
+
+def number_words(value) -> str:
+    """A mean or p-value as a table shows it: four decimals, n/a where there is none (a p-value of no difference).
+
+    >>> number_words(0.06251), number_words(None), number_words(float("nan"))
+    ('0.0625', 'n/a', 'n/a')
+    """
+    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.4f}"
 
 
 def interval_words(interval) -> str:

@@ -18,10 +18,9 @@ No Hydra, no W&B; ``posixlab.cli`` prints it.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
-from posixlab.compare import CONFIDENCE, compare_runs, interval_words
+from posixlab.compare import CONFIDENCE, compare_runs, interval_words, number_words
 from posixlab.errors import ConfigError
 from posixlab.report.build import run_folders
 from posixlab.report.grid import settings, varying
@@ -95,7 +94,7 @@ def compare_sweeps(base_folder: str | Path, new_folder: str | Path, seed: int = 
 
 def sweeps_table(result: dict) -> str:
     """``compare_sweeps``'s result as Markdown: what changed, then a row per cell and metric."""
-    f = lambda v: "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"  # noqa: E731
+    f = number_words
     first = result["cells"][0]["result"]
     changed = "; ".join(f"{k}: {a} → {b}" for k, (a, b) in first["changed"].items()) or "nothing in the configs"
     cells = f"{result['pairs']} cell{'s' * (result['pairs'] > 1)}"
