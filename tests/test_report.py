@@ -380,6 +380,28 @@ def test_a_page_pairs_its_runs_with_run_1_from_the_records_it_read(posix_run, tm
     assert reversed_result["metrics"] == ordered_result["metrics"]  # the order written in changes nothing
 
 
+def test_a_sweep_with_a_failed_job_pairs_its_line_with_the_first_value_that_has_a_run(posix_run, tmp_path):
+    """A variant × shots sweep (copies of one run, their settings rewritten) whose template 0-shot job failed (no
+    summary): the template runs are paired along shots with the template run at the first shot count that has one
+    (1 → 2), not left unpaired because the 0-shot one is missing; the killed run is paired with nothing."""
+    sweep = tmp_path / "sweep"
+    summary = json.loads((posix_run / "summary.json").read_text(encoding="utf-8"))
+    cells = [("spelling", 0), ("spelling", 1), ("spelling", 2), ("template", 0), ("template", 1), ("template", 2)]
+    for n, (variant, shots) in enumerate(cells):
+        folder = shutil.copytree(posix_run, sweep / f"{n}_{variant}_{shots}shot")
+        config = {**summary["config"], "variant": variant, "shots": shots}
+        (folder / "summary.json").write_text(json.dumps({**summary, "config": config}), encoding="utf-8")
+    (sweep / "3_template_0shot" / "summary.json").unlink()  # the failed job: records, no summary
+    assert report_command([str(sweep)]) == 0
+    page = (sweep / "report.html").read_text(encoding="utf-8")
+    paired = re.search(r'<table id="paired-table"[^>]*>(.*?)</table>', page, re.S).group(1)
+    pairs = [tuple(re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<td(?: [^>]*)?>(.*?)</td>", row)[:3])
+             for row in re.findall(r"<tr>(.*?)</tr>", paired)[1:]]
+    assert list(dict.fromkeys(pairs)) == [("2", "1", "shots 0 → 1"), ("3", "1", "shots 0 → 2"),
+                                          ("5", "2", "variant spelling → template"),
+                                          ("6", "3", "variant spelling → template"), ("6", "5", "shots 1 → 2")]
+
+
 def test_two_runs_are_compared_and_the_gate_is_shown(posix_run, cls_run, tmp_path):
     page = build_report([posix_run, cls_run], tmp_path / "both.html").read_text(encoding="utf-8")
     assert '<section id="compare">' in page and "POSIX = " in h1(page) and "sensitivity S = " in h1(page)

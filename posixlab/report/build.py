@@ -328,8 +328,9 @@ def _compare(runs: list[Run], values: list[list[float]], paired: list) -> str:
 
 def _pairing_plan(runs: list[Run]) -> list[tuple[int, int, str]]:
     """Which finished runs the page pairs item by item, (run, base, what changed) by position: per task, the runs
-    that differ in one setting at most, the base at that setting's first value, a rerun with its cell's first run
-    (``grid.one_setting_pairs``: a grid read one factor at a time); where no two do (a before and after that
+    that differ in one setting at most, the base at that setting's first value (the first with a finished run along
+    the line, where a job failed), a rerun with its cell's first run (``grid.one_setting_pairs``: a grid read one
+    factor at a time); where no two do (a before and after that
     changed two things), each later run with the task's first."""
     plan = []
     for task in dict.fromkeys(run.task for run in runs):
@@ -393,8 +394,8 @@ def _paired(paired: list) -> str:
     return ("<h3>Paired item by item</h3>" + table
             + '<p class="small">Each run against the run that differs from it in one setting only, at that '
               "setting's first value on the page (a sweep read one factor at a time: each model against the first, "
-              "each variant type against the first, each shot count against the first), and a rerun against its "
-              "cell's first run; where no two runs differ in one setting at most, each against the first run of its "
+              "each variant type against the first, each shot count against the first; where that run failed, the "
+              "first value that has a finished one), and a rerun against its cell's first run; where no two runs differ in one setting at most, each against the first run of its "
               "task. Each unit (set, sample) both runs hold: its "
               "value in this run minus that run's; the interval is an expanded percentile bootstrap of the mean "
               "difference; worse or better when it excludes 0 (posixlab compare), each pair at 95% on its own. Holm "

@@ -177,7 +177,8 @@ def one_setting_pairs(rows: list[dict[str, str]], names: list[str]) -> list[tupl
     """The pairs of runs that differ in one setting at most, as a grid is read one factor at a time: (run, base, the
     setting), the base at that setting's first value on the page (a sweep's first model, variant type, shot count),
     for each run not at it; a run with the settings of an earlier one (a rerun of a cell) with the first such run,
-    its setting None. In page order.
+    its setting None. In page order. Where the first value's run is missing along a line (a sweep's job that failed),
+    the line's runs are paired with its first value that has one, so a failed job costs its own pairs only.
 
     >>> rows = [{"model": "a", "shots": "0"}, {"model": "a", "shots": "1"}, {"model": "b", "shots": "0"},
     ...         {"model": "b", "shots": "1"}, {"model": "a", "shots": "1"}]
@@ -185,18 +186,22 @@ def one_setting_pairs(rows: list[dict[str, str]], names: list[str]) -> list[tupl
     [(1, 0, 'shots'), (2, 0, 'model'), (3, 1, 'model'), (3, 2, 'shots'), (4, 1, None), (4, 0, 'shots')]
     >>> one_setting_pairs([{"model": "a", "shots": "0"}, {"model": "b", "shots": "1"}], ["model", "shots"])
     []
+
+    Model a's 1-shot run failed: model c's is paired with model b's, the first model that has a 1-shot run.
+
+    >>> rows = [{"model": m, "shots": s} for m, s in [("a", "0"), ("b", "0"), ("b", "1"), ("c", "0"), ("c", "1")]]
+    >>> one_setting_pairs(rows, ["model", "shots"])
+    [(1, 0, 'model'), (2, 1, 'shots'), (3, 0, 'model'), (4, 2, 'model'), (4, 3, 'shots')]
     """
-    first = {name: next(row[name] for row in rows) for name in names} if rows else {}
+    order = {name: list(dict.fromkeys(row[name] for row in rows)) for name in names}
     out = []
     for k, row in enumerate(rows):
         same = next((j for j in range(k) if all(rows[j][n] == row[n] for n in names)), None)
         if same is not None:
             out.append((k, same, None))
         for name in names:
-            if row[name] == first[name]:
-                continue
-            wanted = [(n, first[name] if n == name else row[n]) for n in names]
-            base = next((j for j, other in enumerate(rows) if all(other[n] == v for n, v in wanted)), None)
-            if base is not None:
+            line = [j for j, other in enumerate(rows) if all(other[n] == row[n] for n in names if n != name)]
+            base = min(line, key=lambda j: (order[name].index(rows[j][name]), j))  # the line's first value, first run
+            if rows[base][name] != row[name]:
                 out.append((k, base, name))
     return out
