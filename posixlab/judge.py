@@ -22,7 +22,8 @@ say yes (LLM judges favour a position). A set's requests go to the judge togethe
 process their common prefix runs once and they decode in one batch, and a server gets ``max_concurrency`` requests
 at once, several sets' where one set has fewer (``judge_sets``; ``posixlab.backends.replies_and_first_tokens``).
 Verdicts go to ``judge.jsonl`` in the run's folder as each set is judged, so a stopped judge goes on from where it
-stopped; the file holds one judge's verdicts (its ``key``).
+stopped; the file holds one judge's verdicts (its ``key``), each row with a digest of what it judged
+(``judged_digest``), so that a set whose responses changed since (the run run again in its folder) is judged again.
 
 **Scores, calibrated on the decoys.** Where the judge's backend gives the probabilities of a reply's first token (a
 model in this process; a chat API that returns ``top_logprobs``), each verdict also keeps ``p_same``, P(yes) / (P(yes) +
@@ -396,7 +397,14 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
     if not records:
         raise ConfigError(f"{folder / SETS_FILE} holds no finished prompt set to judge")
     out.mkdir(parents=True, exist_ok=True)
+    shown = [_decoys(every, k, settings.decoys) for k in range(len(records))]
+    digests = {r["set_id"]: judged_digest(r, d) for r, d in zip(records, shown)}
     done = _rows_on_file(out / ROWS_FILE, settings.key)
+    changed = [s for s, row in done.items() if s in digests and row.get("judged", digests[s]) != digests[s]]
+    if changed:  # the folder's run was run again with other responses (its sets.jsonl is rewritten, judge.jsonl not)
+        print(f"posixlab: {len(changed)} set(s) in {out / ROWS_FILE} were judged on other prompts or responses than "
+              f"the run's now: judged again", file=sys.stderr)
+        done = {s: row for s, row in done.items() if s not in changed}
     # opened before anything is written: a judge that cannot open (no chat template, a dead endpoint) leaves the
     # folder as it was
     if lm is None and any(r["set_id"] not in done for r in records):
@@ -417,11 +425,10 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
                  file=sys.stderr, leave=False) as bar:
         bar.update(sum(r["set_id"] in done for r in records))
         for wave in _waves([(k, r) for k, r in enumerate(records) if r["set_id"] not in done], lm):
-            shown = [_decoys(every, k, settings.decoys) for k, _ in wave]
-            judged = judge_sets([(r, d) for (_, r), d in zip(wave, shown)], ask, instruction=instruction,
+            judged = judge_sets([(r, shown[k]) for k, r in wave], ask, instruction=instruction,
                                 both_orders=both_orders)
             for row in judged:
-                rows[row["set_id"]] = {"key": settings.key, **row}
+                rows[row["set_id"]] = {"key": settings.key, "judged": digests[row["set_id"]], **row}
                 handle.write(json.dumps(rows[row["set_id"]], ensure_ascii=False) + "\n")
             handle.flush()  # a stopped judge keeps every set it finished
             bar.update(len(wave))
@@ -535,6 +542,20 @@ def _judge_fields(spec) -> dict:
     fields = asdict(spec)
     fields["server"] = {**fields["server"], "max_concurrency": ServerSettings.max_concurrency}
     return fields
+
+
+def judged_digest(record: dict, decoys: list[str]) -> str:
+    """What a set's verdicts were given, in 16 hex digits: its prompts, its responses (texts and token ids) and the
+    decoys shown with it. A row of ``judge.jsonl`` whose digest is not the set's now (the run was run again in its
+    folder, with another model or setting) is judged again; a row written before rows had one is taken as it is.
+
+    >>> one = {"prompts": [{"text": "2+2?"}], "responses": [{"text": "4", "token_ids": [19]}]}
+    >>> judged_digest(one, ["5"]) == judged_digest(dict(one), ["5"]), judged_digest(one, ["5"]) == judged_digest(one, [])
+    (True, False)
+    """
+    shown = {"prompts": [p["text"] for p in record["prompts"]],
+             "responses": [(r.get("text"), r.get("token_ids")) for r in record["responses"]], "decoys": decoys}
+    return hashlib.sha256(json.dumps(shown, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
 def _what_is_judged(record: dict) -> dict:

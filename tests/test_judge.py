@@ -177,6 +177,40 @@ def test_more_decoys_a_set_and_the_key_of_one(tmp_path, capsys):
     assert JudgeSettings(model, decoys=3).key != JudgeSettings(model).key
 
 
+def test_verdicts_on_file_are_reused_only_for_the_responses_they_judged(tmp_path, capsys):
+    """The run is run again in its folder and one set's response changes (sets.jsonl is rewritten; judge.jsonl is
+    not): that set is judged again, on its new response, and the other's verdicts are reused; a row written before
+    rows had a digest is taken as it is."""
+    from chat_server import ChatServer, completion
+
+    def answer(body, n):
+        second = body["messages"][-1]["content"].split("Response B:\n", 1)[1].split("\n", 1)[0]
+        return 200, {}, completion("Yes" if second.startswith("same") else "No")
+
+    def write(sets):
+        (tmp_path / "sets.jsonl").write_text("".join(json.dumps(s) + "\n" for s in sets))
+
+    write([record(["x0", "same 0", "other 0"], index=0), record(["x1", "same 1", "other 1"], index=1)])
+    with ChatServer(answer) as server:
+        command = [str(tmp_path), "--judge", "judge-model", "--base-url", server.base_url,
+                   "--api-key-env", "POSIXLAB_TEST_NO_KEY", "--json", "--max-concurrency", "1"]
+        assert judge_command(command) == 0 and server.requests == 2 * 3  # two variants and a decoy a set
+        assert json.loads(capsys.readouterr().out)["judged_share"] == 0.5
+        assert judge_command(command) == 0 and server.requests == 6  # nothing changed: nothing asked
+        write([record(["x0", "same 0", "other 0"], index=0), record(["x1", "same 1", "same again"], index=1)])
+        capsys.readouterr()
+        assert judge_command(command) == 0 and server.requests == 9  # set 1 again; set 0's decoy (x1) is the same
+        out = capsys.readouterr()
+        assert "1 set(s)" in out.err and "judged again" in out.err
+        rows = [json.loads(line) for line in (tmp_path / ROWS_FILE).read_text().splitlines()]
+        assert [r["set_index"] for r in rows] == [0, 1, 1]
+        assert [v["equivalent"] for v in rows[-1]["verdicts"]] == [True, True]
+        assert json.loads(out.out)["judged_share"] == 0.75
+        del rows[0]["judged"]  # a row from before digests: reused, not asked again
+        (tmp_path / ROWS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
+        assert judge_command(command) == 0 and server.requests == 9
+
+
 def test_summary_by_hand_and_spearman_against_scipy():
     from scipy.stats import spearmanr
 
