@@ -36,6 +36,7 @@ from omegaconf.errors import MissingMandatoryValue
 from posixlab.errors import ConfigError, PosixlabError, check_flag, usage
 from posixlab.gate import (GateConfig, check_gate, check_gate_applies, gate_passed, gate_table, make_gate, metrics,
                            parse_gate_overrides, read_summaries, thresholds_of)
+from posixlab.judge import JudgeConfig
 from posixlab.models.adapters import adapted_name
 from posixlab.models.allocator import prefer_expandable_segments
 from posixlab.models.loading import ModelSpec
@@ -117,6 +118,7 @@ def register_defaults() -> None:
     gate = _defaults_of(GateConfig, skip=("more",))  # every threshold null: no gate
     gate.update({name: None for name in metrics() if name not in gate})  # a plug-in task's (GateConfig.more)
     store.store(group="gate", name="default", node=gate)
+    store.store(group="judge", name="_defaults", node=_defaults_of(JudgeConfig))  # judge=none: model null, no judge
     for task_type in TASK_TYPES.values():  # each task's own settings, task.*: conf/task/<name>.yaml lists them first
         store.store(group="task", name=f"_{task_type.name}_defaults", node=task_schema(task_type))
         if not (Path(__file__).resolve().parent / "conf" / "task" / f"{task_type.name}.yaml").is_file():
@@ -228,13 +230,16 @@ def main(cfg: DictConfig) -> float | None:
         check_task_groups(task_type.name, list(hydra_cfg.overrides.task))
         gate = make_gate(resolved.get("gate"))
         check_gate_applies(task_type.name, gate)  # a threshold the task has no metric for stops here, before the run
+        judge = judge_of(resolved, task_type.name)  # a judge's bad setting stops here, before the run
         if cfg.dry_run:
             return dry_run_job(cfg, output_dir)
         record_plugins(output_dir)  # so that posixlab status/gate/report read this folder in any shell
-        summary = run_job(cfg, resolved, output_dir, group)
+        summary, judge_error = run_job(cfg, resolved, output_dir, group, judge)
         rows = check_gate(summary, gate)  # one the run's data has no metric for (no gold labels): exit 2 too
         if resolved.get("report", True):  # after the gate, so that the page shows its rows
             write_run_report(output_dir, rows)
+        if judge_error is not None:  # the run's results, W&B run and page are written: then the judge's error
+            raise judge_error
     except PosixlabError as exc:
         print(f"\nposixlab error: {exc}", file=sys.stderr)
         note_error(output_dir, f"posixlab error: {exc}")  # for posixlab status
@@ -308,20 +313,62 @@ def check_before_tracking(run_cfg) -> None:
     check(make_task(run_cfg))
 
 
-def run_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str | None) -> dict:
-    """One Hydra job of any task: its config, the checks, a W&B run around the work, the figures, the result lines."""
+def judge_of(resolved: dict, task: str) -> JudgeConfig | None:
+    """The judge a run ends with (``judge=``; None: none), its settings checked before the run starts.
+
+    >>> judge_of({"judge": {"model": None}}, "posix") is None
+    True
+    >>> judge_of({"judge": {"model": "j"}}, "classification")
+    Traceback (most recent call last):
+    ...
+    posixlab.errors.ConfigError: judge= reads a POSIX run's responses; a classification run's answers are labels, \
+compared without a judge (judge=none)
+    """
+    judge = JudgeConfig(**(resolved.get("judge") or {}))
+    if judge.model is None:
+        return None
+    if task != "posix":
+        raise ConfigError(f"judge= reads a POSIX run's responses; a {task} run's answers are labels, compared without "
+                          f"a judge (judge=none)")
+    if resolved.get("shard"):
+        raise ConfigError("a shard's sets are judged with the rest of their cell: run the shards with judge=none, "
+                          "join them (posixlab merge OUT SHARD_DIR ...), then posixlab judge OUT")
+    judge.instruction_text()
+    judge_spec(judge.model, judge.base_url, judge.api_key_env, judge.max_concurrency)  # a name it cannot resolve
+    return judge
+
+
+def run_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str | None,
+            judge: JudgeConfig | None = None) -> tuple[dict, PosixlabError | None]:
+    """One Hydra job of any task: its config, the checks, a W&B run around the work, the judge it ends with (its
+    numbers in the same W&B run), the figures, the result lines. (The summary, the judge's error or None.)"""
+    from posixlab.judge import judge_line, judge_tracked, judged_rows
+
     task_type = task_named(cfg.task.name)
     run_cfg = to_config(cfg, output_dir)  # a config error stops the job before W&B starts
     check_before_tracking(run_cfg)
+    judged, judge_error = None, None
     with Tracker(resolved["logger"], resolved, output_dir, name=Path(output_dir).name, group=group,
                  job_type=task_type.name) as tracker:
         summary = run(run_cfg, progress=cfg.progress)
+        if judge is not None:  # the run's model is closed: the judge loads in its place
+            try:
+                judged = judge_folder(judge, output_dir, cache_dir=run_cfg.cache_dir, progress=cfg.progress is True)
+            except PosixlabError as exc:  # the verdicts so far are kept; the run's results stand
+                judge_error = exc
         figures = task_type.figures(Path(output_dir))
         tracker.log_run(task_type.tracked(summary, Path(output_dir)), figures)
+        if judged is not None:
+            tracker.log_run(judge_tracked(judged, judged_rows(Path(output_dir), judged)), {}, prefix="judge/",
+                            folder=False)
     for line in task_type.report_lines(summary):
         print(line)
+    if judged is not None:
+        print(judge_line(judged))
+        for warning in judged.get("warnings") or []:
+            print(f"posixlab: warning: the judge's controls: {warning} (judge.json)", file=sys.stderr)
     print(f"results: {output_dir}")
-    return summary
+    return summary, judge_error
 
 
 def write_run_report(folder: str, gate_rows: list | None = None) -> None:
@@ -485,7 +532,7 @@ def judge_command(args: list[str]) -> int:
     0: judged; 2: an error (the verdicts written so far are kept)."""
     import argparse
 
-    from posixlab.judge import ALPHA, DEFAULT_JUDGE, INSTRUCTION, ROWS_FILE, SUMMARY_FILE, judge_run, judge_table
+    from posixlab.judge import ALPHA, DEFAULT_JUDGE, ROWS_FILE, SUMMARY_FILE, JudgeConfig, judge_table
 
     parser = argparse.ArgumentParser(
         prog="posixlab judge", description="Asks a judge model, for each prompt set of a POSIX run, whether each "
@@ -533,18 +580,13 @@ def judge_command(args: list[str]) -> int:
     parser.add_argument("--wandb-project", default="posixlab", help="the W&B project (default: %(default)s)")
     options = parser.parse_args(args)  # --help: exit 0; a usage error: exit 2
     try:
-        if options.sets is not None and options.sets < 1:
-            raise ConfigError(f"--sets must be at least 1, got {options.sets}")
-        instruction = Path(options.instruction).read_text(encoding="utf-8") if options.instruction else INSTRUCTION
-        if options.max_concurrency < 1:
-            raise ConfigError(f"--max-concurrency must be at least 1, got {options.max_concurrency}")
-        spec = judge_spec(options.judge, options.base_url, options.api_key_env, options.max_concurrency)
-        summary = judge_run(options.run, spec, sets=options.sets, out=options.out, instruction=instruction,
-                            both_orders=options.both_orders, alpha=options.alpha, decoys=options.decoys)
+        judge = JudgeConfig(options.judge, options.base_url, options.api_key_env, options.max_concurrency,
+                            options.sets, options.both_orders, options.instruction, options.alpha, options.decoys)
+        summary = judge_folder(judge, options.run, out=options.out, flags=True)
         if options.wandb:  # after the judging, whose files are written whatever W&B does
             track_judge(summary, Path(options.out or options.run), Path(options.run).resolve().name,
                         {"mode": options.wandb, "project": options.wandb_project, "log_artifact": False})
-    except (PosixlabError, OSError) as exc:  # OSError: an instruction file that cannot be read
+    except (PosixlabError, OSError) as exc:  # OSError: a folder that cannot be written
         print(f"posixlab error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(summary, indent=1, ensure_ascii=False) if options.json else judge_table(summary))
@@ -559,6 +601,17 @@ def track_judge(summary: dict, out: Path, run_name: str, settings: dict) -> None
               "alpha": (summary.get("scores") or {}).get("alpha")}
     with Tracker(settings, config, str(out), name=f"judge-{run_name}", group=run_name, job_type="judge") as tracker:
         tracker.log_run(judge_tracked(summary, judged_rows(out, summary)), {})
+
+
+def judge_folder(judge, folder, out=None, cache_dir=None, progress: bool = True, flags: bool = False) -> dict:
+    """``posixlab.judge.judge_run`` of the POSIX run in ``folder`` by the judge a ``JudgeConfig`` names (``posixlab
+    judge`` and a run's ``judge=``); its summary."""
+    from posixlab.judge import judge_run
+
+    instruction = judge.instruction_text(flags)
+    spec = judge_spec(judge.model, judge.base_url, judge.api_key_env, judge.max_concurrency)
+    return judge_run(folder, spec, sets=judge.sets, out=out, instruction=instruction, both_orders=judge.both_orders,
+                     alpha=judge.alpha, decoys=judge.decoys, cache_dir=cache_dir, progress=progress)
 
 
 def judge_spec(name: str, base_url: str | None, api_key_env: str, max_concurrency: int = 8):

@@ -358,6 +358,42 @@ def _spearman(rows: list[dict]) -> dict | None:
     return {"rho": round(float(result.statistic), 6), "p_value": round(float(result.pvalue), 6), "sets": len(pairs)}
 
 
+@dataclass
+class JudgeConfig:
+    """A judge that reads a POSIX run as soon as it ends (``judge=`` on the command line: ``posixlab judge``'s options,
+    asked in the same job, its verdicts in the run's folder, its numbers in the run's W&B run). ``model`` None: no
+    judge. ``base_url``: a chat API serving ``model`` (its key in ``api_key_env``); else ``model`` is a packaged or
+    configured name, a local folder or file, or a hub id, in this process once the run's model is closed."""
+
+    model: str | None = None  # the judge; None: none
+    base_url: str | None = None  # an OpenAI-compatible chat endpoint to ask, e.g. a vLLM server's .../v1
+    api_key_env: str = "OPENAI_API_KEY"  # with base_url: the variable holding its key
+    max_concurrency: int = 8  # with base_url: requests in flight at once (speed only, never a verdict)
+    sets: int | None = None  # judge the first sets only; None: all
+    both_orders: bool = False  # ask each pair twice, the original's response first and second
+    instruction: str | None = None  # a file holding the judge's request; None: INSTRUCTION
+    alpha: float = ALPHA  # the calibrated verdicts' rate of calling a decoy-like response the same
+    decoys: int = 1  # controls a set: the next sets' original responses
+
+    def instruction_text(self, flags: bool = False) -> str:
+        """The judge's request, checked with the other options: a clear error before a run starts, naming the
+        setting as the command line writes it (``judge.sets``; ``flags``: ``posixlab judge``'s ``--sets``)."""
+        def named(key: str) -> str:
+            return "--" + key.replace("_", "-") if flags else f"judge.{key}"
+
+        if self.sets is not None and self.sets < 1:
+            raise ConfigError(f"{named('sets')} must be at least 1, got {self.sets}")
+        if self.max_concurrency < 1:
+            raise ConfigError(f"{named('max_concurrency')} must be at least 1, got {self.max_concurrency}")
+        try:
+            text = Path(self.instruction).read_text(encoding="utf-8") if self.instruction else INSTRUCTION
+        except OSError as exc:
+            raise ConfigError(f"{named('instruction')}: {exc.strerror or exc} ({self.instruction}): a file holding "
+                              f"the judge's request, with {', '.join(PLACEHOLDERS)}") from None
+        check_options(text, self.alpha, self.decoys)
+        return text
+
+
 @dataclass(frozen=True)
 class JudgeSettings:
     """Who judges and how; its ``key`` names the verdicts in ``judge.jsonl`` (a file holds one judge's)."""
@@ -491,6 +527,11 @@ def _check_options(folder: Path, instruction: str, alpha: float, decoys: int) ->
     if not (folder / SETS_FILE).is_file():
         raise ConfigError(f"{folder} has no {SETS_FILE}: posixlab judge reads a POSIX run's folder (its prompt sets "
                           f"and responses); a classification run's answers are labels, compared without a judge")
+    check_options(instruction, alpha, decoys)
+
+
+def check_options(instruction: str, alpha: float, decoys: int) -> None:
+    """A judge's instruction, calibration rate and decoys, checked (before a run that ends with a judge starts)."""
     missing = [p for p in PLACEHOLDERS if p not in instruction]
     if missing:
         raise ConfigError(f"the judge's instruction must contain {', '.join(PLACEHOLDERS)} (each response beside "
@@ -645,6 +686,21 @@ def judge_words(summary: dict) -> str:
             f"{summary['asked']} asked, {summary['unparsed']} unparsed"
             + ("; its system message read in the first user turn (its chat template refuses one)"
                if summary["judge"].get("system_folded") else ""))
+
+
+def judge_line(summary: dict) -> str:
+    """The judge's line under a run's result lines (``judge=``): its shares, then who judged what.
+
+    >>> judge_line({"judged_share": 0.75, "identical_share": 0.5, "judged_away": 0.25, "sets": 2, "sets_in_run": 2,
+    ...             "variants": 8, "asked": 4, "unparsed": 0, "judge": {"model": "j", "both_orders": False}})
+    'judged the same 0.750 (identical 0.500, judged away 0.250) · judge j: 2 of 2 sets, 8 variant responses, 4 asked, \
+0 unparsed'
+    """
+    def share(key: str) -> str:  # None: no set had a verdict to read (every reply unparsed)
+        return "—" if summary.get(key) is None else f"{summary[key]:.3f}"
+
+    return (f"judged the same {share('judged_share')} (identical {share('identical_share')}, judged away "
+            f"{share('judged_away')}) · {judge_words(summary)}")
 
 
 def judge_table(summary: dict) -> str:

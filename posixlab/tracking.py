@@ -77,19 +77,22 @@ class Tracker:
             self.run.finish(exit_code=0 if exc_type is None else 1)
         return False
 
-    def log_run(self, tracked, figures: dict[str, Path]) -> None:
+    def log_run(self, tracked, figures: dict[str, Path], prefix: str = "", folder: bool = True) -> None:
         """A finished run, as its task describes it (``Task.tracked``: summary numbers, a table with a row per unit,
-        the folder's artifact type), with its figures."""
+        the folder's artifact type), with its figures; ``prefix`` before each number's and the table's name, and
+        ``folder=False`` to log no artifact (a judge's numbers in its run's W&B run: ``judge/judged_share``)."""
         if self.run is None:
             return
         wandb = self.wandb
-        self.run.summary.update(tracked.scalars)
+        self.run.summary.update({f"{prefix}{k}": v for k, v in tracked.scalars.items()})
         logged = {f"figures/{k}": wandb.Image(str(v)) for k, v in figures.items()}
         if tracked.table_name:
-            logged[tracked.table_name] = wandb.Table(columns=list(tracked.columns), data=[list(r) for r in tracked.rows])
+            logged[prefix + tracked.table_name] = wandb.Table(columns=list(tracked.columns),
+                                                              data=[list(r) for r in tracked.rows])
         if logged:
             self.run.log(logged)
-        self._log_folder(tracked.artifact_type, tracked.artifact_metadata)
+        if folder:
+            self._log_folder(tracked.artifact_type, tracked.artifact_metadata)
 
     def _log_folder(self, kind: str, metadata: dict) -> None:
         if not self.log_artifact:

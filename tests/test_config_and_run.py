@@ -247,6 +247,9 @@ def test_posixlab_status_says_why_a_run_stopped(tmp_path, capsys):
     ("chat_template=yes", "chat_template takes true or false, not 'yes'"),  # it ran, as true
     ("variant=template num_variants=25", "20 distinct variants"),
     ("dataset.source=path dataset.path=/nonexistent/mmlu.jsonl", "no file at /nonexistent/mmlu.jsonl"),
+    ("task=classification judge=packaged", "judge= reads a POSIX run's responses"),  # before the run, not after it
+    ("judge=packaged judge.decoys=0", "decoys are the judge's controls, at least 1 a set"),
+    ("judge=packaged shard=1/2", "run the shards with judge=none, join them"),
 ])
 @pytest.mark.slow
 def test_bad_input_gives_a_clear_error(tmp_path, override, message):

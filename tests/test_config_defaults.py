@@ -14,6 +14,7 @@ from hydra import compose, initialize_config_dir
 from posixlab.cli import CONF_DIR, to_config
 from posixlab.data import DatasetSpec
 from posixlab.embeddings import EmbeddingSpec
+from posixlab.judge import JudgeConfig
 from posixlab.models import ModelSpec
 from posixlab.rephrase import RephraserConfig
 from posixlab.scoring import EngineOptions
@@ -54,7 +55,7 @@ def test_every_setting_of_a_config_group_can_be_set_on_the_command_line():
     was documented (docs/replication.md) and refused as "not a setting"."""
     cfg = composed()
     for group, cls in (("rephraser", RephraserConfig), ("engine", EngineOptions), ("dataset", DatasetSpec),
-                       ("embedding", EmbeddingSpec)):
+                       ("embedding", EmbeddingSpec), ("judge", JudgeConfig)):
         assert {f.name for f in dataclasses.fields(cls)} - set(cfg[group]) == set(), group
     assert to_config(composed("rephraser.shipped=false"), "out").rephraser.shipped is False
 
@@ -74,7 +75,7 @@ def test_the_default_classification_run_has_the_dataclass_defaults():
 
 
 @pytest.mark.parametrize("group, cls", [("engine", EngineOptions), ("rephraser", RephraserConfig),
-                                        ("embedding", EmbeddingSpec)])
+                                        ("embedding", EmbeddingSpec), ("judge", JudgeConfig)])
 def test_a_group_s_default_option_has_its_dataclass_defaults(group, cls):
     options = getattr(composed(), group)
     from omegaconf import OmegaConf

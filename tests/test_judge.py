@@ -425,6 +425,47 @@ def test_judge_a_real_run_with_the_packaged_model_then_resume(lm, small_results,
 
 
 @pytest.mark.slow
+def test_a_run_that_ends_with_a_judge(llama_server, tmp_path):
+    """``judge.model=... judge.base_url=...`` on the command line: the run, then the judge (llama.cpp's real server)
+    on its folder in the same job: the judge's line under the run's, judge.jsonl and judge.json beside sets.jsonl,
+    the page's judge section, the judge's numbers in the run's own W&B run (``judge/``), and the verdicts are
+    ``posixlab judge``'s: the command on the folder afterwards asks nothing and gives the same numbers."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import LLAMA_MODEL, ROOT
+
+    from posixlab.tracking import offline_run_dirs, read_offline_run
+
+    out = tmp_path / "run"
+    judge = [f"judge.model={LLAMA_MODEL}", f"judge.base_url={llama_server}", "judge.api_key_env=POSIXLAB_TEST_NO_KEY"]
+    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), "task.num_sets=2", "task.num_variants=3",
+                           "embedding=none", "progress=false", *judge, f"hydra.run.dir={out}",
+                           f"score_cache_dir={tmp_path / 'scores'}"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "HYDRA_FULL_ERROR": "0"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((out / SUMMARY_FILE).read_text())
+    lines = proc.stdout.splitlines()
+    assert lines[lines.index(next(line for line in lines if line.startswith("judged the same"))) - 1].startswith(
+        "accuracy (greedy)")  # under the run's result lines
+    assert summary["sets"] == 2 and summary["judge"]["identity"]["base_url"] == llama_server
+    assert f"judged the same {summary['judged_share']:.3f}" in proc.stdout
+    assert 'id="judged"' in (out / "report.html").read_text(encoding="utf-8")
+    (run_dir,) = offline_run_dirs(out)
+    logged = {}
+    for record in read_offline_run(run_dir):
+        if record.WhichOneof("record_type") == "summary":
+            logged.update({item.key: json.loads(item.value_json) for item in record.summary.update if item.key})
+    assert logged["judge/judged_share"] == summary["judged_share"] and "posix" in logged
+    rows = (out / ROWS_FILE).read_text()
+    assert judge_command([str(out), "--judge", LLAMA_MODEL, "--base-url", llama_server,
+                          "--api-key-env", "POSIXLAB_TEST_NO_KEY", "--json"]) == 0
+    assert (out / ROWS_FILE).read_text() == rows  # nothing asked again
+    assert json.loads((out / SUMMARY_FILE).read_text())["judged_share"] == summary["judged_share"]
+
+
+@pytest.mark.slow
 def test_the_judges_first_tokens_are_the_models_next_token_distribution(lm):
     """In this process P(yes) comes from ``generate``'s first-step logits. A set's chats go together: their common
     prefix (the original's prompt and response) runs once and each chat continues from its keys and values. Each
