@@ -402,6 +402,41 @@ def test_a_sweep_with_a_failed_job_pairs_its_line_with_the_first_value_that_has_
                                           ("6", "3", "variant spelling → template"), ("6", "5", "shots 1 → 2")]
 
 
+def test_a_grid_tables_the_judge_s_shares_where_its_runs_were_judged(posix_run, tmp_path):
+    """Two runs of a sweep judged (``posixlab judge`` through a scripted chat server: judge.json in each folder): the
+    grid's folded tables carry "judged the same" and "judged away" by variant, each value judge.json's; a sweep
+    without a judge has no such table."""
+    from chat_server import ChatServer, completion
+
+    from posixlab.cli import judge_command
+
+    sweep = tmp_path / "sweep"
+    summary = json.loads((posix_run / "summary.json").read_text(encoding="utf-8"))
+    for n, variant in enumerate(("spelling", "template")):
+        folder = shutil.copytree(posix_run, sweep / f"{n}_{variant}")
+        (folder / "summary.json").write_text(json.dumps({**summary, "config": {**summary["config"],
+                                                                              "variant": variant}}), encoding="utf-8")
+    assert report_command([str(sweep)]) == 0
+    assert "judged the same" not in (sweep / "report.html").read_text(encoding="utf-8")
+
+    def answer(body, n):  # the first run's judge says yes to all, the second's no
+        return 200, {}, completion("Yes" if "spelling" in body["model"] else "No")
+
+    judged = []
+    with ChatServer(answer) as server:
+        for n, variant in enumerate(("spelling", "template")):
+            assert judge_command([str(sweep / f"{n}_{variant}"), "--judge", f"judge-{variant}", "--base-url",
+                                  server.base_url, "--api-key-env", "POSIXLAB_TEST_NO_KEY", "--json"]) == 0
+            judged.append(json.loads((sweep / f"{n}_{variant}" / "judge.json").read_text(encoding="utf-8")))
+    assert judged[0]["judged_share"] == 1 and judged[1]["judged_share"] == judged[1]["identical_share"] < 1
+    assert report_command([str(sweep)]) == 0
+    page = (sweep / "report.html").read_text(encoding="utf-8")
+    for name, key in (("judged the same (judge)", "judged_share"), ("judged away (judge)", "judged_away")):
+        table = re.search(rf"<summary>{re.escape(h.esc(name))} by variant</summary>(.*?)</details>", page, re.S)
+        cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td(?: [^>]*)?>(.*?)</td>", table.group(1))]
+        assert cells == ["spelling", h.fmt(judged[0][key]), "template", h.fmt(judged[1][key])], (name, cells)
+
+
 def test_two_runs_are_compared_and_the_gate_is_shown(posix_run, cls_run, tmp_path):
     page = build_report([posix_run, cls_run], tmp_path / "both.html").read_text(encoding="utf-8")
     assert '<section id="compare">' in page and "POSIX = " in h1(page) and "sensitivity S = " in h1(page)

@@ -305,6 +305,12 @@ class Task:
         return ((cls.headline_name, cls.headline_key, beside), *cls.grid_extra)
 
     @classmethod
+    def page_summary(cls, folder: Path, summary: dict) -> dict:
+        """The summary a page reads (its grid, its pairs): the run's, with what other files of its folder add (a POSIX
+        run's judge, ``judged``); ``summary.json`` itself is never changed."""
+        return summary
+
+    @classmethod
     def num_units(cls, summary: dict) -> int | None:
         """How many units the summary covers."""
         return summary.get(f"num_{cls.unit_name}s")

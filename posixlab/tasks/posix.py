@@ -370,7 +370,9 @@ class PosixTask(Task):
                        for name, key, interval in (("accuracy", "accuracy", True),  # two-way: items and prompts
                                                    ("accuracy range over prompts", "spread.range", False),
                                                    ("consistency rate", "consistency_rate", False))
-                       for reading in ("options", "greedy"))
+                       for reading in ("options", "greedy")) + (
+        # a judge's (judge= or posixlab judge: judge.json beside the records, page_summary): judged consistency
+        ("judged the same (judge)", "judged.judged_share", None), ("judged away (judge)", "judged.judged_away", None))
     gate_metrics = {"max_posix": "psi.posix", **ACCURACY_GATES}
     gate_ranges = {"max_posix": (0.0, math.inf), **ACCURACY_RANGES}
     gate_missing = ACCURACY_MISSING
@@ -548,6 +550,20 @@ class PosixTask(Task):
     @classmethod
     def num_units(cls, summary: dict) -> int | None:
         return summary["psi"]["num_sets"] if summary.get("psi") else summary.get("num_sets")
+
+    @classmethod
+    def page_summary(cls, folder: Path, summary: dict) -> dict:
+        """With a judge's shares (``judge.json`` in the folder: ``judge=`` or ``posixlab judge``) as ``judged``."""
+        from posixlab.judge import SUMMARY_FILE
+
+        try:
+            judged = json.loads((Path(folder) / SUMMARY_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # no judge, or a file cut short: the page's judge section says nothing either
+            return summary
+        if not isinstance(judged, dict):
+            return summary
+        return {**summary, "judged": {key: judged.get(key) for key in ("judged_share", "identical_share",
+                                                                       "judged_away")}}
 
     @classmethod
     def report_lines(cls, summary: dict) -> list[str]:
