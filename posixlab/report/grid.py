@@ -101,7 +101,8 @@ def grid_section(runs: list, numbers: list[int], sections: list[str]) -> str:
     """The "Grid" section of a page of several runs: per task with two runs or more that differ in a setting, the
     headline by rows and columns, one table per combination of the other settings, each value a link to its run's
     section (``sections[i]``: the id of run ``numbers[i]``'s); then, folded, the task's other measures
-    (``Task.grid_extra``: accuracy, consistency, a judge's shares) that some of the runs have. Empty when no task has such runs."""
+    (``Task.grid_extra``: accuracy, consistency, a judge's shares) that some of the runs have. Empty when no task has
+    such runs."""
     out = []
     for task in dict.fromkeys(run.task for run in runs):
         mine = [i for i, run in enumerate(runs) if run.task is task]
