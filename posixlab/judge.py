@@ -474,7 +474,8 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
                                              "instruction_sha256": hashlib.sha256(instruction.encode()).hexdigest(),
                                              "identity": getattr(lm, "identity", None),
                                              "system_folded": system_folded(lm)},
-               "sets_in_run": len(every), **judge_summary(rows), "scores": judge_scores(rows, alpha)}
+               "sets_in_run": len(every), "run_fingerprint": _run_fingerprint(folder), **judge_summary(rows),
+               "scores": judge_scores(rows, alpha)}
     summary["warnings"] = judge_warnings(summary)
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return summary
@@ -583,6 +584,40 @@ def _judge_fields(spec) -> dict:
     fields = asdict(spec)
     fields["server"] = {**fields["server"], "max_concurrency": ServerSettings.max_concurrency}
     return fields
+
+
+def _run_fingerprint(folder: Path) -> str | None:
+    """The judged run's ``config_fingerprint`` (its summary's), or None for a run stopped before its summary."""
+    try:
+        return json.loads((folder / "summary.json").read_text(encoding="utf-8")).get("config_fingerprint")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def read_judged(folder: str | Path, run_summary: dict) -> tuple[dict | None, str | None]:
+    """(the judge's summary in a run's folder, or None; why it is not shown, or None): a ``judge.json`` written for
+    an earlier run in the same folder (another configuration: its ``run_fingerprint`` is not the run's) is not this
+    run's judge; one from before the fingerprint was recorded is taken as it is.
+
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / SUMMARY_FILE).write_text('{"judged_share": 0.5, "run_fingerprint": "aa"}')
+    >>> read_judged(folder, {"config_fingerprint": "aa"})[0]["judged_share"], read_judged(folder, {})[1]
+    (0.5, None)
+    >>> read_judged(folder, {"config_fingerprint": "bb"})[1].split(":")[0]
+    'judge.json was written for an earlier run in this folder (another configuration)'
+    """
+    try:
+        judged = json.loads((Path(folder) / SUMMARY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # no judge, or a file cut short
+        return None, None
+    if not isinstance(judged, dict):
+        return None, None
+    written_for, run = judged.get("run_fingerprint"), run_summary.get("config_fingerprint")
+    if written_for and run and written_for != run:
+        return None, (f"{SUMMARY_FILE} was written for an earlier run in this folder (another configuration): not "
+                      f"shown; posixlab judge {folder} judges this one (its verdicts of unchanged sets are reused)")
+    return judged, None
 
 
 def judged_digest(record: dict, decoys: list[str]) -> str:

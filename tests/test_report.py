@@ -435,6 +435,18 @@ def test_a_grid_tables_the_judge_s_shares_where_its_runs_were_judged(posix_run, 
         table = re.search(rf"<summary>{re.escape(h.esc(name))} by variant</summary>(.*?)</details>", page, re.S)
         cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td(?: [^>]*)?>(.*?)</td>", table.group(1))]
         assert cells == ["spelling", h.fmt(judged[0][key]), "template", h.fmt(judged[1][key])], (name, cells)
+    assert judged[0]["run_fingerprint"] == summary["config_fingerprint"]
+    # the template cell run again in its folder with another configuration, no judge: its judge.json is an earlier
+    # run's, not shown (a warning says so), and its grid cells read —
+    rerun = sweep / "1_template"
+    (rerun / "summary.json").write_text(json.dumps({**summary, "config_fingerprint": "another", "config": {
+        **summary["config"], "variant": "template"}}), encoding="utf-8")
+    assert report_command([str(sweep)]) == 0
+    page = (sweep / "report.html").read_text(encoding="utf-8")
+    table = re.search(r"<summary>judged the same \(judge\) by variant</summary>(.*?)</details>", page, re.S)
+    cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td(?: [^>]*)?>(.*?)</td>", table.group(1))]
+    assert cells == ["spelling", h.fmt(judged[0]["judged_share"]), "template", "—"]
+    assert page.count("judge.json was written for an earlier run in this folder") == 1
 
 
 def test_two_runs_are_compared_and_the_gate_is_shown(posix_run, cls_run, tmp_path):

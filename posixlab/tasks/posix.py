@@ -554,13 +554,10 @@ class PosixTask(Task):
     @classmethod
     def page_summary(cls, folder: Path, summary: dict) -> dict:
         """With a judge's shares (``judge.json`` in the folder: ``judge=`` or ``posixlab judge``) as ``judged``."""
-        from posixlab.judge import SUMMARY_FILE
+        from posixlab.judge import read_judged
 
-        try:
-            judged = json.loads((Path(folder) / SUMMARY_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):  # no judge, or a file cut short: the page's judge section says nothing either
-            return summary
-        if not isinstance(judged, dict):
+        judged = read_judged(folder, summary)[0]
+        if judged is None:  # no judge, or one of an earlier run in this folder
             return summary
         return {**summary, "judged": {key: judged.get(key) for key in ("judged_share", "identical_share",
                                                                        "judged_away")}}

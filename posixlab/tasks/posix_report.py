@@ -6,7 +6,6 @@ answers, the N×N log-probability matrix as a heat map, and the prompt pairs tha
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
@@ -28,7 +27,7 @@ def sections(folder: Path, summary: dict, records: list[dict], prefix: str = "",
     """Every section of a POSIX run's page. ``whole``: reads the records of the sets whose details the page opens
     (by set index) when ``records`` are kept without texts (``results.without_texts``)."""
     return "".join([
-        _headline(summary), _factors(summary), _judged(folder), _accuracy(summary), _paraphrases(summary),
+        _headline(summary), _factors(summary), _judged(folder, summary), _accuracy(summary), _paraphrases(summary),
         _where(summary, prefix), _sets(records, prefix, whole), _figures(folder)])
 
 
@@ -89,14 +88,16 @@ ESTIMATED_ROWS = (("estimated.mean", "estimated over every set (PromptEval): mea
                   ("estimated.scored", "share of cells asked"))
 
 
-def _judged(folder: Path) -> str:
-    """What ``posixlab judge`` found, where the run's folder holds its summary (judge.json)."""
-    from posixlab.judge import SUMMARY_FILE, judge_rows, judge_words
+def _judged(folder: Path, run_summary: dict) -> str:
+    """What ``posixlab judge`` found, where the run's folder holds its summary (judge.json) for this run."""
+    from posixlab.judge import judge_rows, judge_words, read_judged
 
+    summary, stale = read_judged(folder, run_summary)
+    if stale:
+        return h.banner(h.esc(stale), kind="warn")
     try:
-        summary = json.loads((Path(folder) / SUMMARY_FILE).read_text(encoding="utf-8"))
         rows, words = judge_rows(summary), judge_words(summary)
-    except (OSError, ValueError, KeyError, TypeError):  # none, or not a judge's summary: no section
+    except (KeyError, TypeError, AttributeError):  # none, or not a judge's summary: no section
         return ""
     return h.section("Judged by a model: which differing responses say the same", h.table(
         [("measure", "measure"), ("value", "value")], [[h.cell(None, h.esc(a)), h.cell(None, h.esc(b))]
