@@ -49,6 +49,7 @@ from pathlib import Path
 
 from posixlab.errors import ConfigError
 from posixlab.results import SETS_FILE, iter_records
+from posixlab.results import SUMMARY_FILE as RUN_SUMMARY_FILE
 
 ROWS_FILE = "judge.jsonl"
 SUMMARY_FILE = "judge.json"
@@ -589,7 +590,7 @@ def _judge_fields(spec) -> dict:
 def _run_fingerprint(folder: Path) -> str | None:
     """The judged run's ``config_fingerprint`` (its summary's), or None for a run stopped before its summary."""
     try:
-        return json.loads((folder / "summary.json").read_text(encoding="utf-8")).get("config_fingerprint")
+        return json.loads((folder / RUN_SUMMARY_FILE).read_text(encoding="utf-8")).get("config_fingerprint")
     except (OSError, ValueError, AttributeError):
         return None
 

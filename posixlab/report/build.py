@@ -330,8 +330,8 @@ def _pairing_plan(runs: list[Run]) -> list[tuple[int, int, str]]:
     """Which finished runs the page pairs item by item, (run, base, what changed) by position: per task, the runs
     that differ in one setting at most, the base at that setting's first value (the first with a finished run along
     the line, where a job failed), a rerun with its cell's first run (``grid.one_setting_pairs``: a grid read one
-    factor at a time); where no two do (a before and after that
-    changed two things), each later run with the task's first."""
+    factor at a time); where no two do (a before and after that changed two things), each later run with the task's
+    first."""
     plan = []
     for task in dict.fromkeys(run.task for run in runs):
         mine = [i for i, run in enumerate(runs) if run.task is task and not run.partial]
