@@ -231,11 +231,17 @@ def main(cfg: DictConfig) -> float | None:
         gate = make_gate(resolved.get("gate"))
         check_gate_applies(task_type.name, gate)  # a threshold the task has no metric for stops here, before the run
         judge = judge_of(resolved, task_type.name)  # a judge's bad setting stops here, before the run
+        if gate.min_judged_share is not None and judge is None:
+            raise ConfigError("gate.min_judged_share reads a judge's share of responses judged the same: end the run "
+                              "with a judge (judge=packaged, or judge.model=...), or gate a judged run with "
+                              "posixlab gate RUN gate.min_judged_share=...")
         if cfg.dry_run:
             return dry_run_job(cfg, output_dir)
         record_plugins(output_dir)  # so that posixlab status/gate/report read this folder in any shell
         summary, judge_error = run_job(cfg, resolved, output_dir, group, judge)
-        rows = check_gate(summary, gate)  # one the run's data has no metric for (no gold labels): exit 2 too
+        # one the run's data has no metric for (no gold labels): exit 2 too; a judge's shares from its judge.json
+        # (a judge that failed: no gate, its error below)
+        rows = [] if judge_error else check_gate(task_type.with_files_beside(Path(output_dir), summary), gate)
         if resolved.get("report", True):  # after the gate, so that the page shows its rows
             write_run_report(output_dir, rows)
         if judge_error is not None:  # the run's results, W&B run and page are written: then the judge's error
@@ -611,7 +617,7 @@ def judge_folder(judge, folder, out=None, cache_dir=None, progress: bool = True,
     instruction = judge.instruction_text(flags)
     spec = judge_spec(judge.model, judge.base_url, judge.api_key_env, judge.max_concurrency)
     return judge_run(folder, spec, sets=judge.sets, out=out, instruction=instruction, both_orders=judge.both_orders,
-                     alpha=judge.alpha, decoys=judge.decoys, cache_dir=cache_dir, progress=progress)
+                     alpha=judge.alpha, decoys=judge.decoys, cache_dir=cache_dir, progress=progress, flags=flags)
 
 
 def judge_spec(name: str, base_url: str | None, api_key_env: str, max_concurrency: int = 8):

@@ -14,12 +14,17 @@ threshold                   summary key                                    task
 ``min_accuracy``            ``accuracy.by_<reading>.accuracy``             both (gold answers)
 ``max_accuracy_spread``     ``accuracy.by_<reading>.spread.range``         both (gold answers)
 ``min_worst_case_accuracy`` ``accuracy.by_<reading>.worst_case``           both (gold answers)
+``min_judged_share``        ``judged.judged_share`` (``judge.json``)       posix (a judge read the run)
 =========================== ============================================== ==============================
 
 ``max_answer_share`` (default 0.95; ``answers.majority_share``, classification) guards the others: whenever a
 classification run is gated, it also fails when that share of its answers name one class (a constant classifier
 has S = 0 and C = 1, which would pass every sensitivity and consistency threshold). ``gate.max_answer_share=null``
 turns it off (a data set that is itself nearly one class), a value sets it; it is never checked on its own.
+``max_judge_control_same`` (default 0.5; the judge's ``control_judged_same``) guards ``min_judged_share`` alone: the
+share of decoys (another question's response) the judge called the same; a judge that says yes to everything would
+pass any ``min_judged_share``. ``min_judged_share`` reads the judge's summary beside the run's
+(``Task.with_files_beside``): a run that ends with a judge (``judge=``), or one ``posixlab judge`` read.
 
 ``max_`` thresholds pass when the value is at most the threshold, ``min_`` ones when it is at least the threshold.
 The accuracy reading (``accuracy_reading``): ``options`` (the best-scoring option, lm-evaluation-harness's multiple
@@ -59,9 +64,12 @@ class GateConfig:
     min_accuracy: float | None = None  # accuracy.by_<reading>.accuracy (mean over prompts)
     max_accuracy_spread: float | None = None  # accuracy.by_<reading>.spread.range (max - min over prompts)
     min_worst_case_accuracy: float | None = None  # accuracy.by_<reading>.worst_case
+    min_judged_share: float | None = None  # judged.judged_share: a judge's (judge.json beside the run's summary)
     accuracy_reading: str | None = None  # options | greedy; None: options when the run has them, else greedy
     # answers.majority_share: checked beside any other threshold of a classification run (a constant classifier)
     max_answer_share: float | None = 0.95
+    # judged.control_judged_same: checked beside min_judged_share (a judge that calls unrelated responses the same)
+    max_judge_control_same: float | None = 0.5
     # thresholds of tasks registered outside the package (their Task.gate_metrics): name -> value
     more: dict = field(default_factory=dict)
 
@@ -160,11 +168,11 @@ def make_gate(values: dict | None) -> GateConfig:
     ``more``.
 
     >>> make_gate({"max_sensitivity": 0.2, "min_consistency": None})
-    GateConfig(max_posix=None, max_sensitivity=0.2, min_consistency=None, min_micro_f1=None, min_accuracy=None, max_accuracy_spread=None, min_worst_case_accuracy=None, accuracy_reading=None, max_answer_share=0.95, more={})
+    GateConfig(max_posix=None, max_sensitivity=0.2, min_consistency=None, min_micro_f1=None, min_accuracy=None, max_accuracy_spread=None, min_worst_case_accuracy=None, min_judged_share=None, accuracy_reading=None, max_answer_share=0.95, max_judge_control_same=0.5, more={})
     >>> make_gate({"max_sensitvity": 0.2})
     Traceback (most recent call last):
     ...
-    posixlab.errors.ConfigError: gate has no setting max_sensitvity (the thresholds are max_posix, max_sensitivity, min_consistency, min_micro_f1, min_accuracy, max_accuracy_spread, min_worst_case_accuracy; and accuracy_reading, max_answer_share)
+    posixlab.errors.ConfigError: gate has no setting max_sensitvity (the thresholds are max_posix, min_judged_share, max_sensitivity, min_consistency, min_micro_f1, min_accuracy, max_accuracy_spread, min_worst_case_accuracy; and accuracy_reading, max_judge_control_same, max_answer_share)
     """
     values = dict(values or {})
     values.update(values.pop("more", None) or {})
@@ -234,7 +242,7 @@ def check_gate_applies(task_name: str, gate: GateConfig) -> None:
     >>> check_gate_applies("posix", GateConfig(min_consistency=0.8))
     Traceback (most recent call last):
     ...
-    posixlab.errors.ConfigError: gate.min_consistency reads consistency.mean, which only task=classification runs have; this is a task=posix run (its gates: max_posix, min_accuracy, max_accuracy_spread, min_worst_case_accuracy)
+    posixlab.errors.ConfigError: gate.min_consistency reads consistency.mean, which only task=classification runs have; this is a task=posix run (its gates: max_posix, min_judged_share, min_accuracy, max_accuracy_spread, min_worst_case_accuracy)
     """
     from posixlab.tasks import task_named
 
@@ -323,6 +331,9 @@ def check_gate(summary: dict, gate: GateConfig) -> list[GateRow]:
         passed = value <= threshold if name.startswith("max_") else value >= threshold  # NaN never passes
         rows.append(GateRow(name, threshold, value, passed, key))
     for name, key in task_type.gate_guards.items():  # runs written before a guard's key existed have none
+        guarded = task_type.gate_guarded.get(name)
+        if guarded is not None and guarded not in thresholds:
+            continue  # a guard of one threshold only (the judge's controls, of min_judged_share), not set
         threshold, value = _value(gate, name), _read(summary, key)
         if threshold is not None and value is not None:
             rows.append(GateRow(name, threshold, float(value), value <= threshold if name.startswith("max_")
@@ -367,8 +378,11 @@ def _lines(path: Path) -> int:
 
 
 def read_summaries(folder: str | Path) -> list[tuple[Path, dict]]:
-    """The summary of a run folder, or of every job of a sweep folder (its sub-folders holding a ``summary.json``);
-    a ``ConfigError`` when there is none or it cannot be read."""
+    """The summary of a run folder, or of every job of a sweep folder (its sub-folders holding a ``summary.json``),
+    with what files beside it add (a judge's: ``Task.with_files_beside``); a ``ConfigError`` when there is none or it
+    cannot be read."""
+    from posixlab.tasks import task_of_summary
+
     folder = Path(folder)
     own = folder / "summary.json"
     files = [own] if own.is_file() else sorted(folder.glob("*/summary.json")) if folder.is_dir() else []
@@ -392,5 +406,5 @@ def read_summaries(folder: str | Path) -> list[tuple[Path, dict]]:
             raise ConfigError(f"{path} cannot be read as JSON ({exc})") from None
         if not isinstance(summary, dict):
             raise ConfigError(f"{path} is not a run summary (a JSON object)")
-        out.append((path.parent, summary))
+        out.append((path.parent, task_of_summary(summary).with_files_beside(path.parent, summary)))
     return out

@@ -415,13 +415,14 @@ class JudgeSettings:
 
 def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out: str | Path | None = None,
               instruction: str = INSTRUCTION, both_orders: bool = False, alpha: float = ALPHA, decoys: int = 1,
-              cache_dir=None, progress: bool = True) -> dict:
+              cache_dir=None, progress: bool = True, flags: bool = True) -> dict:
     """Judge the sets of the POSIX run in ``folder`` (the first ``sets`` by index; None: all) with the model ``spec``
     names (``lm``: that model, already open), writing ``judge.jsonl`` and ``judge.json`` to ``out`` (default: the
     run's folder); verdicts already on file for this judge are used, not asked again, and the model opens only if
     one is missing. ``alpha``: the calibrated verdicts' rate (``judge_scores``); ``decoys``: controls a set (the
     next sets' original responses; calibration at ``alpha`` needs ⌈1/α⌉ − 1 in all). Returns the summary
-    (``judge.json``)."""
+    (``judge.json``). ``flags``: errors name ``posixlab judge``'s options (``--base-url``); False, a run's
+    ``judge.*`` settings."""
     from posixlab.backends import open_to_generate, replies_and_first_tokens, system_folded
     from posixlab.openai_client import Generation
 
@@ -446,7 +447,7 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
     # folder as it was
     if lm is None and any(r["set_id"] not in done for r in records):
         print(f"posixlab: opening the judge {spec.name}", file=sys.stderr)
-        role = {"role": judge_role()} if spec.backend == "chat" else {}  # its errors name the judge's endpoint
+        role = {"role": judge_role(flags)} if spec.backend == "chat" else {}  # errors name the judge's endpoint
         lm = open_to_generate(spec, cache_dir, **role)
     greedy = Generation(settings.reply_tokens, temperature=0.0)
 
@@ -649,13 +650,19 @@ def _greedy_pred(answer) -> str | None:
     return ((answer or {}).get("by_greedy") or {}).get("pred")
 
 
-def judge_role():
-    """How a chat API judge's failures read: the endpoint named as the judge's, and what a rerun keeps."""
+def judge_role(flags: bool = True):
+    """How a chat API judge's failures read: the endpoint named as the judge's, the setting to fix as it was given
+    (``flags``: ``posixlab judge``'s ``--base-url``; else a run's ``judge.base_url``), and what a rerun keeps."""
     from posixlab.openai_client import Role
 
-    return Role(server="judge's chat endpoint", settings="judge", who="posixlab judge", model_setting="--judge",
-                kept="the verdicts of the sets judged so far are kept in judge.jsonl, so a rerun asks only the rest",
-                remedy="Start the server or fix --base-url")
+    if flags:
+        return Role(server="judge's chat endpoint", settings="judge", who="posixlab judge", model_setting="--judge",
+                    kept="the verdicts of the sets judged so far are kept in judge.jsonl, so a rerun asks only the "
+                         "rest", remedy="Start the server or fix --base-url")
+    return Role(server="judge's chat endpoint", settings="judge", who="the run's judge (judge=)",
+                model_setting="judge.model", kept="the run's results are written and the verdicts so far kept in "
+                "judge.jsonl: posixlab judge RUN_DIR --judge MODEL --base-url URL asks only the rest",
+                remedy="Start the server or fix judge.base_url")
 
 
 def _rows_on_file(path: Path, key: str) -> dict[str, dict]:

@@ -563,6 +563,9 @@ def _classify(cell: Cell, kind: str, queue: dict[str, str] | None) -> None:
                 folder, task.records_file if task is not None else None)
             if cell.total is None:  # no config.yaml (a run saved from Python): done is all there was
                 cell.total = cell.units
+            if state is not None and state.get("state") == "failed" and state.get("error"):
+                # the run finished, its job did not: its judge failed, or (exit status 1) a gate was missed
+                cell.detail = f"the run finished; then its job stopped: {state['error']}"
             return
         except (OSError, ValueError, KeyError, TypeError, PosixlabError):
             pass

@@ -250,6 +250,7 @@ def test_posixlab_status_says_why_a_run_stopped(tmp_path, capsys):
     ("task=classification judge=packaged", "judge= reads a POSIX run's responses"),  # before the run, not after it
     ("judge=packaged judge.decoys=0", "decoys are the judge's controls, at least 1 a set"),
     ("judge=packaged shard=1/2", "run the shards with judge=none, join them"),
+    ("gate.min_judged_share=0.5", "end the run with a judge (judge=packaged"),  # no judge: refused before the run
 ])
 @pytest.mark.slow
 def test_bad_input_gives_a_clear_error(tmp_path, override, message):

@@ -57,6 +57,54 @@ def posix_summary(options=True) -> dict:
     return {"task": "posix", "psi": summarize([0.12, 0.30, 0.21]), "accuracy": accuracy_summary(records)}
 
 
+def judged_folder(folder: Path, says: str = "Yes", fingerprint: str | None = "f0") -> Path:
+    """A POSIX run's folder with the judge's summary beside its own, written by the functions ``judge_run`` writes
+    it with: two sets of three responses (one identical to the original's, one not) and a decoy each; the judge
+    answers ``says`` to every pair (its control included)."""
+    from posixlab.judge import SUMMARY_FILE, judge_set, judge_summary
+
+    def record(index):
+        return {"set_id": f"s{index}", "set_index": index, "psi": 0.2,
+                "prompts": [{"text": f"Q{index}, form {k}"} for k in range(3)],
+                "responses": [{"text": "A"}, {"text": "A"}, {"text": "the answer is A"}]}
+
+    rows = [judge_set(record(i), lambda chats: [says] * len(chats), decoy="B") for i in range(2)]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / SUMMARY_FILE).write_text(json.dumps({**judge_summary(rows), "run_fingerprint": fingerprint}))
+    (folder / "summary.json").write_text(json.dumps({**posix_summary(), "config_fingerprint": "f0"}))
+    return folder
+
+
+def test_min_judged_share_reads_the_judge_beside_the_run_and_its_controls_guard_it(tmp_path, capsys):
+    """``gate.min_judged_share`` reads judge.json's judged share (``posixlab gate`` on a saved run; a run's own gate
+    reads it the same way), and only then the judge's controls: a judge that calls another question's response the
+    same (yes to everything) fails ``max_judge_control_same`` (0.5 by default) whatever its judged share. A run no
+    judge read, or only an earlier run in its folder, is an error naming what to do."""
+    from posixlab.tasks.posix import PosixTask
+
+    yes, no = judged_folder(tmp_path / "yes"), judged_folder(tmp_path / "no", says="No")
+    summary = PosixTask.with_files_beside(yes, posix_summary())
+    rows = check_gate(summary, GateConfig(min_judged_share=0.9))
+    assert [(r.metric, r.value, r.passed) for r in rows] == [("min_judged_share", 1.0, True),
+                                                            ("max_judge_control_same", 1.0, False)]
+    assert [r.metric for r in check_gate(summary, GateConfig(max_posix=1.0))] == ["max_posix"]  # not its guard
+    assert [r.metric for r in check_gate(summary, GateConfig(min_judged_share=0.9, max_judge_control_same=None))] \
+        == ["min_judged_share"]
+    assert gate_command([str(no), "gate.min_judged_share=0.5"]) == 0  # a judge saying no: the identical half
+    out = capsys.readouterr().out
+    assert "| min_judged_share | judged.judged_share | ≥ 0.5 | 0.5000 | pass |" in out
+    assert "| max_judge_control_same | judged.control_judged_same | ≤ 0.5 | 0.0000 | pass |" in out
+    assert gate_command([str(no), "gate.min_judged_share=0.6"]) == 1 and "| FAIL |" in capsys.readouterr().out
+    assert gate_command([str(yes), "gate.min_judged_share=0.6"]) == 1  # the guard
+    unjudged = tmp_path / "unjudged"
+    unjudged.mkdir()
+    (unjudged / "summary.json").write_text(json.dumps(posix_summary()))
+    earlier = judged_folder(tmp_path / "earlier", fingerprint="an earlier run's")
+    for folder in (unjudged, earlier):
+        assert gate_command([str(folder), "gate.min_judged_share=0.5"]) == 2
+        assert "no judge read this run: end the run with one (judge=packaged" in capsys.readouterr().err
+
+
 def write_run(folder: Path, summary: dict) -> Path:
     folder.mkdir(parents=True)
     (folder / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
@@ -69,13 +117,18 @@ def read_at(summary: dict, key: str) -> float:
     return summary
 
 
-def test_every_threshold_reads_a_number_of_a_real_summary():
+def test_every_threshold_reads_a_number_of_a_real_summary(tmp_path):
+    from posixlab.tasks.posix import PosixTask
+
     cls, posix = classification_summary(LABELS, GOLD), posix_summary()
+    judged = PosixTask.with_files_beside(judged_folder(tmp_path / "judged", says="No"), posix)
     for name, metric in METRICS.items():
-        summary = cls if metric.task == "classification" else posix
+        summary = cls if metric.task == "classification" else judged if name == "min_judged_share" else posix
         rows = check_gate(summary, make_gate({name: 0.5}))
-        # a classification run's gate also checks the constant-classifier guard, last
-        assert [r.metric for r in rows] == [name] + (["max_answer_share"] if summary is cls else [])
+        # a classification run's gate also checks the constant-classifier guard, last; a judge's share, its controls
+        guard = {"min_judged_share": ["max_judge_control_same"]}.get(name, ["max_answer_share"] if summary is cls
+                                                                       else [])
+        assert [r.metric for r in rows] == [name] + guard
         assert rows[0].value == read_at(summary, rows[0].key)
         assert isinstance(rows[0].value, float)
     # the accuracy reading: options when the run scored them, else greedy; classification runs have greedy only

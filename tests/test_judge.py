@@ -466,6 +466,36 @@ def test_a_run_that_ends_with_a_judge(llama_server, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_run_whose_judge_is_down_keeps_the_run_and_says_so_once(tmp_path, capsys):
+    """``judge.base_url`` where nothing listens: the run's results, result lines and page are written, then one
+    error naming the judge's endpoint and the setting to fix, exit 2; ``posixlab status`` shows the run done and
+    why its job then stopped."""
+    import os
+    import subprocess
+    import sys
+
+    from chat_server import free_port
+    from conftest import ROOT
+
+    out, url = tmp_path / "run", f"http://127.0.0.1:{free_port()}/v1"
+    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), "task.num_sets=2", "task.num_variants=3",
+                           "embedding=none", "progress=false", "logger=none", "judge.model=judge-model",
+                           f"judge.base_url={url}", "judge.api_key_env=POSIXLAB_TEST_NO_KEY", f"hydra.run.dir={out}",
+                           f"score_cache_dir={tmp_path / 'scores'}"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "HYDRA_FULL_ERROR": "0"})
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "POSIX = " in proc.stdout and (out / "summary.json").is_file() and (out / "report.html").is_file()
+    assert proc.stderr.count("posixlab error:") == 1 and "judge" in proc.stderr.split("posixlab error:")[1]
+    assert url.removesuffix("/v1") in proc.stderr and not (out / SUMMARY_FILE).exists()
+    assert "fix judge.base_url" in proc.stderr and "posixlab judge RUN_DIR" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    from posixlab.status import status_command
+
+    status_command([str(out)])
+    assert "judge" in capsys.readouterr().out.split("posixlab error:")[1]
+
+
+@pytest.mark.slow
 def test_the_judges_first_tokens_are_the_models_next_token_distribution(lm):
     """In this process P(yes) comes from ``generate``'s first-step logits. A set's chats go together: their common
     prefix (the original's prompt and response) runs once and each chat continues from its keys and values. Each

@@ -86,7 +86,7 @@ def _finished(folder: Path) -> Run:
     if not isinstance(summary, dict):
         raise ConfigError(f"{folder / SUMMARY_FILE} is not a run summary (a JSON object)")
     task = task_of_summary(summary)  # an unknown task: a ConfigError naming the known ones
-    run = Run(folder, task, task.page_summary(folder, summary))
+    run = Run(folder, task, task.with_files_beside(folder, summary))
     run.notes += _version_notes(task, summary)
     if not (folder / task.records_file).is_file():
         run.notes.append(f"the folder has no {task.records_file}: the {task.unit_name}s cannot be shown")

@@ -195,6 +195,7 @@ class Task:
     grid_extra: tuple[tuple[str, str, str | None], ...] = ()
     gate_metrics: dict[str, str] = {}  # gate threshold (max_... or min_...) -> the summary key it reads
     gate_guards: dict[str, str] = {}  # thresholds checked beside any other of this task's, never alone
+    gate_guarded: dict[str, str] = {}  # a guard checked beside this one threshold only (not beside any)
     # the values the metric a threshold reads can take (max_posix: 0 to inf, an accuracy: 0 to 1): a threshold outside
     # could never pass, or never fail (min_accuracy=80 meant as a percentage), and is refused before the run
     gate_ranges: dict[str, tuple[float, float]] = {}
@@ -305,9 +306,9 @@ class Task:
         return ((cls.headline_name, cls.headline_key, beside), *cls.grid_extra)
 
     @classmethod
-    def page_summary(cls, folder: Path, summary: dict) -> dict:
-        """The summary a page reads (its grid, its pairs): the run's, with what other files of its folder add (a POSIX
-        run's judge, ``judged``); ``summary.json`` itself is never changed."""
+    def with_files_beside(cls, folder: Path, summary: dict) -> dict:
+        """The summary a page and a gate read: the run's, with what other files of its folder add (a POSIX run's
+        judge, ``judged``); ``summary.json`` itself is never changed."""
         return summary
 
     @classmethod

@@ -35,8 +35,8 @@ from posixlab.results import (SETS_FILE, accuracy_lines, api_lines, build_summar
 from posixlab.scoring import EngineOptions
 from posixlab.seeding import rng_for
 from posixlab.shards import parse_shard
-from posixlab.tasks.base import (ACCURACY_GATES, ACCURACY_MISSING, ACCURACY_RANGES, GENERATE, SCORE, Request, Task,
-                                 Tracked, answer_texts, check_max_new_tokens, model_name, read_setting,
+from posixlab.tasks.base import (ACCURACY_GATES, ACCURACY_MISSING, ACCURACY_RANGES, FRACTION, GENERATE, SCORE,
+                                 Request, Task, Tracked, answer_texts, check_max_new_tokens, model_name, read_setting,
                                  shared_settings)
 from posixlab.tasks.race import PromptRace
 from posixlab.variants import VARIANT_TYPES, PromptSet, PromptVariant, VariantGenerator, get_variant_generator
@@ -371,11 +371,17 @@ class PosixTask(Task):
                                                    ("accuracy range over prompts", "spread.range", False),
                                                    ("consistency rate", "consistency_rate", False))
                        for reading in ("options", "greedy")) + (
-        # a judge's (judge= or posixlab judge: judge.json beside the records, page_summary): judged consistency
+        # a judge's (judge= or posixlab judge: judge.json beside the records, with_files_beside): judged consistency
         ("judged the same (judge)", "judged.judged_share", None), ("judged away (judge)", "judged.judged_away", None))
-    gate_metrics = {"max_posix": "psi.posix", **ACCURACY_GATES}
-    gate_ranges = {"max_posix": (0.0, math.inf), **ACCURACY_RANGES}
-    gate_missing = ACCURACY_MISSING
+    # min_judged_share: a judge's (judge= or posixlab judge, read from judge.json: with_files_beside), guarded by how
+    # often that judge called another question's response the same (a judge that says yes to everything passes any)
+    gate_metrics = {"max_posix": "psi.posix", "min_judged_share": "judged.judged_share", **ACCURACY_GATES}
+    gate_guards = {"max_judge_control_same": "judged.control_judged_same"}
+    gate_guarded = {"max_judge_control_same": "min_judged_share"}
+    gate_ranges = {"max_posix": (0.0, math.inf), "min_judged_share": FRACTION, "max_judge_control_same": FRACTION,
+                   **ACCURACY_RANGES}
+    gate_missing = {**ACCURACY_MISSING, "judged": "no judge read this run: end the run with one (judge=packaged, or "
+                                                  "judge.model=...), or run posixlab judge RUN before the gate"}
     config_groups = ("variant", "embedding")
     task_settings = ("num_variants", "shots", "perturb_shots", "score_options", "psi", "option_text", "prompt_share",
                      "race_sets", "race_confidence")
@@ -552,15 +558,16 @@ class PosixTask(Task):
         return summary["psi"]["num_sets"] if summary.get("psi") else summary.get("num_sets")
 
     @classmethod
-    def page_summary(cls, folder: Path, summary: dict) -> dict:
-        """With a judge's shares (``judge.json`` in the folder: ``judge=`` or ``posixlab judge``) as ``judged``."""
+    def with_files_beside(cls, folder: Path, summary: dict) -> dict:
+        """With a judge's shares (``judge.json`` in the folder: ``judge=`` or ``posixlab judge``) as ``judged``: its
+        grid measures and ``gate.min_judged_share`` read them."""
         from posixlab.judge import read_judged
 
         judged = read_judged(folder, summary)[0]
         if judged is None:  # no judge, or one of an earlier run in this folder
             return summary
         return {**summary, "judged": {key: judged.get(key) for key in ("judged_share", "identical_share",
-                                                                       "judged_away")}}
+                                                                       "judged_away", "control_judged_same")}}
 
     @classmethod
     def report_lines(cls, summary: dict) -> list[str]:
