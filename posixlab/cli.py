@@ -236,7 +236,7 @@ def main(cfg: DictConfig) -> float | None:
                               "with a judge (judge=packaged, or judge.model=...), or gate a judged run with "
                               "posixlab gate RUN gate.min_judged_share=...")
         if cfg.dry_run:
-            return dry_run_job(cfg, output_dir)
+            return dry_run_job(cfg, output_dir, judge)
         record_plugins(output_dir)  # so that posixlab status/gate/report read this folder in any shell
         summary, judge_error = run_job(cfg, resolved, output_dir, group, judge)
         # one the run's data has no metric for (no gold labels): exit 2 too; a judge's shares from its judge.json
@@ -294,8 +294,9 @@ def report_gate(rows: list, where: str = "") -> int:
     return 0 if gate_passed(rows) else 1
 
 
-def dry_run_job(cfg: DictConfig, output_dir: str) -> None:
-    """``dry_run=true``: what the run would send, printed; nothing is sent, nothing but config.yaml written."""
+def dry_run_job(cfg: DictConfig, output_dir: str, judge: JudgeConfig | None = None) -> None:
+    """``dry_run=true``: what the run would send, printed (and the judge that would read it); nothing is sent,
+    nothing but config.yaml written."""
     plan = run(to_config(cfg, output_dir), progress=cfg.progress)["dry_run"]
     print(f"dry run · {plan['model']} · {plan['task']}: {plan['units']} units, {plan['requests']} requests, "
           f"{plan['prompts']} prompts")
@@ -307,6 +308,10 @@ def dry_run_job(cfg: DictConfig, output_dir: str) -> None:
               + ("" if cost is None else f", at most {cost:.4f} in the prices' currency")
               + (f"; model.server.max_requests={plan['capped_by_max_requests']} will stop it there"
                  if "capped_by_max_requests" in plan else ""))
+    if judge is not None:  # its requests depend on which responses differ: known only once the run has answered
+        where = f" at {judge.base_url}" if judge.base_url else " in this process"
+        print(f"then the judge {judge.model}{where} would read the run: one request a differing variant response "
+              f"(two with both_orders) and {judge.decoys} a set for its controls")
     return None
 
 
