@@ -539,11 +539,11 @@ def compare_command(args: list[str]) -> int:
 
 
 def judge_command(args: list[str]) -> int:
-    """``posixlab judge RUN_DIR [--judge MODEL]``: a judge model reads a POSIX run's responses (``posixlab.judge``).
-    0: judged; 2: an error (the verdicts written so far are kept)."""
+    """``posixlab judge RUN_DIR | SWEEP_DIR [--judge MODEL]``: a judge model reads POSIX runs' responses
+    (``posixlab.judge``). 0: judged; 2: an error (the verdicts written so far are kept)."""
     import argparse
 
-    from posixlab.judge import ALPHA, DEFAULT_JUDGE, ROWS_FILE, SUMMARY_FILE, JudgeConfig, judge_table
+    from posixlab.judge import ALPHA, DEFAULT_JUDGE, ROWS_FILE, SUMMARY_FILE, JudgeConfig, judge_table, open_judge
 
     parser = argparse.ArgumentParser(
         prog="posixlab judge", description="Asks a judge model, for each prompt set of a POSIX run, whether each "
@@ -555,7 +555,8 @@ def judge_command(args: list[str]) -> int:
         "calibrated on the decoys. "
         f"Writes {ROWS_FILE} (every verdict and reply) and {SUMMARY_FILE}; a rerun asks only what is missing. "
         "Exit status 0: judged; 2: an error.")
-    parser.add_argument("run", metavar="RUN_DIR", help="a finished (or stopped) POSIX run's folder")
+    parser.add_argument("run", metavar="RUN_DIR", help="a finished (or stopped) POSIX run's folder, or a sweep's "
+                                                        "(each POSIX cell judged in turn, the judge opened once)")
     parser.add_argument("--judge", default=DEFAULT_JUDGE, metavar="MODEL",
                         help="a packaged or configured model, a local folder or a hub id, in this process; with "
                              "--base-url, the model name a chat API serves (default: %(default)s)")
@@ -590,18 +591,47 @@ def judge_command(args: list[str]) -> int:
                              "(offline: under the output folder's wandb/, for wandb sync; online: WANDB_API_KEY)")
     parser.add_argument("--wandb-project", default="posixlab", help="the W&B project (default: %(default)s)")
     options = parser.parse_args(args)  # --help: exit 0; a usage error: exit 2
+    summaries = []
     try:
         judge = JudgeConfig(options.judge, options.base_url, options.api_key_env, options.max_concurrency,
                             options.sets, options.both_orders, options.instruction, options.alpha, options.decoys)
-        summary = judge_folder(judge, options.run, out=options.out, flags=True)
-        if options.wandb:  # after the judging, whose files are written whatever W&B does
-            track_judge(summary, Path(options.out or options.run), Path(options.run).resolve().name,
-                        {"mode": options.wandb, "project": options.wandb_project, "log_artifact": False})
+        cells = judged_cells(Path(options.run))
+        if len(cells) > 1 and options.out:
+            raise ConfigError(f"--out with a sweep ({len(cells)} POSIX runs in {options.run}): each run's verdicts go "
+                              f"to its own folder; give one run's folder to write elsewhere")
+        opened = []  # the judge's model, opened by the first cell that needs it, for the next ones too
+
+        def opener():
+            if not opened:
+                opened.append(open_judge(judge_spec(judge.model, judge.base_url, judge.api_key_env,
+                                                    judge.max_concurrency)))
+            return opened[0]
+
+        for cell in cells:
+            summary = judge_folder(judge, cell, out=options.out, flags=True, opener=opener)
+            summaries.append(summary)
+            if options.wandb:  # after the judging, whose files are written whatever W&B does
+                track_judge(summary, Path(options.out or cell), cell.resolve().name,
+                            {"mode": options.wandb, "project": options.wandb_project, "log_artifact": False})
+            if not options.json:
+                print(judge_table(summary) + ("\n" if len(cells) > 1 else ""))
     except (PosixlabError, OSError) as exc:  # OSError: a folder that cannot be written
         print(f"posixlab error: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(summary, indent=1, ensure_ascii=False) if options.json else judge_table(summary))
+    if options.json:
+        print(json.dumps(summaries[0] if len(summaries) == 1 else summaries, indent=1, ensure_ascii=False))
     return 0
+
+
+def judged_cells(folder: Path) -> list[Path]:
+    """The POSIX runs ``posixlab judge`` reads: the folder, or a sweep's cells that hold prompt sets (in the sweep's
+    order; a classification cell has none); the folder itself where it has neither (its error says why)."""
+    from posixlab.report.build import run_folders
+    from posixlab.results import SETS_FILE
+
+    if (folder / SETS_FILE).is_file():
+        return [folder]
+    return [cell for cell in run_folders(folder) if (cell / SETS_FILE).is_file()] or [folder]
 
 
 def track_judge(summary: dict, out: Path, run_name: str, settings: dict) -> None:
@@ -614,15 +644,17 @@ def track_judge(summary: dict, out: Path, run_name: str, settings: dict) -> None
         tracker.log_run(judge_tracked(summary, judged_rows(out, summary)), {})
 
 
-def judge_folder(judge, folder, out=None, cache_dir=None, progress: bool = True, flags: bool = False) -> dict:
+def judge_folder(judge, folder, out=None, cache_dir=None, progress: bool = True, flags: bool = False,
+                 opener=None) -> dict:
     """``posixlab.judge.judge_run`` of the POSIX run in ``folder`` by the judge a ``JudgeConfig`` names (``posixlab
-    judge`` and a run's ``judge=``); its summary."""
+    judge`` and a run's ``judge=``); its summary. ``opener``: the judge's model, opened once for a sweep's cells."""
     from posixlab.judge import judge_run
 
     instruction = judge.instruction_text(flags)
     spec = judge_spec(judge.model, judge.base_url, judge.api_key_env, judge.max_concurrency)
     return judge_run(folder, spec, sets=judge.sets, out=out, instruction=instruction, both_orders=judge.both_orders,
-                     alpha=judge.alpha, decoys=judge.decoys, cache_dir=cache_dir, progress=progress, flags=flags)
+                     alpha=judge.alpha, decoys=judge.decoys, cache_dir=cache_dir, progress=progress, flags=flags,
+                     opener=opener)
 
 
 def judge_spec(name: str, base_url: str | None, api_key_env: str, max_concurrency: int = 8):

@@ -415,15 +415,16 @@ class JudgeSettings:
 
 def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out: str | Path | None = None,
               instruction: str = INSTRUCTION, both_orders: bool = False, alpha: float = ALPHA, decoys: int = 1,
-              cache_dir=None, progress: bool = True, flags: bool = True) -> dict:
+              cache_dir=None, progress: bool = True, flags: bool = True, opener: Callable | None = None) -> dict:
     """Judge the sets of the POSIX run in ``folder`` (the first ``sets`` by index; None: all) with the model ``spec``
     names (``lm``: that model, already open), writing ``judge.jsonl`` and ``judge.json`` to ``out`` (default: the
     run's folder); verdicts already on file for this judge are used, not asked again, and the model opens only if
     one is missing. ``alpha``: the calibrated verdicts' rate (``judge_scores``); ``decoys``: controls a set (the
     next sets' original responses; calibration at ``alpha`` needs ⌈1/α⌉ − 1 in all). Returns the summary
     (``judge.json``). ``flags``: errors name ``posixlab judge``'s options (``--base-url``); False, a run's
-    ``judge.*`` settings."""
-    from posixlab.backends import open_to_generate, replies_and_first_tokens, system_folded
+    ``judge.*`` settings. ``opener``: opens the judge's model where one is needed (``open_judge``'s, given to
+    each cell of a sweep so that the model opens once); None: opened here."""
+    from posixlab.backends import replies_and_first_tokens, system_folded
     from posixlab.openai_client import Generation
 
     folder, out = Path(folder), Path(out or folder)
@@ -446,9 +447,7 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
     # opened before anything is written: a judge that cannot open (no chat template, a dead endpoint) leaves the
     # folder as it was
     if lm is None and any(r["set_id"] not in done for r in records):
-        print(f"posixlab: opening the judge {spec.name}", file=sys.stderr)
-        role = {"role": judge_role(flags)} if spec.backend == "chat" else {}  # errors name the judge's endpoint
-        lm = open_to_generate(spec, cache_dir, **role)
+        lm = opener() if opener is not None else open_judge(spec, cache_dir, flags)
     greedy = Generation(settings.reply_tokens, temperature=0.0)
 
     def ask(chats: list[list[dict]]) -> list[tuple[str, float | None]]:
@@ -648,6 +647,16 @@ def _what_is_judged(record: dict) -> dict:
 def _greedy_pred(answer) -> str | None:
     """The option a greedy response was read as, in the original's labels (``posixlab.answers``), or None."""
     return ((answer or {}).get("by_greedy") or {}).get("pred")
+
+
+def open_judge(spec, cache_dir=None, flags: bool = True):
+    """The judge's model, opened to write replies (``posixlab.backends.open_to_generate``); a chat API's errors name
+    the judge's endpoint and the setting to fix (``judge_role``)."""
+    from posixlab.backends import open_to_generate
+
+    print(f"posixlab: opening the judge {spec.name}", file=sys.stderr)
+    role = {"role": judge_role(flags)} if spec.backend == "chat" else {}
+    return open_to_generate(spec, cache_dir, **role)
 
 
 def judge_role(flags: bool = True):

@@ -211,6 +211,32 @@ def test_verdicts_on_file_are_reused_only_for_the_responses_they_judged(tmp_path
         assert judge_command(command) == 0 and server.requests == 9
 
 
+def test_a_sweep_folder_is_judged_cell_by_cell_with_the_judge_opened_once(tmp_path, capsys):
+    """``posixlab judge SWEEP_DIR``: each POSIX cell (in the sweep's order: 2 before 10) judged into its own folder,
+    the judge opened once for all; ``--json`` prints a list; ``--out`` with several cells is refused."""
+    from chat_server import ChatServer, completion
+
+    def answer(body, n):
+        return 200, {}, completion("Yes")
+
+    sweep = tmp_path / "sweep"
+    for name, responses in (("10_b", ["x", "y"]), ("2_a", ["x", "x", "z"])):
+        (sweep / name).mkdir(parents=True)
+        (sweep / name / "sets.jsonl").write_text(json.dumps(record(responses)) + "\n")
+    with ChatServer(answer) as server:
+        command = [str(sweep), "--judge", "judge-model", "--base-url", server.base_url,
+                   "--api-key-env", "POSIXLAB_TEST_NO_KEY", "--json"]
+        assert judge_command(command) == 0
+        out = capsys.readouterr()
+        summaries = json.loads(out.out)
+        assert [s["run"] for s in summaries] == [str(sweep / "2_a"), str(sweep / "10_b")]
+        assert [s["judged_share"] for s in summaries] == [1.0, 1.0] and server.requests == 2  # one set: no decoy
+        assert out.err.count("posixlab: opening the judge") == 1
+        assert all((sweep / name / SUMMARY_FILE).is_file() for name in ("2_a", "10_b"))
+        assert judge_command(command + ["--out", str(tmp_path / "elsewhere")]) == 2
+        assert "--out with a sweep (2 POSIX runs" in capsys.readouterr().err
+
+
 def test_summary_by_hand_and_spearman_against_scipy():
     from scipy.stats import spearmanr
 
