@@ -538,12 +538,11 @@ def compare_command(args: list[str]) -> int:
     return 1 if options.fail_if_worse and failed else 0
 
 
-def judge_command(args: list[str]) -> int:
-    """``posixlab judge RUN_DIR | SWEEP_DIR [--judge MODEL]``: a judge model reads POSIX runs' responses
-    (``posixlab.judge``). 0: judged; 2: an error (the verdicts written so far are kept)."""
+def _judge_parser():
+    """``posixlab judge``'s options (``posixlab judge --help``)."""
     import argparse
 
-    from posixlab.judge import ALPHA, DEFAULT_JUDGE, ROWS_FILE, SUMMARY_FILE, JudgeConfig, judge_table, open_judge
+    from posixlab.judge import ALPHA, DEFAULT_JUDGE, ROWS_FILE, SUMMARY_FILE
 
     parser = argparse.ArgumentParser(
         prog="posixlab judge", description="Asks a judge model, for each prompt set of a POSIX run, whether each "
@@ -590,6 +589,15 @@ def judge_command(args: list[str]) -> int:
                              "grouped under RUN's folder name, with the summary's numbers and a table of the sets "
                              "(offline: under the output folder's wandb/, for wandb sync; online: WANDB_API_KEY)")
     parser.add_argument("--wandb-project", default="posixlab", help="the W&B project (default: %(default)s)")
+    return parser
+
+
+def judge_command(args: list[str]) -> int:
+    """``posixlab judge RUN_DIR | SWEEP_DIR [--judge MODEL]``: a judge model reads POSIX runs' responses
+    (``posixlab.judge``). 0: judged; 2: an error (the verdicts written so far are kept)."""
+    from posixlab.judge import JudgeConfig, judge_table, open_judge
+
+    parser = _judge_parser()
     options = parser.parse_args(args)  # --help: exit 0; a usage error: exit 2
     summaries = []
     try:
