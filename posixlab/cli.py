@@ -364,7 +364,7 @@ def run_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str | None,
         summary = run(run_cfg, progress=cfg.progress)
         if judge is not None:  # the run's model is closed: the judge loads in its place
             try:
-                judged = judge_folder(judge, output_dir, cache_dir=run_cfg.cache_dir, progress=cfg.progress is True)
+                judged = judge_folder(judge, output_dir, cache_dir=run_cfg.cache_dir, progress=cfg.progress)
             except PosixlabError as exc:  # the verdicts so far are kept; the run's results stand
                 judge_error = exc
         figures = task_type.figures(Path(output_dir))
@@ -652,7 +652,7 @@ def track_judge(summary: dict, out: Path, run_name: str, settings: dict) -> None
         tracker.log_run(judge_tracked(summary, judged_rows(out, summary)), {})
 
 
-def judge_folder(judge, folder, out=None, cache_dir=None, progress: bool = True, flags: bool = False,
+def judge_folder(judge, folder, out=None, cache_dir=None, progress: bool | str = True, flags: bool = False,
                  opener=None) -> dict:
     """``posixlab.judge.judge_run`` of the POSIX run in ``folder`` by the judge a ``JudgeConfig`` names (``posixlab
     judge`` and a run's ``judge=``); its summary. ``opener``: the judge's model, opened once for a sweep's cells."""

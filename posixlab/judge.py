@@ -43,6 +43,7 @@ import json
 import math
 import re
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -415,7 +416,8 @@ class JudgeSettings:
 
 def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out: str | Path | None = None,
               instruction: str = INSTRUCTION, both_orders: bool = False, alpha: float = ALPHA, decoys: int = 1,
-              cache_dir=None, progress: bool = True, flags: bool = True, opener: Callable | None = None) -> dict:
+              cache_dir=None, progress: bool | str = True, flags: bool = True,
+              opener: Callable | None = None) -> dict:
     """Judge the sets of the POSIX run in ``folder`` (the first ``sets`` by index; None: all) with the model ``spec``
     names (``lm``: that model, already open), writing ``judge.jsonl`` and ``judge.json`` to ``out`` (default: the
     run's folder); verdicts already on file for this judge are used, not asked again, and the model opens only if
@@ -423,7 +425,8 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
     next sets' original responses; calibration at ``alpha`` needs ⌈1/α⌉ − 1 in all). Returns the summary
     (``judge.json``). ``flags``: errors name ``posixlab judge``'s options (``--base-url``); False, a run's
     ``judge.*`` settings. ``opener``: opens the judge's model where one is needed (``open_judge``'s, given to
-    each cell of a sweep so that the model opens once); None: opened here."""
+    each cell of a sweep so that the model opens once); None: opened here. ``progress``: True, a bar; ``"lines"``,
+    a plain line a wave of sets (logs of sweeps and cluster jobs); False, quiet."""
     from posixlab.backends import replies_and_first_tokens, system_folded
     from posixlab.openai_client import Generation
 
@@ -456,11 +459,13 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
 
     from tqdm.auto import tqdm
 
+    lines, started = progress == "lines", time.monotonic()
     rows = dict(done)
     with open(out / ROWS_FILE, "a", encoding="utf-8") as handle, \
-            tqdm(total=len(records), desc=f"judging with {spec.name}", unit="set", disable=not progress,
+            tqdm(total=len(records), desc=f"judging with {spec.name}", unit="set", disable=progress is not True,
                  file=sys.stderr, leave=False) as bar:
-        bar.update(sum(r["set_id"] in done for r in records))
+        finished = sum(r["set_id"] in done for r in records)
+        bar.update(finished)
         for wave in _waves([(k, r) for k, r in enumerate(records) if r["set_id"] not in done], lm):
             judged = judge_sets([(r, shown[k]) for k, r in wave], ask, instruction=instruction,
                                 both_orders=both_orders)
@@ -469,6 +474,10 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
                 handle.write(json.dumps(rows[row["set_id"]], ensure_ascii=False) + "\n")
             handle.flush()  # a stopped judge keeps every set it finished
             bar.update(len(wave))
+            finished += len(wave)
+            if lines:  # no bar (sweeps, cluster logs): a plain line a wave, so a log shows how far the judge got
+                print(f"posixlab: judging with {spec.name}: {finished}/{len(records)} sets, "
+                      f"{time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     rows = [rows[r["set_id"]] for r in records]
     summary = {"run": str(folder), "judge": {"model": spec.name, "key": settings.key, "both_orders": both_orders,
                                              "decoys": decoys,

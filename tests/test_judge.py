@@ -237,6 +237,28 @@ def test_a_sweep_folder_is_judged_cell_by_cell_with_the_judge_opened_once(tmp_pa
         assert "--out with a sweep (2 POSIX runs" in capsys.readouterr().err
 
 
+def test_progress_lines_print_a_plain_line_a_wave_and_no_bar(tmp_path, capsys):
+    """``progress="lines"`` (a run's ``progress=lines``: sweeps, cluster logs): no bar, a plain line after each wave
+    of sets, the last one counting them all; ``progress=False``: quiet."""
+    import re
+
+    from chat_server import ChatServer, completion
+
+    from posixlab.cli import judge_spec
+
+    (tmp_path / "sets.jsonl").write_text("".join(json.dumps(record(["x", f"y{i}"], index=i)) + "\n"
+                                                 for i in range(3)))
+    with ChatServer(lambda body, n: (200, {}, completion("No"))) as server:
+        spec = judge_spec("judge-model", server.base_url, "POSIXLAB_TEST_NO_KEY", max_concurrency=1)
+        judge_run(tmp_path, spec, out=tmp_path / "lines", progress="lines")
+        err = capsys.readouterr().err
+        judge_run(tmp_path, spec, out=tmp_path / "quiet", progress=False)
+        assert "judging" not in capsys.readouterr().err
+    shown = [line for line in err.splitlines() if "judging with" in line]
+    assert shown and all(re.fullmatch(r"posixlab: judging with judge-model: \d/3 sets, \d+ s", line) for line in shown)
+    assert shown[-1].startswith("posixlab: judging with judge-model: 3/3 sets") and "\r" not in err
+
+
 def test_summary_by_hand_and_spearman_against_scipy():
     from scipy.stats import spearmanr
 
