@@ -441,12 +441,7 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
     out.mkdir(parents=True, exist_ok=True)
     shown = [_decoys(every, k, settings.decoys) for k in range(len(records))]
     digests = {r["set_id"]: judged_digest(r, d) for r, d in zip(records, shown)}
-    done = _rows_on_file(out / ROWS_FILE, settings.key)
-    changed = [s for s, row in done.items() if s in digests and row.get("judged", digests[s]) != digests[s]]
-    if changed:  # the folder's run was run again with other responses (its sets.jsonl is rewritten, judge.jsonl not)
-        print(f"posixlab: {len(changed)} set(s) in {out / ROWS_FILE} were judged on other prompts or responses than "
-              f"the run's now: judged again", file=sys.stderr)
-        done = {s: row for s, row in done.items() if s not in changed}
+    done = _rows_still_judged(out / ROWS_FILE, settings.key, digests)
     # opened before anything is written: a judge that cannot open (no chat template, a dead endpoint) leaves the
     # folder as it was
     if lm is None and any(r["set_id"] not in done for r in records):
@@ -457,27 +452,15 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
         return [(reply, first_token_odds(tokens))
                 for reply, tokens in replies_and_first_tokens(lm, chats, greedy, TOP_TOKENS)]
 
-    from tqdm.auto import tqdm
-
-    lines, started = progress == "lines", time.monotonic()
     rows = dict(done)
-    with open(out / ROWS_FILE, "a", encoding="utf-8") as handle, \
-            tqdm(total=len(records), desc=f"judging with {spec.name}", unit="set", disable=progress is not True,
-                 file=sys.stderr, leave=False) as bar:
-        finished = sum(r["set_id"] in done for r in records)
-        bar.update(finished)
-        for wave in _waves([(k, r) for k, r in enumerate(records) if r["set_id"] not in done], lm):
-            judged = judge_sets([(r, shown[k]) for k, r in wave], ask, instruction=instruction,
-                                both_orders=both_orders)
-            for row in judged:
-                rows[row["set_id"]] = {"key": settings.key, "judged": digests[row["set_id"]], **row}
-                handle.write(json.dumps(rows[row["set_id"]], ensure_ascii=False) + "\n")
-            handle.flush()  # a stopped judge keeps every set it finished
-            bar.update(len(wave))
-            finished += len(wave)
-            if lines:  # no bar (sweeps, cluster logs): a plain line a wave, so a log shows how far the judge got
-                print(f"posixlab: judging with {spec.name}: {finished}/{len(records)} sets, "
-                      f"{time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    missing = [(k, r) for k, r in enumerate(records) if r["set_id"] not in done]
+
+    def judge_wave(wave: list[tuple[int, dict]]) -> list[dict]:  # each row as judge.jsonl keeps it
+        judged = judge_sets([(r, shown[k]) for k, r in wave], ask, instruction=instruction, both_orders=both_orders)
+        return [{"key": settings.key, "judged": digests[row["set_id"]], **row} for row in judged]
+
+    for row in _judge_missing(missing, len(records), lm, out / ROWS_FILE, spec.name, progress, judge_wave):
+        rows[row["set_id"]] = row
     rows = [rows[r["set_id"]] for r in records]
     summary = {"run": str(folder), "judge": {"model": spec.name, "key": settings.key, "both_orders": both_orders,
                                              "decoys": decoys,
@@ -489,6 +472,42 @@ def judge_run(folder: str | Path, spec, *, lm=None, sets: int | None = None, out
     summary["warnings"] = judge_warnings(summary)
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return summary
+
+
+def _rows_still_judged(path: Path, key: str, digests: dict[str, str]) -> dict[str, dict]:
+    """The verdicts on file (``_rows_on_file``) still of the sets as they are now: a set whose digest changed (the
+    folder's run was run again with other responses: its sets.jsonl is rewritten, judge.jsonl not) is left out, to
+    be judged again, and said once."""
+    done = _rows_on_file(path, key)
+    changed = [s for s, row in done.items() if s in digests and row.get("judged", digests[s]) != digests[s]]
+    if changed:
+        print(f"posixlab: {len(changed)} set(s) in {path} were judged on other prompts or responses than the run's "
+              f"now: judged again", file=sys.stderr)
+    return {s: row for s, row in done.items() if s not in changed}
+
+
+def _judge_missing(missing: list[tuple[int, dict]], total: int, lm, path: Path, name: str, progress: bool | str,
+                   judge_wave: Callable[[list[tuple[int, dict]]], list[dict]]):
+    """Judge the sets ``missing`` ((position, record)) a wave at a time (``_waves``; ``judge_wave``: a wave's rows),
+    yielding each row; the rows are appended to ``path`` as each wave ends, so a stopped judge keeps every set it
+    finished. ``progress``: True, a bar over ``total`` sets; ``"lines"``, a plain line a wave (sweeps,
+    cluster logs, where a bar is a line of carriage returns); False, quiet."""
+    from tqdm.auto import tqdm
+
+    started, finished = time.monotonic(), total - len(missing)
+    with open(path, "a", encoding="utf-8") as handle, \
+            tqdm(total=total, initial=finished, desc=f"judging with {name}", unit="set",
+                 disable=progress is not True, file=sys.stderr, leave=False) as bar:
+        for wave in _waves(missing, lm):
+            rows = judge_wave(wave)
+            handle.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+            handle.flush()
+            bar.update(len(wave))
+            finished += len(wave)
+            if progress == "lines":
+                print(f"posixlab: judging with {name}: {finished}/{total} sets, {time.monotonic() - started:.0f} s",
+                      file=sys.stderr, flush=True)
+            yield from rows
 
 
 SET_COLUMNS = ("set_index", "set_id", "variant_type", "psi", "identical_share", "judged_share", "asked", "unparsed")
