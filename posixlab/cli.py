@@ -512,9 +512,11 @@ def compare_command(args: list[str]) -> int:
                         help="exit 1 when a metric is worse beyond noise (its interval excludes 0), or, for sweeps, "
                              "when a cell of the new one could not be compared (unfinished, or no base cell)")
     parser.add_argument("--metrics", help="the metrics to compare (and gate), comma-separated: psi, "
-                        "accuracy_options, accuracy_greedy (POSIX); sensitivity, accuracy (classification) "
+                        "accuracy_options, accuracy_greedy, judged_share (POSIX; judged_share where one judge read "
+                        "both runs: judge= or posixlab judge); sensitivity, accuracy (classification) "
                         "(default: every one both runs have); each verdict is at "
-                        "95%% on its own, so a gate names the metric it guards")
+                        "95%% on its own, so a gate names the metric it guards; with --fail-if-worse, a metric "
+                        "named that a run lacks fails the gate")
     parser.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default: 0)")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON instead of a table")
     options = parser.parse_args(args)  # --help: exit 0; a usage error: exit 2
@@ -530,9 +532,11 @@ def compare_command(args: list[str]) -> int:
     print(json.dumps(result, indent=1, ensure_ascii=False) if options.json else table(result))
     compared = [(f"{cell['cell']}: ", cell["result"]) for cell in result["cells"]] if sweeps else [("", result)]
     worse = [f"{cell}{m['metric']}" for cell, one in compared for m in one["metrics"] if m["verdict"] == "worse"]
-    unchecked = [u["new"] for u in result.get("unmatched", [])] if sweeps else []  # a gate passes only on what it
+    # a gate passes only on what it checked: a cell not compared, or a metric named that a run lacks, fails it
+    unchecked = [u["new"] for u in result.get("unmatched", [])] if sweeps else []
+    unchecked += [f"{cell}{m}" for cell, one in compared for m in one.get("not_compared", [])]
     failed = [f"worse beyond noise: {', '.join(worse)}"] * bool(worse) + \
-        [f"not compared, so not gated: {', '.join(unchecked)}"] * bool(unchecked)  # checked
+        [f"not compared, so not gated: {', '.join(unchecked)}"] * bool(unchecked)
     for why in failed if options.fail_if_worse else []:
         print(f"posixlab compare: {why}", file=sys.stderr)
     return 1 if options.fail_if_worse and failed else 0

@@ -12,10 +12,14 @@ do not make it too narrow) and the two-sided Wilcoxon signed-rank p-value (``met
 verdict from the interval: ``worse`` or ``better`` when it excludes 0 (ψ: lower is better; accuracy: higher is
 better), ``identical`` when every set's value is the same, else ``within noise`` (one shared set has no interval:
 never worse or better). Each verdict is at 95 % on its own (2.5 % a side), so a CI gate names the metrics it guards
-(``metrics``). The metrics:
+(``metrics``); a metric named there that the runs do not both have is listed in ``not_compared`` (a gate on it must
+fail, not pass unchecked). The metrics:
 
 - POSIX: ``psi``, the set's ψ (its mean over sets is POSIX); ``accuracy_options`` / ``accuracy_greedy``, the set's
-  accuracy over the prompts it answered, in each reading;
+  accuracy over the prompts it answered, in each reading; ``judged_share``, the share of the set's variants a judge
+  called the same as the original's response (``posixlab.judge``: a run with ``judge=``, or ``posixlab judge``), where
+  both runs were judged, by one judge (model, instruction and options: its ``key``; shares of two judges measure two
+  things, so they are not paired, and ``notes`` says why);
 - classification: ``sensitivity``, the sample's S_τ (its mean is S); ``accuracy``, the share of its rephrasings
   answered with the gold class (N/A is wrong). Consistency C pairs samples of a class with each other, so it has no
   per-sample value to pair and is not compared.
@@ -41,7 +45,8 @@ from typing import Callable
 
 import numpy as np
 
-from posixlab.errors import ConfigError
+from posixlab.errors import ConfigError, PosixlabError
+from posixlab.judge import judged_rows, read_judged
 from posixlab.metrics.classification import NA
 from posixlab.metrics.stats import bootstrap_ci, paired_wilcoxon
 from posixlab.results import SAMPLES_FILE, SETS_FILE, SUMMARY_FILE, iter_records
@@ -89,7 +94,8 @@ class Units:
 
 
 UNITS = {"posix": Units(SETS_FILE, "set", "set_index", set_values,
-                        (("psi", "lower"), ("accuracy_options", "higher"), ("accuracy_greedy", "higher")), "item"),
+                        (("psi", "lower"), ("accuracy_options", "higher"), ("accuracy_greedy", "higher"),
+                         ("judged_share", "higher")), "item"),
          "classification": Units(SAMPLES_FILE, "sample", "sample_index", sample_values,
                                  (("sensitivity", "lower"), ("accuracy", "higher")))}
 METRICS = tuple(dict.fromkeys(name for units in UNITS.values() for name, _ in units.metrics))
@@ -111,7 +117,51 @@ def run_values(folder: str | Path) -> tuple[dict, Units, list[dict]]:
         raise ConfigError(f"{folder} is a {task} run without its records: posixlab compare reads the POSIX runs' "
                           f"{SETS_FILE} and the classification runs' {SAMPLES_FILE}")
     read = ((r.get(units.index_key, n), units.values(r)) for n, r in enumerate(iter_records(folder, units.file)))
-    return summary, units, checked_values(folder, units, [v for _, v in sorted(read, key=lambda p: p[0])])
+    values = checked_values(folder, units, [v for _, v in sorted(read, key=lambda p: p[0])])
+    return summary, units, judged_values(folder, summary, values)
+
+
+def judged_values(folder: str | Path, summary: dict, values: list[dict]) -> list[dict]:
+    """A run's per-unit ``values`` with each judged set's ``judged_share`` and its judge's key (``judge``),
+    where the folder holds a judge of this POSIX run (``judge.json``: ``posixlab.judge.read_judged``, which leaves out one
+    written for an earlier run in the folder); unchanged where it holds none, or verdicts that cannot be read."""
+    judged = read_judged(folder, summary)[0]
+    key = ((judged or {}).get("judge") or {}).get("key")
+    if key is None:
+        return values
+    try:
+        shares = {row["set_id"]: row.get("judged_share") for row in judged_rows(folder, judged)}
+    except (PosixlabError, KeyError, TypeError):  # judge.jsonl gone, or another judge's: nothing to pair
+        return values
+    return [{**v, "judged_share": shares.get(v["id"]), "judge": key} if v["id"] in shares else v for v in values]
+
+
+def judged_alike(base: list[dict], new: list[dict]) -> tuple[list[dict], list[dict], list[str]]:
+    """(base, new, notes): judged shares are paired only where both runs were judged by one judge (its key); else
+    they are dropped from both, and a note says why and what to run.
+
+    >>> one, other = [{"id": "a", "judged_share": 0.5, "judge": "k1"}], [{"id": "a", "judged_share": 1.0, "judge": "k2"}]
+    >>> judged_alike(one, other)[0], judged_alike(one, other)[2][0].split(":")[0]
+    ([{'id': 'a'}], 'judged_share not compared')
+    >>> judged_alike(one, [{"id": "a"}])[2]
+    ['judged_share not compared: only the base run was judged (posixlab judge NEW_DIR with its judge)']
+    >>> judged_alike(one, one)[2], judged_alike([{"id": "a"}], [{"id": "a"}])[2]
+    ([], [])
+    """
+    judges = [{v.get("judge") for v in values if v.get("judged_share") is not None} for values in (base, new)]
+    if judges[0] and judges[1] and judges[0] == judges[1] and len(judges[0]) == 1:
+        return base, new, []
+    dropped = [[{k: x for k, x in v.items() if k not in ("judged_share", "judge")} for v in values]
+               for values in (base, new)]
+    if not judges[0] and not judges[1]:
+        return base, new, []
+    if judges[0] and judges[1]:
+        why = ("the runs were judged by different judges (model, instruction or options): judge both with one "
+               "(posixlab judge RUN_DIR --judge MODEL)")
+    else:
+        why = f"only the {'base' if judges[0] else 'new'} run was judged (posixlab judge " \
+              f"{'NEW_DIR' if judges[0] else 'BASE_DIR'} with its judge)"
+    return *dropped, [f"judged_share not compared: {why}"]
 
 
 def checked_values(folder, units: Units, values: list[dict]) -> list[dict]:
@@ -204,11 +254,14 @@ def compare_values(base_run: tuple, new_run: tuple, seed: int = 0, confidence: f
         raise ConfigError(f"{base_folder} and {new_folder} share no {units.name} (by {units.name}_id"
                           + (f" or {units.shared_by}_id" if units.shared_by else "")
                           + "): compare runs of the same data set, sample and seed")
+    base, new, notes = judged_alike(base, new)
+    compared = paired_metrics(base, new, seed, confidence, metrics, units)
+    missing = [m for m in dict.fromkeys(metrics or ()) if m not in {c["metric"] for c in compared}]
     return {"base": str(base_folder), "new": str(new_folder), "unit": units.name, "paired_by": by,
             "confidence": confidence, "seed": seed,
             "units": {"shared": len(shared), "base_only": len(base) - len(shared), "new_only": len(new) - len(shared)},
             "changed": config_changes(base_summary.get("config") or {}, new_summary.get("config") or {}),
-            "metrics": paired_metrics(base, new, seed, confidence, metrics, units)}
+            "metrics": compared, "not_compared": missing, "notes": notes}
 
 
 def compare_table(result: dict) -> str:
@@ -231,7 +284,15 @@ def compare_table(result: dict) -> str:
     lines += ["", f"Paired by {by}: each {unit}'s value in the new run minus the base run's; interval: expanded "
                   f"percentile bootstrap of the mean difference over the {unit}s; verdict from the interval (0 "
                   f"outside it)."]
-    return "\n".join(lines)
+    return "\n".join(lines + unpaired_lines(result))
+
+
+def unpaired_lines(result: dict, cell: str = "") -> list[str]:
+    """What a comparison left out, as a table's closing lines: metrics named but not held by both runs, and why
+    judged shares were not paired."""
+    missing = result.get("not_compared") or []
+    return [f"{cell}{note}." for note in result.get("notes") or []] + \
+        [f"{cell}Named but not compared (a run lacks it): {', '.join(missing)}."] * bool(missing)
 
 
 def number_words(value) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from posixlab.compare import CONFIDENCE, compare_runs, interval_words, number_words
+from posixlab.compare import CONFIDENCE, compare_runs, interval_words, number_words, unpaired_lines
 from posixlab.errors import ConfigError
 from posixlab.report.build import run_folders
 from posixlab.report.grid import settings, varying
@@ -113,6 +113,7 @@ def sweeps_table(result: dict) -> str:
     lines += ["", f"Each cell as `posixlab compare` pairs two runs; its intervals at {level} (Bonferroni: {overall} "
                   f"over the {cells}), so a metric is called worse in some cell where nothing changed no more often "
                   f"than in one cell at {overall}."]
+    lines += [line for cell in result["cells"] for line in unpaired_lines(cell["result"], f"{cell['cell']}: ")]
     lines += [f"Not compared: {u['new']}: {u['why']}." for u in result["unmatched"]]
     if result["base_only"]:
         lines.append(f"Base runs of no cell of the new sweep: {len(result['base_only'])}.")

@@ -245,6 +245,55 @@ def test_runs_that_cannot_be_compared_are_refused(tmp_path):
         compare_runs(base, base, metrics=["psy"])
 
 
+def write_judge(folder, shares, key="k1", fingerprint=None):
+    """A judge's files as ``posixlab judge`` writes them into a run's folder: judge.jsonl (a row a set, its judged
+    share) and judge.json (its key, the sets judged, the run it judged)."""
+    rows = [{"key": key, "set_id": f"mmlu/q{n}", "set_index": n, "judged_share": share} for n, share in enumerate(shares)]
+    (folder / "judge.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    summary = {"judge": {"model": "j", "key": key}, "sets": len(shares), "run_fingerprint": fingerprint}
+    (folder / "judge.json").write_text(json.dumps(summary))
+
+
+def test_judged_shares_are_paired_where_one_judge_read_both_runs(tmp_path):
+    """Each set's judged share (the variants a judge called the same as the original's response), paired like ψ;
+    never across two judges, nor from a judge written for an earlier run in the folder; a metric named but not
+    compared is listed, and fails the command's gate."""
+    base = write_run(tmp_path / "base", [0.4, 0.3, 0.6, 0.2, 0.5])
+    new = write_run(tmp_path / "new", [0.3, 0.3, 0.5, 0.2, 0.4])
+    assert "judged_share" not in {m["metric"] for m in compare_runs(base, new)["metrics"]}   # no judge: not a metric
+    write_judge(base, [0.5, 1.0, 0.0, 0.5, 0.25])
+    one_judged = compare_runs(base, new, metrics=["psi", "judged_share"])
+    assert one_judged["not_compared"] == ["judged_share"]
+    assert one_judged["notes"] == ["judged_share not compared: only the base run was judged (posixlab judge NEW_DIR "
+                                   "with its judge)"]
+    assert "Named but not compared (a run lacks it): judged_share." in compare_table(one_judged)
+    write_judge(new, [1.0, 1.0, 0.5, 0.5])   # its first 4 sets: the 5th has no share to pair
+    (judged,) = [m for m in compare_runs(base, new)["metrics"] if m["metric"] == "judged_share"]
+    assert judged["units"] == 4 and judged["better"] == "higher"
+    assert judged["base"] == pytest.approx(0.5) and judged["new"] == pytest.approx(0.75)
+    assert judged["difference"] == pytest.approx((0.5 + 0 + 0.5 + 0) / 4)
+    assert judged["wilcoxon_p"] == pytest.approx(wilcoxon([1.0, 1.0, 0.5, 0.5], [0.5, 1.0, 0.0, 0.5]).pvalue)
+    write_judge(new, [1.0, 1.0, 0.5, 0.5], key="k2")   # another judge (model, instruction, options)
+    other = compare_runs(base, new)
+    assert "judged_share" not in {m["metric"] for m in other["metrics"]}
+    assert other["notes"][0].startswith("judged_share not compared: the runs were judged by different judges")
+    (base / "summary.json").write_text(json.dumps({"task": "posix", "config": {}, "config_fingerprint": "now"}))
+    write_judge(base, [0.5, 1.0, 0.0, 0.5, 0.25], key="k2", fingerprint="before")   # an earlier run's judge
+    assert compare_runs(base, new)["notes"][0].startswith("judged_share not compared: only the new run was judged")
+
+
+def test_a_gate_on_a_metric_the_runs_lack_fails(tmp_path, capsys):
+    from posixlab.cli import compare_command
+
+    base = write_run(tmp_path / "base", [0.4, 0.3, 0.6])
+    new = write_run(tmp_path / "new", [0.4, 0.3, 0.6])
+    assert compare_command([str(base), str(new), "--fail-if-worse", "--metrics", "psi"]) == 0
+    assert compare_command([str(base), str(new), "--fail-if-worse", "--metrics", "psi,accuracy_options"]) == 1
+    assert "not compared, so not gated: accuracy_options" in capsys.readouterr().err
+    assert compare_command([str(base), str(new), "--metrics", "judged_share"]) == 0   # no gate: shown, not failed
+    assert "Named but not compared (a run lacks it): judged_share." in capsys.readouterr().out
+
+
 def test_the_command_exits_1_on_a_worse_metric_only_when_asked(tmp_path, root):
     base = write_run(tmp_path / "base", [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8], [[1, 1]] * 8)
     new = write_run(tmp_path / "new", [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0], [[1, 1]] * 8)
@@ -278,3 +327,32 @@ def test_real_runs_one_shot_against_zero_shots(small_results):
     assert result["units"]["shared"] == len(expected) == 4
     assert psi["difference"] == pytest.approx(np.mean(expected))
     assert {"accuracy_options", "accuracy_greedy"} <= {m["metric"] for m in result["metrics"]}
+
+
+@pytest.mark.slow
+def test_two_real_runs_judged_by_one_judge_compare_their_judged_shares(lm, small_results, tmp_path):
+    """The packaged model's spelling sets at 0 and 1 shot, each judged in this process by the same model: the
+    comparison and the page's pair table pair each set's judged share with the judge's own rows; with one run's
+    judge gone, the page says why its judged shares are not paired."""
+    from conftest import lm_spec
+
+    from posixlab.judge import ROWS_FILE, judge_run
+    from posixlab.report.build import build_report
+
+    zero = shutil.copytree(small_results / "0_mmlu_spelling_0shot", tmp_path / "zero")
+    one = shutil.copytree(small_results / "5_mmlu_spelling_1shot", tmp_path / "one")
+    shares = {}
+    for run in (zero, one):
+        judge_run(run, lm_spec(), lm=lm, progress=False)
+        rows = [json.loads(line) for line in (run / ROWS_FILE).read_text().splitlines()]
+        shares[run] = {r["set_id"]: r["judged_share"] for r in rows}
+    result = compare_runs(zero, one, metrics=["judged_share"])
+    (judged,) = result["metrics"]
+    expected = [shares[one][s] - shares[zero][s] for s in shares[zero]]
+    assert judged["units"] == len(expected) == 4 and result["not_compared"] == [] and result["notes"] == []
+    assert judged["difference"] == pytest.approx(np.mean(expected))
+    page = build_report([zero, one], tmp_path / "page.html").read_text()
+    assert "<td>judged_share</td>" in page   # a row of the page's pair table
+    (one / "judge.json").unlink()
+    page = build_report([zero, one], tmp_path / "page.html").read_text()
+    assert "<td>judged_share</td>" not in page and "judged_share not compared: only the base run was judged" in page

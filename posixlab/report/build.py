@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from posixlab.compare import UNITS, checked_values, compare_values, interval_words
+from posixlab.compare import UNITS, checked_values, compare_values, interval_words, judged_values
 from posixlab.errors import ConfigError, PosixlabError
 from posixlab.metrics.stats import holm_adjust
 from posixlab.report import html as h
@@ -357,7 +357,7 @@ def _pairing_values(run: Run) -> tuple | None:
         values = checked_values(run.folder, units, [units.values(r) for r in run.task.read_unit_records(run.folder)])
     except PosixlabError:
         return None
-    return run.folder, run.summary, units, values
+    return run.folder, run.summary, units, judged_values(run.folder, run.summary, values)
 
 
 def _paired_result(base: tuple, new: tuple) -> dict | None:
@@ -370,16 +370,18 @@ def _paired_result(base: tuple, new: tuple) -> dict | None:
 def _paired(paired: list) -> str:
     """Each planned pair of runs (``_pairing_plan``) on the items both hold (``posixlab compare``): the mean
     difference of each metric, its interval, Wilcoxon and Holm p and verdict; runs sharing no item named below."""
-    compared, unpaired = [], []  # (run, base, what changed, one metric's comparison); pairs sharing nothing
-    for n, base, changed, result in paired:
+    compared, unpaired, notes = [], [], []  # (run, base, what changed, one metric's comparison); pairs sharing
+    for n, base, changed, result in paired:   # nothing; what a pair left out (judged shares of one run only)
         if result is None:  # runs of other items (another seed, data set or sample)
             unpaired.append(f"{n} against {base} ({changed})")
             continue
+        notes += [f"{n} against {base}: {note}" for note in result["notes"]]
         if result["paired_by"] != result["unit"]:  # no set in common: each question's set in one, in the other
             changed += f" (paired by {result['paired_by']})"
         compared += [(n, base, changed, m) for m in result["metrics"]]
     missing = ('<p class="small">Not paired, sharing no unit or item (another seed, data set or sample): '
                f"{h.esc('; '.join(unpaired))}.</p>") if unpaired else ""
+    missing += f'<p class="small">{h.esc("; ".join(notes))}.</p>' if notes else ""
     if not compared:
         return missing
     rows = [[h.cell(n, f'<a href="#run-{n}">{n}</a>'), h.cell(base, f'<a href="#run-{base}">{base}</a>'),
