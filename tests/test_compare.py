@@ -174,8 +174,8 @@ def test_two_sweeps_are_compared_cell_by_cell_at_the_bonferroni_level(tmp_path, 
     """A prompt change gated over a grid: each cell of the new sweep (here: shots 0, 1 and 2, the prompt changed) is
     paired with the base sweep's cell of the same shots (not by the prompt, which the change moved in every cell),
     each at 1 − 0.05/2 for the 2 cells paired, so each equals ``compare_runs`` at 97.5%; the cell no base run has
-    is named; the command fails on the worse cell only with --fail-if-worse, naming it; two base runs of one cell
-    are named as such, and a sweep that matches nothing is refused."""
+    is named; the command fails on the worse cell only with --fail-if-worse, naming it, and on a metric it names
+    that no cell holds; two base runs of one cell are named as such, and a sweep that matches nothing is refused."""
     from posixlab.cli import compare_command
     from posixlab.compare_sweeps import compare_sweeps, sweeps_table
 
@@ -209,6 +209,12 @@ def test_two_sweeps_are_compared_cell_by_cell_at_the_bonferroni_level(tmp_path, 
     shutil.rmtree(killed)
     new[1].joinpath("sets.jsonl").write_text(new[0].joinpath("sets.jsonl").read_text())  # the change undone
     assert compare_command([str(tmp_path / "base"), str(tmp_path / "new"), "--fail-if-worse"]) == 0
+    # a metric the gate names that no cell holds (no judge read these runs) is not passed unchecked
+    assert compare_command([str(tmp_path / "base"), str(tmp_path / "new"), "--fail-if-worse", "--metrics",
+                            "psi,judged_share"]) == 1
+    out = capsys.readouterr()
+    assert "not compared, so not gated: shots=0: judged_share, shots=1: judged_share" in out.err
+    assert "shots=1: Named but not compared (a run lacks it): judged_share." in out.out
     assert compare_sweeps(base[1], tmp_path / "new")["cells"][0]["cell"] == "shots=1"  # a run against a sweep's cell
     write_run(tmp_path / "base" / "2_again", psis, config={"shots": 1, "prompt": "a"})
     again = compare_sweeps(tmp_path / "base", tmp_path / "new")
