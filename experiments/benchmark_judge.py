@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1, help="times each set is timed each way (1)")
     options = parser.parse_args(argv)
     from posixlab.backends import open_to_generate, replies_and_first_tokens
-    from posixlab.cli import judge_spec
+    from posixlab.commands import judge_spec
     from posixlab.openai_client import Generation
 
     chats_by_set = set_chats(options.run, options.sets)

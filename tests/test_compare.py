@@ -176,7 +176,7 @@ def test_two_sweeps_are_compared_cell_by_cell_at_the_bonferroni_level(tmp_path, 
     each at 1 − 0.05/2 for the 2 cells paired, so each equals ``compare_runs`` at 97.5%; the cell no base run has
     is named; the command fails on the worse cell only with --fail-if-worse, naming it, and on a metric it names
     that no cell holds; two base runs of one cell are named as such, and a sweep that matches nothing is refused."""
-    from posixlab.cli import compare_command
+    from posixlab.commands import compare_command
     from posixlab.compare_sweeps import compare_sweeps, sweeps_table
 
     psis = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
@@ -289,7 +289,7 @@ def test_judged_shares_are_paired_where_one_judge_read_both_runs(tmp_path):
 
 
 def test_a_gate_on_a_metric_the_runs_lack_fails(tmp_path, capsys):
-    from posixlab.cli import compare_command
+    from posixlab.commands import compare_command
 
     base = write_run(tmp_path / "base", [0.4, 0.3, 0.6])
     new = write_run(tmp_path / "new", [0.4, 0.3, 0.6])

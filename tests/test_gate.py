@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from posixlab.answers import accuracy_summary
-from posixlab.cli import gate_command
+from posixlab.commands import gate_command
 from posixlab.errors import ConfigError
 from posixlab.gate import METRICS, GateConfig, check_gate, check_gate_applies, gate_table, make_gate
 from posixlab.metrics import summarize

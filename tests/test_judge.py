@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from posixlab.cli import judge_command
+from posixlab.commands import judge_command
 from posixlab.errors import ConfigError
 from posixlab.judge import ROWS_FILE, SUMMARY_FILE, conformal_threshold, judge_rows, judge_run, judge_scores, \
     judge_set, judge_summary, judge_warnings, judge_words, parse_verdict
@@ -141,7 +141,7 @@ def test_more_decoys_a_set_and_the_key_of_one(tmp_path, capsys):
 
     from chat_server import ChatServer, completion
 
-    from posixlab.cli import judge_spec
+    from posixlab.commands import judge_spec
     from posixlab.judge import INSTRUCTION, REPLY_TOKENS, JudgeSettings, _judge_fields
 
     ask, asked = scripted_judge({"b": ("Yes", 0.9), "P": ("No", 0.1), "Q": ("Yes", 0.6)})
@@ -244,7 +244,7 @@ def test_progress_lines_print_a_plain_line_a_wave_and_no_bar(tmp_path, capsys):
 
     from chat_server import ChatServer, completion
 
-    from posixlab.cli import judge_spec
+    from posixlab.commands import judge_spec
 
     (tmp_path / "sets.jsonl").write_text("".join(json.dumps(record(["x", f"y{i}"], index=i)) + "\n"
                                                  for i in range(3)))
@@ -632,7 +632,7 @@ def test_a_dead_endpoint_is_one_error_and_keeps_what_was_judged(tmp_path, capsys
 
     from chat_server import free_port
 
-    from posixlab.cli import judge_spec
+    from posixlab.commands import judge_spec
     from posixlab.judge import JudgeSettings
 
     url = f"http://127.0.0.1:{free_port()}/v1"

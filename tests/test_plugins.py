@@ -13,7 +13,7 @@ import importlib
 import pytest
 
 from posixlab.backends import BACKENDS
-from posixlab.cli import gate_command, merge_command
+from posixlab.commands import gate_command, merge_command
 from posixlab.errors import ConfigError
 from posixlab.models.loading import ModelSpec
 from posixlab.rephrase import RephraserConfig

@@ -17,7 +17,7 @@ from tiny_model import tiny_lm  # noqa: F401  (the session fixture)
 
 from posixlab.backends import BACKENDS
 from posixlab.classification_prompts import TASKS as TASK_SENTENCES
-from posixlab.cli import merge_command, report_command
+from posixlab.commands import merge_command, report_command
 from posixlab.data import DatasetSpec
 from posixlab.errors import ConfigError
 from posixlab.models import ModelSpec
@@ -408,7 +408,7 @@ def test_a_grid_tables_the_judge_s_shares_where_its_runs_were_judged(posix_run, 
     without a judge has no such table."""
     from chat_server import ChatServer, completion
 
-    from posixlab.cli import judge_command
+    from posixlab.commands import judge_command
 
     sweep = tmp_path / "sweep"
     summary = json.loads((posix_run / "summary.json").read_text(encoding="utf-8"))

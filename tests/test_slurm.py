@@ -181,7 +181,7 @@ def test_the_grid_runs_as_slurm_jobs_and_equals_the_local_grid(slurm_cluster, lo
 
 
 def test_a_large_cell_as_a_job_array_of_shards_cancelled_resumed_and_merged(slurm_cluster, local, tmp_path):
-    from posixlab.cli import merge_command
+    from posixlab.commands import merge_command
 
     sweep, cache = tmp_path / "sweep", tmp_path / "cache"
     args = ["-m", GRID, *SLURM, "variant=template", f"num_sets={LARGE}", "shard=1/3,2/3,3/3",

@@ -197,7 +197,7 @@ def test_a_judge_logs_its_numbers_and_a_table_of_sets_to_its_own_run(tmp_path, c
     from chat_server import ChatServer, completion
     from test_judge import record
 
-    from posixlab.cli import judge_command
+    from posixlab.commands import judge_command
 
     def answer(body, n):
         second = body["messages"][-1]["content"].split("Response B:\n", 1)[1].split("\n", 1)[0]

@@ -317,7 +317,7 @@ def test_a_judge_behind_a_server_whose_template_refuses_a_system_turn(lm, small_
 
     from conftest import lm_spec
 
-    from posixlab.cli import judge_command
+    from posixlab.commands import judge_command
     from posixlab.judge import ROWS_FILE, SUMMARY_FILE, judge_run
 
     template = tmp_path / "refuses_system.jinja"
