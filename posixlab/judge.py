@@ -635,6 +635,7 @@ def read_judged(folder: str | Path, run_summary: dict) -> tuple[dict | None, str
     (0.5, None)
     >>> read_judged(folder, {"config_fingerprint": "bb"})[1].split(":")[0]
     'judge.json was written for an earlier run in this folder (another configuration)'
+    >>> import shutil; shutil.rmtree(folder)
     """
     try:
         judged = json.loads((Path(folder) / SUMMARY_FILE).read_text(encoding="utf-8"))

@@ -449,6 +449,45 @@ def test_a_grid_tables_the_judge_s_shares_where_its_runs_were_judged(posix_run, 
     assert page.count("judge.json was written for an earlier run in this folder") == 1
 
 
+def test_a_judged_run_s_page_shows_each_set_s_share_and_each_variant_s_verdict(posix_run, tmp_path):
+    """A run judged (through a scripted chat server): its sets table gains each set's judged share, and each set's
+    prompts the judge's verdict on each variant's response (identical ones never asked) and the set's control."""
+    from chat_server import ChatServer, completion
+
+    from posixlab.commands import judge_command
+
+    run_dir = shutil.copytree(posix_run, tmp_path / "run")
+    sets = records(run_dir, "sets.jsonl")
+    for r in sets:  # the original's response, one the judge agrees with, one it does not, the original's again
+        i = r["set_index"]
+        texts = [(f"original {i}", [100 + i]), ("agree", [1]), ("disagree", [2]), (f"original {i}", [100 + i])]
+        r["responses"] = [{**r["responses"][k], "text": t, "token_ids": ids} for k, (t, ids) in enumerate(texts)]
+    (run_dir / "sets.jsonl").write_text("".join(json.dumps(r) + "\n" for r in sets), encoding="utf-8")
+    assert "judged the same" not in page_of(run_dir)
+
+    def answer(body, n):  # the response shown second decides: "agree" is the same, anything else is not
+        second = body["messages"][-1]["content"].split("Response B:\n", 1)[1].split("\n", 1)[0]
+        return 200, {}, completion("Yes" if second == "agree" else "No")
+
+    with ChatServer(answer) as server:
+        assert judge_command([str(run_dir), "--judge", "judge-model", "--base-url", server.base_url,
+                              "--api-key-env", "POSIXLAB_TEST_NO_KEY", "--json"]) == 0
+    rows = {r["set_id"]: r for r in records(run_dir, "judge.jsonl")}
+    assert {r["judged_share"] for r in rows.values()} == {round(2 / 3, 6)}  # agree and the identical one, of 3
+    page = page_of(run_dir)
+    assert "<th data-sort=\"judged\">judged the same</th>" in page and "judged the same: the share of its" in page
+    for r in sets:
+        row = re.search(rf'<tr[^>]*data-index="{r["set_index"]}"[^>]*>(.*?)</tr>', page, re.S).group(1)
+        assert f">{h.fmt(rows[r['set_id']]['judged_share'])}</td>" in row
+        detail = page.split(f'id="unit-{r["set_index"]}"', 1)[1].split("</section>", 1)[0]
+        verdicts = re.findall(r'<td class="small">(the original|the same|different|identical \(not asked\)|'
+                              r'not judged)</td>', detail)
+        assert verdicts == ["the original", "the same", "different", "identical (not asked)"]
+        control = rows[r["set_id"]]["control"]  # the next set's original response: the last set has none
+        assert ("The judge's control: another question's response, shown as a response to this prompt: different"
+                in detail) == (control is not None)
+
+
 def test_two_runs_are_compared_and_the_gate_is_shown(posix_run, cls_run, tmp_path):
     page = build_report([posix_run, cls_run], tmp_path / "both.html").read_text(encoding="utf-8")
     assert '<section id="compare">' in page and "POSIX = " in h1(page) and "sensitivity S = " in h1(page)

@@ -2,7 +2,9 @@
 its interval, model, data set, variant, shots, N), the four factors, the accuracy block, who wrote the paraphrases
 (a paraphrase or mixture run), where ψ comes from (the summary's most sensitive sets), and a table of every set whose
 row opens the set: its N prompts with each variant's edit against the original highlighted, the responses and
-answers, the N×N log-probability matrix as a heat map, and the prompt pairs that contribute most to ψ."""
+answers, the N×N log-probability matrix as a heat map, and the prompt pairs that contribute most to ψ. Where a judge
+read the run (``judge.json`` and ``judge.jsonl`` beside its records, for this run), its section, each set's judged
+share in the table, and each variant's verdict (and the set's control) beside its response."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from posixlab.errors import PosixlabError
 from posixlab.metrics.selection import best_set_words
 from posixlab.metrics.where import normalised_log_ratios
 from posixlab.rephrase.source import provenance_rows
@@ -26,9 +29,13 @@ FIGURES = (("psi_histogram.png", "ψ per set"),)  # the page shows the rest itse
 def sections(folder: Path, summary: dict, records: list[dict], prefix: str = "", whole=None) -> str:
     """Every section of a POSIX run's page. ``whole``: reads the records of the sets whose details the page opens
     (by set index) when ``records`` are kept without texts (``results.without_texts``)."""
+    from posixlab.judge import read_judged
+
+    judged, stale = read_judged(folder, summary)  # a judge of this run (judge.json), or why an earlier one is not
+    verdicts = _verdicts(folder, judged)
     return "".join([
-        _headline(summary), _factors(summary), _judged(folder, summary), _accuracy(summary), _paraphrases(summary),
-        _where(summary, prefix), _sets(records, prefix, whole), _figures(folder)])
+        _headline(summary), _factors(summary), _judged(judged, stale), _accuracy(summary), _paraphrases(summary),
+        _where(summary, prefix), _sets(records, prefix, whole, verdicts), _figures(folder)])
 
 
 def values(records: list[dict]) -> list[float]:
@@ -88,11 +95,11 @@ ESTIMATED_ROWS = (("estimated.mean", "estimated over every set (PromptEval): mea
                   ("estimated.scored", "share of cells asked"))
 
 
-def _judged(folder: Path, run_summary: dict) -> str:
-    """What ``posixlab judge`` found, where the run's folder holds its summary (judge.json) for this run."""
-    from posixlab.judge import judge_rows, judge_words, read_judged
+def _judged(summary: dict | None, stale: str | None) -> str:
+    """What ``posixlab judge`` found, where the run's folder holds its summary (judge.json) for this run
+    (``judge.read_judged``: ``summary``, or why the one there is not shown, ``stale``)."""
+    from posixlab.judge import judge_rows, judge_words
 
-    summary, stale = read_judged(folder, run_summary)
     if stale:
         return h.banner(h.esc(stale), kind="warn")
     try:
@@ -104,6 +111,19 @@ def _judged(folder: Path, run_summary: dict) -> str:
                                                        for a, b in rows], sortable=False)
         + f'<p id="judged" class="small">{h.esc(words)} (posixlab judge; its verdicts: judge.jsonl)</p>'
         + "".join(h.banner(h.esc(f"the judge's controls: {w}"), kind="warn") for w in summary.get("warnings") or []))
+
+
+def _verdicts(folder: Path, summary: dict | None) -> dict[str, dict] | None:
+    """The judge's rows (``judge.jsonl``) by set id, for the sets table and each set's prompts; None without a
+    judge of this run, or with verdicts that cannot be read (the judge's section says what it can)."""
+    from posixlab.judge import judged_rows
+
+    if not summary:
+        return None
+    try:
+        return {row["set_id"]: row for row in judged_rows(folder, summary)}
+    except (PosixlabError, KeyError, TypeError):
+        return None
 
 
 def _accuracy(summary: dict) -> str:
@@ -191,56 +211,94 @@ def set_accuracy(record: dict) -> tuple[float | None, float | None]:
     return (sum(map(bool, correct)) / len(correct) if correct else None), top / len(preds)
 
 
-def _sets(records: list[dict], prefix: str, whole=None) -> str:
+def _sets(records: list[dict], prefix: str, whole=None, verdicts: dict[str, dict] | None = None) -> str:
+    """The sets table, each row opening its set; ``verdicts``: a judge's rows by set id (``_verdicts``), which add
+    each set's judged share to its row and each variant's verdict to its prompts."""
     if not records:
         return h.section("Sets", "<p>No set record in this folder.</p>")
+    judged = verdicts or {}
 
     def row_of(r: dict, index: int) -> list:
         accuracy, consistency = set_accuracy(r)
         unique = (r.get("factors") or {}).get("unique_responses")
+        share = [(judged.get(r.get("set_id")) or {}).get("judged_share")] if verdicts is not None else []
         return [index, h.cell(None, h.esc(r.get("set_id"))), h.cell(None, h.esc(r.get("subject") or "")),
-                r.get("psi"), accuracy, consistency, unique, len(r.get("prompts") or [])]
+                r.get("psi"), accuracy, consistency, *share, unique, len(r.get("prompts") or [])]
 
     rows, row_attrs, details, counts = h.unit_rows(
         records, [r.get("psi") for r in records], "set_index", prefix, row_of,
-        lambda r, index: (f"set {index}: {r.get('set_id')}", _set_detail(r)), whole)
+        lambda r, index: (f"set {index}: {r.get('set_id')}", _set_detail(r, judged.get(r.get("set_id")))), whole)
     table = h.table([("set", "set"), ("set_id", "set id"), ("subject", "subject"), ("psi", "ψ"),
-                     ("accuracy", "accuracy"), ("consistency", "consistency"), ("unique", "unique responses"),
+                     ("accuracy", "accuracy"), ("consistency", "consistency"),
+                     *[("judged", "judged the same")] * (verdicts is not None), ("unique", "unique responses"),
                      ("n", "N")], rows, id=f"{prefix}units", row_attrs=row_attrs)
     note = ('<p class="small">Click a column to sort, a row to open its set. Accuracy: the share of the set\'s '
             "prompts answered right; consistency: the share whose answer is the set's most common one (options "
-            "reading when the run scored the options, else the greedy answer).</p>")
+            "reading when the run scored the options, else the greedy answer)"
+            + ("; judged the same: the share of its variants the judge called the same as the original's response "
+               "(identical ones included), each variant's verdict beside its response" if verdicts is not None
+               else "") + ".</p>")
     note += h.details_note(counts, "set", "ψ", "sets.jsonl")
     return h.section(f"Sets ({len(records)})", note + table + "".join(details))
 
 
-def _set_detail(record: dict) -> str:
+def _set_detail(record: dict, judged: dict | None = None) -> str:
     answer = ("reference output (not graded)", record["reference_output"]) if record.get("reference_output") \
         else ("gold answer", record.get("answer"))
     about = h.key_values([("ψ", record.get("psi")), answer, ("variant type", record.get("variant_type")),
                           ("item", record.get("item_id"))])
-    return about + _prompts(record) + _matrix(record) + _pairs(record)
+    return about + _prompts(record, judged) + _matrix(record) + _pairs(record)
 
 
-def _prompts(record: dict) -> str:
+def _prompts(record: dict, judged: dict | None = None) -> str:
+    """The set's prompts, responses and answers; ``judged``: the judge's row for the set, whose verdicts add a
+    column (and its control a line under the table)."""
     prompts = record.get("prompts") or []
     responses = record.get("responses") or []
     answers = record.get("answers") or []
     reading = _reading(record)
     original = prompts[0]["text"] if prompts else ""
+    by_prompt = {v.get("prompt"): v for v in (judged or {}).get("verdicts") or []}
     rows = []
     for k, p in enumerate(prompts):
         text = h.esc(p.get("text")) if k == 0 else h.highlight_edit(original, p.get("text") or "", CONTEXT)
         response = responses[k].get("text") if k < len(responses) else None
         answer = (answers[k].get(reading) or {}) if k < len(answers) else {}
         mark = "" if answer.get("correct") is None else ("✓" if answer["correct"] else "✗")
+        verdict = f'<td class="small">{h.esc(verdict_words(by_prompt.get(k), k))}</td>' if judged else ""
         rows.append(f'<tr><td>{k}</td><td class="small">{h.esc(p.get("kind"))}</td>'
                     f'<td class="prompt">{text}</td><td class="response">{h.esc(response)}</td>'
-                    f'<td>{h.esc(answer.get("pred"))} {mark}</td></tr>')
+                    f'<td>{h.esc(answer.get("pred"))} {mark}</td>{verdict}</tr>')
+    control = (judged or {}).get("control")
     return ('<h4>Prompts (each variant\'s edit against the original: <mark>added</mark>, <del>removed</del>), '
             'responses and answers</h4><table class="prompts"><thead><tr><th>#</th><th>kind</th><th>prompt</th>'
-            f'<th>response</th><th>answer ({reading.replace("by_", "")})</th></tr></thead><tbody>'
-            + "".join(rows) + "</tbody></table>")
+            f'<th>response</th><th>answer ({reading.replace("by_", "")})</th>'
+            + ("<th>judge: the same as response 0?</th>" if judged else "") + "</tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table>"
+            + (f'<p class="small">The judge\'s control: another question\'s response, shown as a response to this '
+               f"prompt: {h.esc(verdict_words(control, None))} (a judge worth reading says different).</p>"
+               if control else ""))
+
+
+def verdict_words(verdict: dict | None, prompt: int | None) -> str:
+    """A variant's verdict as the page shows it: identical (never asked), the same or different with the judge's
+    P(yes) where it gave one, or its reply where it was neither yes nor no.
+
+    >>> verdict_words({"identical": True, "equivalent": True}, 2), verdict_words(None, 0), verdict_words(None, 3)
+    ('identical (not asked)', 'the original', 'not judged')
+    >>> verdict_words({"identical": False, "equivalent": False, "p_same": 0.125, "replies": ["No"]}, 1)
+    'different (P(yes) 0.125)'
+    >>> verdict_words({"identical": False, "equivalent": None, "p_same": None, "replies": ["Maybe"]}, 1)
+    "unparsed: 'Maybe'"
+    """
+    if verdict is None:
+        return "the original" if prompt == 0 else "not judged"
+    if verdict.get("identical"):
+        return "identical (not asked)"
+    if verdict.get("equivalent") is None:
+        return f"unparsed: {' / '.join(map(repr, verdict.get('replies') or []))}"
+    score = f" (P(yes) {verdict['p_same']:.3g})" if verdict.get("p_same") is not None else ""
+    return ("the same" if verdict["equivalent"] else "different") + score
 
 
 def _matrix(record: dict) -> str:
