@@ -23,8 +23,10 @@ has S = 0 and C = 1, which would pass every sensitivity and consistency threshol
 turns it off (a data set that is itself nearly one class), a value sets it; it is never checked on its own.
 ``max_judge_control_same`` (default 0.5; the judge's ``control_judged_same``) guards ``min_judged_share`` alone: the
 share of decoys (another question's response) the judge called the same; a judge that says yes to everything would
-pass any ``min_judged_share``. ``min_judged_share`` reads the judge's summary beside the run's
-(``Task.with_files_beside``): a run that ends with a judge (``judge=``), or one ``posixlab judge`` read.
+pass any ``min_judged_share``. A judge with no control verdict read (every reply to a decoy neither yes nor no, or a
+run of one set, which has no decoy) fails it: nothing vouches for its shares. ``min_judged_share`` reads the judge's
+summary beside the run's (``Task.with_files_beside``): a run that ends with a judge (``judge=``), or one
+``posixlab judge`` read.
 
 ``max_`` thresholds pass when the value is at most the threshold, ``min_`` ones when it is at least the threshold.
 The accuracy reading (``accuracy_reading``): ``options`` (the best-scoring option, lm-evaluation-harness's multiple
@@ -335,9 +337,14 @@ def check_gate(summary: dict, gate: GateConfig) -> list[GateRow]:
         if guarded is not None and guarded not in thresholds:
             continue  # a guard of one threshold only (the judge's controls, of min_judged_share), not set
         threshold, value = _value(gate, name), _read(summary, key)
-        if threshold is not None and value is not None:
-            rows.append(GateRow(name, threshold, float(value), value <= threshold if name.startswith("max_")
-                                else value >= threshold, key))
+        if threshold is None:
+            continue
+        if value is None:  # a guard of every threshold: a run from before its key; of one: nothing to vouch with
+            if guarded is not None:
+                rows.append(GateRow(name, threshold, "none read", False, key))
+            continue
+        rows.append(GateRow(name, threshold, float(value), value <= threshold if name.startswith("max_")
+                            else value >= threshold, key))
     return rows
 
 
@@ -363,7 +370,7 @@ def gate_table(rows: list[GateRow]) -> str:
             threshold, value = "the run finished", str(row.value)
         else:
             threshold = f"{'≤' if row.metric.startswith('max_') else '≥'} {row.threshold:g}"
-            value = _number(row.value)
+            value = row.value if isinstance(row.value, str) else _number(row.value)
             if value == _number(row.threshold) and row.value != row.threshold:
                 value = repr(row.value)  # rounding would hide why it failed (or passed)
         lines.append(f"| {row.metric} | {row.key} | {threshold} | {value} | {'pass' if row.passed else 'FAIL'} |")

@@ -237,7 +237,8 @@ def judge_summary(rows: list[dict]) -> dict:
     controls = [c["equivalent"] for r in rows for c in controls_of(r) if c["equivalent"] is not None]
     checked = [v for v in differing if v.get("parser_same") is not None]
     away = [None if r["judged_share"] is None else _judged_away(r) for r in rows]
-    return {"sets": len(rows), "variants": len(verdicts), "asked": sum(r["asked"] for r in rows),
+    return {"sets": len(rows), "variants": len(verdicts), "differing": sum(not v["identical"] for v in verdicts),
+            "asked": sum(r["asked"] for r in rows),
             "unparsed": sum(r["unparsed"] for r in rows), "psi": mean(r.get("psi") for r in rows),
             "identical_share": mean(r["identical_share"] for r in rows),
             "judged_share": mean(r["judged_share"] for r in rows), "judged_away": mean(away),
@@ -306,13 +307,20 @@ def judge_scores(rows: list[dict], alpha: float = ALPHA) -> dict | None:
 
 
 def judge_warnings(summary: dict, least: int = 3) -> list[str]:
-    """What the judge's controls say against reading its shares: a decoy judged the same more often than not, or a
-    side of the parser check judged wrongly more often than not (each with at least ``least`` pairs).
+    """What the judge's controls say against reading its shares: a decoy judged the same more often than not, a side
+    of the parser check judged wrongly more often than not (each with at least ``least`` pairs), or replies neither
+    yes nor no to most of the differing responses (the shares are over the verdicts read).
 
     >>> judge_warnings({"controls": 3, "control_judged_same": 1.0, "parser_checked": 0})
     ["the judge calls another question's response the same in 3 of 3 controls: it says yes regardless"]
+    >>> judge_warnings({"controls": 0, "differing": 49, "unparsed": 45})
+    ['the judge replied neither yes nor no about 45 of the 49 differing responses: its shares rest on the 4 it answered']
     """
     said = []
+    differing, unparsed = summary.get("differing") or 0, summary.get("unparsed") or 0
+    if differing >= least and unparsed > differing / 2:
+        said.append(f"the judge replied neither yes nor no about {unparsed} of the {differing} differing responses: "
+                    f"its shares rest on the {differing - unparsed} it answered")
     if summary["controls"] >= least and summary["control_judged_same"] > 0.5:
         said.append(f"the judge calls another question's response the same in "
                     f"{round(summary['control_judged_same'] * summary['controls'])} of {summary['controls']} "

@@ -57,10 +57,11 @@ def posix_summary(options=True) -> dict:
     return {"task": "posix", "psi": summarize([0.12, 0.30, 0.21]), "accuracy": accuracy_summary(records)}
 
 
-def judged_folder(folder: Path, says: str = "Yes", fingerprint: str | None = "f0") -> Path:
+def judged_folder(folder: Path, says: str = "Yes", fingerprint: str | None = "f0",
+                  decoy_says: str | None = None) -> Path:
     """A POSIX run's folder with the judge's summary beside its own, written by the functions ``judge_run`` writes
     it with: two sets of three responses (one identical to the original's, one not) and a decoy each; the judge
-    answers ``says`` to every pair (its control included)."""
+    answers ``says`` to every pair (its control included, unless ``decoy_says``)."""
     from posixlab.judge import SUMMARY_FILE, judge_set, judge_summary
 
     def record(index):
@@ -68,7 +69,10 @@ def judged_folder(folder: Path, says: str = "Yes", fingerprint: str | None = "f0
                 "prompts": [{"text": f"Q{index}, form {k}"} for k in range(3)],
                 "responses": [{"text": "A"}, {"text": "A"}, {"text": "the answer is A"}]}
 
-    rows = [judge_set(record(i), lambda chats: [says] * len(chats), decoy="B") for i in range(2)]
+    def ask(chats):  # the decoy "B" is the only response B that begins with B
+        return [decoy_says if decoy_says and "Response B:\nB" in chat[-1]["content"] else says for chat in chats]
+
+    rows = [judge_set(record(i), ask, decoy="B") for i in range(2)]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / SUMMARY_FILE).write_text(json.dumps({**judge_summary(rows), "run_fingerprint": fingerprint}))
     (folder / "summary.json").write_text(json.dumps({**posix_summary(), "config_fingerprint": "f0"}))
@@ -78,8 +82,9 @@ def judged_folder(folder: Path, says: str = "Yes", fingerprint: str | None = "f0
 def test_min_judged_share_reads_the_judge_beside_the_run_and_its_controls_guard_it(tmp_path, capsys):
     """``gate.min_judged_share`` reads judge.json's judged share (``posixlab gate`` on a saved run; a run's own gate
     reads it the same way), and only then the judge's controls: a judge that calls another question's response the
-    same (yes to everything) fails ``max_judge_control_same`` (0.5 by default) whatever its judged share. A run no
-    judge read, or only an earlier run in its folder, is an error naming what to do."""
+    same (yes to everything) fails ``max_judge_control_same`` (0.5 by default) whatever its judged share, and so does
+    one whose controls were never read (no reply yes or no). A run no judge read, or only an earlier run in its
+    folder, is an error naming what to do."""
     from posixlab.tasks.posix import PosixTask
 
     yes, no = judged_folder(tmp_path / "yes"), judged_folder(tmp_path / "no", says="No")
@@ -96,6 +101,12 @@ def test_min_judged_share_reads_the_judge_beside_the_run_and_its_controls_guard_
     assert "| max_judge_control_same | judged.control_judged_same | ≤ 0.5 | 0.0000 | pass |" in out
     assert gate_command([str(no), "gate.min_judged_share=0.6"]) == 1 and "| FAIL |" in capsys.readouterr().out
     assert gate_command([str(yes), "gate.min_judged_share=0.6"]) == 1  # the guard
+    capsys.readouterr()
+    unread = judged_folder(tmp_path / "unread", decoy_says="It depends")  # no control read: nothing vouches
+    assert gate_command([str(unread), "gate.min_judged_share=0.6"]) == 1
+    out = capsys.readouterr().out
+    assert "| min_judged_share | judged.judged_share | ≥ 0.6 | 1.0000 | pass |" in out
+    assert "| max_judge_control_same | judged.control_judged_same | ≤ 0.5 | none read | FAIL |" in out
     unjudged = tmp_path / "unjudged"
     unjudged.mkdir()
     (unjudged / "summary.json").write_text(json.dumps(posix_summary()))
