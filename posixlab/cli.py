@@ -371,7 +371,7 @@ def run_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str | None,
     if judged is not None:
         print(judge_line(judged))
         for warning in judged.get("warnings") or []:
-            print(f"posixlab: warning: the judge's controls: {warning} (judge.json)", file=sys.stderr)
+            print(f"posixlab: warning: {warning} (judge.json)", file=sys.stderr)
     print(f"results: {output_dir}")
     return summary, judge_error
 

@@ -110,7 +110,7 @@ def _judged(summary: dict | None, stale: str | None) -> str:
         [("measure", "measure"), ("value", "value")], [[h.cell(None, h.esc(a)), h.cell(None, h.esc(b))]
                                                        for a, b in rows], sortable=False)
         + f'<p id="judged" class="small">{h.esc(words)} (posixlab judge; its verdicts: judge.jsonl)</p>'
-        + "".join(h.banner(h.esc(f"the judge's controls: {w}"), kind="warn") for w in summary.get("warnings") or []))
+        + "".join(h.banner(h.esc(f"the judge: {w}"), kind="warn") for w in summary.get("warnings") or []))
 
 
 def _verdicts(folder: Path, summary: dict | None) -> dict[str, dict] | None:
