@@ -291,8 +291,9 @@ def unpaired_lines(result: dict, cell: str = "") -> list[str]:
     """What a comparison left out, as a table's closing lines: metrics named but not held by both runs, and why
     judged shares were not paired."""
     missing = result.get("not_compared") or []
-    return [f"{cell}{note}." for note in result.get("notes") or []] + \
+    lines = [f"{cell}{note}." for note in result.get("notes") or []] + \
         [f"{cell}Named but not compared (a run lacks it): {', '.join(missing)}."] * bool(missing)
+    return [""] * bool(lines and not cell) + lines
 
 
 def number_words(value) -> str:
