@@ -121,7 +121,7 @@ def _verdicts(folder: Path, summary: dict | None) -> dict[str, dict] | None:
     if not summary:
         return None
     try:
-        return {row["set_id"]: row for row in judged_rows(folder, summary)}
+        return {row["set_id"]: row for row in judged_rows(folder, summary)} or None  # judge.jsonl gone: no column
     except (PosixlabError, KeyError, TypeError):
         return None
 
