@@ -45,8 +45,8 @@ from typing import Callable
 
 import numpy as np
 
-from posixlab.errors import ConfigError, PosixlabError
-from posixlab.judge import judged_rows, read_judged
+from posixlab.errors import ConfigError
+from posixlab.judge import read_judged, verdicts_by_set
 from posixlab.metrics.classification import NA
 from posixlab.metrics.stats import bootstrap_ci, paired_wilcoxon
 from posixlab.results import SAMPLES_FILE, SETS_FILE, SUMMARY_FILE, iter_records
@@ -126,14 +126,12 @@ def judged_values(folder: str | Path, summary: dict, values: list[dict]) -> list
     where the folder holds a judge of this POSIX run (``judge.json``: ``posixlab.judge.read_judged``, which leaves out one
     written for an earlier run in the folder); unchanged where it holds none, or verdicts that cannot be read."""
     judged = read_judged(folder, summary)[0]
-    key = ((judged or {}).get("judge") or {}).get("key")
-    if key is None:
+    rows = verdicts_by_set(folder, judged)
+    if not rows:  # no judge of this run, or its verdicts gone: nothing to pair
         return values
-    try:
-        shares = {row["set_id"]: row.get("judged_share") for row in judged_rows(folder, judged)}
-    except (PosixlabError, KeyError, TypeError):  # judge.jsonl gone, or another judge's: nothing to pair
-        return values
-    return [{**v, "judged_share": shares.get(v["id"]), "judge": key} if v["id"] in shares else v for v in values]
+    key = judged["judge"]["key"]
+    return [{**v, "judged_share": rows[v["id"]].get("judged_share"), "judge": key} if v["id"] in rows else v
+            for v in values]
 
 
 def judged_alike(base: list[dict], new: list[dict]) -> tuple[list[dict], list[dict], list[str]]:

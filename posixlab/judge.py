@@ -560,6 +560,18 @@ def judged_rows(out: str | Path, summary: dict) -> list[dict]:
     return sorted(rows, key=lambda r: r["set_index"])[:summary["sets"]]
 
 
+def verdicts_by_set(folder: str | Path, judged: dict | None) -> dict[str, dict]:
+    """The rows of ``judge.jsonl`` in ``folder`` by set id, of the judge whose summary is ``judged`` (``read_judged``'s:
+    None without a judge of this run); empty where there is none, or its verdicts cannot be read (the file gone, or
+    another judge's)."""
+    if not ((judged or {}).get("judge") or {}).get("key"):
+        return {}
+    try:
+        return {row["set_id"]: row for row in judged_rows(folder, judged)}
+    except (ConfigError, KeyError, TypeError):
+        return {}
+
+
 def _check_options(folder: Path, instruction: str, alpha: float, decoys: int) -> None:
     """What ``judge_run`` is given, checked before anything is read or opened."""
     if not (folder / SETS_FILE).is_file():

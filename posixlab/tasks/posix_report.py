@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 
-from posixlab.errors import PosixlabError
 from posixlab.metrics.selection import best_set_words
 from posixlab.metrics.where import normalised_log_ratios
 from posixlab.rephrase.source import provenance_rows
@@ -29,10 +28,10 @@ FIGURES = (("psi_histogram.png", "ψ per set"),)  # the page shows the rest itse
 def sections(folder: Path, summary: dict, records: list[dict], prefix: str = "", whole=None) -> str:
     """Every section of a POSIX run's page. ``whole``: reads the records of the sets whose details the page opens
     (by set index) when ``records`` are kept without texts (``results.without_texts``)."""
-    from posixlab.judge import read_judged
+    from posixlab.judge import read_judged, verdicts_by_set
 
     judged, stale = read_judged(folder, summary)  # a judge of this run (judge.json), or why an earlier one is not
-    verdicts = _verdicts(folder, judged)
+    verdicts = verdicts_by_set(folder, judged) or None  # its rows by set (none: no judged column)
     return "".join([
         _headline(summary), _factors(summary), _judged(judged, stale), _accuracy(summary), _paraphrases(summary),
         _where(summary, prefix), _sets(records, prefix, whole, verdicts), _figures(folder)])
@@ -111,19 +110,6 @@ def _judged(summary: dict | None, stale: str | None) -> str:
                                                        for a, b in rows], sortable=False)
         + f'<p id="judged" class="small">{h.esc(words)} (posixlab judge; its verdicts: judge.jsonl)</p>'
         + "".join(h.banner(h.esc(f"the judge: {w}"), kind="warn") for w in summary.get("warnings") or []))
-
-
-def _verdicts(folder: Path, summary: dict | None) -> dict[str, dict] | None:
-    """The judge's rows (``judge.jsonl``) by set id, for the sets table and each set's prompts; None without a
-    judge of this run, or with verdicts that cannot be read (the judge's section says what it can)."""
-    from posixlab.judge import judged_rows
-
-    if not summary:
-        return None
-    try:
-        return {row["set_id"]: row for row in judged_rows(folder, summary)} or None  # judge.jsonl gone: no column
-    except (PosixlabError, KeyError, TypeError):
-        return None
 
 
 def _accuracy(summary: dict) -> str:
@@ -212,7 +198,7 @@ def set_accuracy(record: dict) -> tuple[float | None, float | None]:
 
 
 def _sets(records: list[dict], prefix: str, whole=None, verdicts: dict[str, dict] | None = None) -> str:
-    """The sets table, each row opening its set; ``verdicts``: a judge's rows by set id (``_verdicts``), which add
+    """The sets table, each row opening its set; ``verdicts``: a judge's rows by set id (``verdicts_by_set``), which add
     each set's judged share to its row and each variant's verdict to its prompts."""
     if not records:
         return h.section("Sets", "<p>No set record in this folder.</p>")
