@@ -241,11 +241,26 @@ def judge_summary(rows: list[dict]) -> dict:
             "asked": sum(r["asked"] for r in rows),
             "unparsed": sum(r["unparsed"] for r in rows), "psi": mean(r.get("psi") for r in rows),
             "identical_share": mean(r["identical_share"] for r in rows),
-            "judged_share": mean(r["judged_share"] for r in rows), "judged_away": mean(away),
+            "judged_share": mean(r["judged_share"] for r in rows),
+            "judged_share_ci95": share_interval([r["judged_share"] for r in rows]), "judged_away": mean(away),
             "differing_judged_same": round(sum(v["equivalent"] for v in differing) / len(differing), 6)
             if differing else None, "spearman": _spearman(rows), "controls": len(controls),
             "control_judged_same": round(sum(controls) / len(controls), 6) if controls else None,
             **_parser_check(checked)}
+
+
+def share_interval(shares: list[float | None]) -> list[float] | None:
+    """The 95 % interval of the judged share (its mean over the sets that have one): the expanded percentile
+    bootstrap over the sets, seeded (``metrics.stats.bootstrap_ci``, as ``posixlab compare`` reads a change: judged
+    runs are often a few sets, where the plain interval is too narrow); None below two sets.
+
+    >>> share_interval([1.0, 1.0, 1.0]), share_interval([0.5, None])
+    ([1.0, 1.0], None)
+    """
+    from posixlab.metrics.stats import bootstrap_ci
+
+    values = [v for v in shares if v is not None]
+    return [round(v, 6) for v in bootstrap_ci(values, expanded=True)] if len(values) > 1 else None
 
 
 def conformal_threshold(decoys: list[float], alpha: float = ALPHA) -> float | None:
@@ -741,6 +756,7 @@ def _rows_on_file(path: Path, key: str) -> dict[str, dict]:
 # (key of the summary, what the table calls it): ``posixlab judge``'s table and the report page's section
 JUDGE_ROWS = (("psi", "mean ψ"), ("identical_share", "identical to the original's response"),
               ("judged_share", "judged the same (judged consistency)"),
+              ("judged_share_ci95", "… its 95% interval over the sets (expanded bootstrap)"),
               ("judged_away", "differing but judged the same (judged away)"),
               ("differing_judged_same", "of the differing responses, judged the same"),
               ("control_judged_same", "control: another question's response judged the same (a good judge: 0)"),
@@ -762,7 +778,9 @@ def judge_rows(summary: dict) -> list[tuple[str, str]]:
     """(label, value as shown) for each number of the summary, Spearman's ρ, then the judge's scores where it gave
     any (a summary written before there were scores has none)."""
     def shown(block, key):
-        return "n/a" if block.get(key) is None else f"{block[key]:.3f}"
+        value = block.get(key)
+        return "n/a" if value is None else f"{value[0]:.3f} to {value[1]:.3f}" if isinstance(value, list) \
+            else f"{value:.3f}"
 
     rho, scores = summary["spearman"], summary.get("scores")
     rows = [(label, shown(summary, key)) for key, label in JUDGE_ROWS]
@@ -792,15 +810,18 @@ def judge_words(summary: dict) -> str:
 def judge_line(summary: dict) -> str:
     """The judge's line under a run's result lines (``judge=``): its shares, then who judged what.
 
-    >>> judge_line({"judged_share": 0.75, "identical_share": 0.5, "judged_away": 0.25, "sets": 2, "sets_in_run": 2,
-    ...             "variants": 8, "asked": 4, "unparsed": 0, "judge": {"model": "j", "both_orders": False}})
-    'judged the same 0.750 (identical 0.500, judged away 0.250) · judge j: 2 of 2 sets, 8 variant responses, 4 asked, \
-0 unparsed'
+    >>> judge_line({"judged_share": 0.75, "judged_share_ci95": [0.5, 1.0], "identical_share": 0.5,
+    ...             "judged_away": 0.25, "sets": 2, "sets_in_run": 2, "variants": 8, "asked": 4, "unparsed": 0,
+    ...             "judge": {"model": "j", "both_orders": False}})
+    'judged the same 0.750 (95% CI 0.500 to 1.000; identical 0.500, judged away 0.250) · judge j: 2 of 2 sets, 8 \
+variant responses, 4 asked, 0 unparsed'
     """
     def share(key: str) -> str:  # None: no set had a verdict to read (every reply unparsed)
         return "—" if summary.get(key) is None else f"{summary[key]:.3f}"
 
-    return (f"judged the same {share('judged_share')} (identical {share('identical_share')}, judged away "
+    interval = summary.get("judged_share_ci95")  # None: one set; a summary from before the interval
+    within = f"95% CI {interval[0]:.3f} to {interval[1]:.3f}; " if interval else ""
+    return (f"judged the same {share('judged_share')} ({within}identical {share('identical_share')}, judged away "
             f"{share('judged_away')}) · {judge_words(summary)}")
 
 

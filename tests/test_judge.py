@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import time
 
+import numpy as np
 import pytest
 
 from posixlab.commands import judge_command
 from posixlab.errors import ConfigError
 from posixlab.judge import ROWS_FILE, SUMMARY_FILE, conformal_threshold, judge_rows, judge_run, judge_scores, \
-    judge_set, judge_summary, judge_warnings, judge_words, parse_verdict
+    judge_set, judge_summary, judge_warnings, judge_words, parse_verdict, share_interval
 
 
 def record(responses, psi=1.0, index=0, ids=None):
@@ -276,6 +277,21 @@ def test_summary_by_hand_and_spearman_against_scipy():
     assert summary["spearman"] == {"rho": round(expected.statistic, 6), "p_value": round(expected.pvalue, 6),
                                    "sets": 4}
     assert summary["spearman"]["rho"] == pytest.approx(0.948683, abs=1e-6)  # ranks 1.5,1.5,3,4 against 1,2,3,4
+    assert summary["differing"] == 5
+    # the judged share's interval: the expanded bootstrap over the 4 sets' shares (1, 1, 1/2, 0), against the exact
+    # bootstrap distribution (all 4⁴ resamples, equally likely) read at the expanded interval's tails
+    import itertools
+
+    from scipy.stats import norm, t
+
+    assert summary["judged_share_ci95"] == share_interval([1.0, 1.0, 0.5, 0.0])
+    for shares in ([1.0, 1.0, 0.5, 0.0], [1.0, 1.0, 0.5, 0.0, 0.75, 0.25, 1.0]):
+        n = len(shares)
+        tail = norm.cdf(-np.sqrt(n / (n - 1)) * t.ppf(0.975, n - 1))
+        exact = [np.mean(draw) for draw in itertools.product(shares, repeat=n)]
+        lo, hi = share_interval(shares)
+        assert lo <= np.mean(shares) <= hi
+        assert (lo, hi) == pytest.approx((np.quantile(exact, tail), np.quantile(exact, 1 - tail)), abs=0.02)
 
 
 def test_the_judge_checked_against_the_runs_answer_parser():
