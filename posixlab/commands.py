@@ -303,14 +303,28 @@ def track_judge(summary: dict, out: Path, run_name: str, settings: dict) -> None
 def judge_folder(judge, folder, out=None, cache_dir=None, progress: bool | str = True, flags: bool = False,
                  opener=None) -> dict:
     """``posixlab.judge.judge_run`` of the POSIX run in ``folder`` by the judge a ``JudgeConfig`` names (``posixlab
-    judge`` and a run's ``judge=``); its summary. ``opener``: the judge's model, opened once for a sweep's cells."""
+    judge`` and a run's ``judge=``), then its figure (``posixlab.analysis.judged``); its summary. ``opener``: the
+    judge's model, opened once for a sweep's cells."""
     from posixlab.judge import judge_run
 
     instruction = judge.instruction_text(flags)
     spec = judge_spec(judge.model, judge.base_url, judge.api_key_env, judge.max_concurrency)
-    return judge_run(folder, spec, sets=judge.sets, out=out, instruction=instruction, both_orders=judge.both_orders,
-                     alpha=judge.alpha, decoys=judge.decoys, cache_dir=cache_dir, progress=progress, flags=flags,
-                     opener=opener)
+    summary = judge_run(folder, spec, sets=judge.sets, out=out, instruction=instruction,
+                        both_orders=judge.both_orders, alpha=judge.alpha, decoys=judge.decoys, cache_dir=cache_dir,
+                        progress=progress, flags=flags, opener=opener)
+    draw_judged_figure(Path(out or folder), summary)
+    return summary
+
+
+def draw_judged_figure(folder: Path, summary: dict) -> None:
+    """``figures/psi_vs_judged.png`` in a judged folder; a figure that cannot be drawn is a warning, never the
+    judge's failure: its verdicts are already saved."""
+    from posixlab.analysis.judged import draw_judged
+
+    try:
+        draw_judged(folder, summary)
+    except Exception as exc:  # noqa: BLE001 (the verdicts stand without the figure)
+        print(f"posixlab: warning: no figure of ψ against the judge ({type(exc).__name__}: {exc})", file=sys.stderr)
 
 
 def judge_spec(name: str, base_url: str | None, api_key_env: str, max_concurrency: int = 8):

@@ -450,8 +450,9 @@ def test_a_grid_tables_the_judge_s_shares_where_its_runs_were_judged(posix_run, 
 
 
 def test_a_judged_run_s_page_shows_each_set_s_share_and_each_variant_s_verdict(posix_run, tmp_path):
-    """A run judged (through a scripted chat server): its sets table gains each set's judged share, and each set's
-    prompts the judge's verdict on each variant's response (identical ones never asked) and the set's control."""
+    """A run judged (through a scripted chat server): its sets table gains each set's judged share, each set's
+    prompts the judge's verdict on each variant's response (identical ones never asked) and the set's control, and
+    its figures ψ against judged inconsistency, a point a set."""
     from chat_server import ChatServer, completion
 
     from posixlab.commands import judge_command
@@ -474,7 +475,16 @@ def test_a_judged_run_s_page_shows_each_set_s_share_and_each_variant_s_verdict(p
                               "--api-key-env", "POSIXLAB_TEST_NO_KEY", "--json"]) == 0
     rows = {r["set_id"]: r for r in records(run_dir, "judge.jsonl")}
     assert {r["judged_share"] for r in rows.values()} == {round(2 / 3, 6)}  # agree and the identical one, of 3
+    # its figure: a point a set, at (ψ, 1 − judged share), drawn into the run's figures/ beside its own
+    from posixlab.analysis.judged import judged_figure
+
+    assert (run_dir / "figures" / "psi_vs_judged.png").is_file()
+    judged = json.loads((run_dir / "judge.json").read_text(encoding="utf-8"))
+    points = judged_figure(list(rows.values()), judged).axes[0].collections[0].get_offsets()
+    expected = sorted((r["psi"], 1 - r["judged_share"]) for r in rows.values())
+    assert len(points) == 3 and all(tuple(p) == pytest.approx(e) for p, e in zip(sorted(map(tuple, points)), expected))
     page = page_of(run_dir)
+    assert "ψ against judged inconsistency (1 − judged share), a point a set" in page
     assert "<th data-sort=\"judged\">judged the same</th>" in page and "judged the same: the share of its" in page
     for r in sets:
         row = re.search(rf'<tr[^>]*data-index="{r["set_index"]}"[^>]*>(.*?)</tr>', page, re.S).group(1)

@@ -23,6 +23,7 @@ from posixlab.tasks.base import model_name
 TOP_PAIRS = 5  # per set: the pairs whose terms of ψ are largest
 CONTEXT = 40  # characters kept on each side of a variant's edit (the rest of the shared prompt is an ellipsis)
 FIGURES = (("psi_histogram.png", "ψ per set"),)  # the page shows the rest itself (the matrices, the accuracy block)
+JUDGED_FIGURE = ("psi_vs_judged.png", "ψ against judged inconsistency (1 − judged share), a point a set")
 
 
 def sections(folder: Path, summary: dict, records: list[dict], prefix: str = "", whole=None) -> str:
@@ -34,7 +35,8 @@ def sections(folder: Path, summary: dict, records: list[dict], prefix: str = "",
     verdicts = verdicts_by_set(folder, judged) or None  # its rows by set (none: no judged column)
     return "".join([
         _headline(summary), _factors(summary), _judged(judged, stale), _accuracy(summary), _paraphrases(summary),
-        _where(summary, prefix), _sets(records, prefix, whole, verdicts), _figures(folder)])
+        _where(summary, prefix), _sets(records, prefix, whole, verdicts),
+        _figures(folder, FIGURES + (JUDGED_FIGURE,) * bool(verdicts))])  # an earlier run's judge: not its figure
 
 
 def values(records: list[dict]) -> list[float]:
@@ -164,8 +166,8 @@ def _where(summary: dict, prefix: str) -> str:
           "in each of the highest-ψ sets (posixlab/metrics/where.py).</p>")
 
 
-def _figures(folder: Path) -> str:
-    found = [(Path(folder) / "figures" / name, caption) for name, caption in FIGURES
+def _figures(folder: Path, figures: tuple[tuple[str, str], ...] = FIGURES) -> str:
+    found = [(Path(folder) / "figures" / name, caption) for name, caption in figures
              if (Path(folder) / "figures" / name).is_file()]
     if not found:
         return ""
