@@ -5,6 +5,7 @@ checked on the HTML text here; tests/test_report_browser.py clicks it."""
 
 from __future__ import annotations
 
+import csv
 import importlib
 import json
 import re
@@ -12,6 +13,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from tiny_model import tiny_lm  # noqa: F401  (the session fixture)
 
@@ -449,22 +451,23 @@ def test_a_grid_tables_the_judge_s_shares_where_its_runs_were_judged(posix_run, 
     assert page.count("judge.json was written for an earlier run in this folder") == 1
 
 
-def test_a_judged_run_s_page_shows_each_set_s_share_and_each_variant_s_verdict(posix_run, tmp_path):
-    """A run judged (through a scripted chat server): its sets table gains each set's judged share, each set's
-    prompts the judge's verdict on each variant's response (identical ones never asked) and the set's control, and
-    its figures ψ against judged inconsistency, a point a set."""
+def judged_copy(posix_run, folder, variants=lambda i: ("agree", "disagree")):
+    """A copy of the run whose set i answers its original prompt "original i", its first two variants
+    ``variants(i)`` and its last the original's response again, judged (``posixlab judge``, through a scripted chat
+    server) by a judge that calls "agree" the same and anything else not; the page before the judge, for a look."""
     from chat_server import ChatServer, completion
 
     from posixlab.commands import judge_command
 
-    run_dir = shutil.copytree(posix_run, tmp_path / "run")
+    run_dir = shutil.copytree(posix_run, folder)
     sets = records(run_dir, "sets.jsonl")
-    for r in sets:  # the original's response, one the judge agrees with, one it does not, the original's again
+    for r in sets:
         i = r["set_index"]
-        texts = [(f"original {i}", [100 + i]), ("agree", [1]), ("disagree", [2]), (f"original {i}", [100 + i])]
+        texts = [(f"original {i}", [100 + i]), *[(t, [1 + (t == "agree")]) for t in variants(i)],
+                 (f"original {i}", [100 + i])]
         r["responses"] = [{**r["responses"][k], "text": t, "token_ids": ids} for k, (t, ids) in enumerate(texts)]
     (run_dir / "sets.jsonl").write_text("".join(json.dumps(r) + "\n" for r in sets), encoding="utf-8")
-    assert "judged the same" not in page_of(run_dir)
+    before = page_of(run_dir)
 
     def answer(body, n):  # the response shown second decides: "agree" is the same, anything else is not
         second = body["messages"][-1]["content"].split("Response B:\n", 1)[1].split("\n", 1)[0]
@@ -473,6 +476,15 @@ def test_a_judged_run_s_page_shows_each_set_s_share_and_each_variant_s_verdict(p
     with ChatServer(answer) as server:
         assert judge_command([str(run_dir), "--judge", "judge-model", "--base-url", server.base_url,
                               "--api-key-env", "POSIXLAB_TEST_NO_KEY", "--json"]) == 0
+    return run_dir, sets, before
+
+
+def test_a_judged_run_s_page_shows_each_set_s_share_and_each_variant_s_verdict(posix_run, tmp_path):
+    """A run judged (through a scripted chat server): its sets table gains each set's judged share, each set's
+    prompts the judge's verdict on each variant's response (identical ones never asked) and the set's control, and
+    its figures ψ against judged inconsistency, a point a set."""
+    run_dir, sets, before = judged_copy(posix_run, tmp_path / "run")
+    assert "judged the same" not in before
     rows = {r["set_id"]: r for r in records(run_dir, "judge.jsonl")}
     assert {r["judged_share"] for r in rows.values()} == {round(2 / 3, 6)}  # agree and the identical one, of 3
     # its figure: a point a set, at (ψ, 1 − judged share), drawn into the run's figures/ beside its own
@@ -496,6 +508,35 @@ def test_a_judged_run_s_page_shows_each_set_s_share_and_each_variant_s_verdict(p
         control = rows[r["set_id"]]["control"]  # the next set's original response: the last set has none
         assert ("The judge's control: another question's response, shown as a response to this prompt: different"
                 in detail) == (control is not None)
+
+
+@pytest.mark.filterwarnings("ignore::posixlab.analysis.collect.GridWarning")  # a grid of one tiny cell
+def test_a_judged_run_s_sets_carry_their_judged_share_into_the_grid_s_tables(posix_run, tmp_path):
+    """``python -m posixlab.analysis`` on a judged run: each per-set row carries the set's judged share and the
+    judge (per_set.csv keeps them, so the table redraws from it), and judged.md tables the cell: the judge's own
+    judged share, interval and Spearman ρ (judge.json), POSIX over the sets judged."""
+    from posixlab.analysis.collect import load_rows
+    from posixlab.analysis.regenerate import regenerate
+
+    shares = {0: ("agree", "disagree"), 1: ("agree", "agree"), 2: ("disagree", "disagree")}
+    run_dir, sets, _ = judged_copy(posix_run, tmp_path / "run", lambda i: shares[i])
+    judge = {r["set_id"]: r for r in records(run_dir, "judge.jsonl")}
+    rows = load_rows(run_dir)
+    in_order = sorted(sets, key=lambda s: s["set_index"])  # rows come in set order; the file, as sets finished
+    assert [r["judged_share"] for r in rows] == [judge[s["set_id"]]["judged_share"] for s in in_order] == \
+        [round(2 / 3, 6), 1.0, round(1 / 3, 6)]
+    assert {r["judge"] for r in rows} == {"judge-model"}
+    regenerate([str(run_dir)], tmp_path / "tables")
+    summary = json.loads((run_dir / "judge.json").read_text(encoding="utf-8"))
+    (cell,) = list(csv.DictReader(open(tmp_path / "tables" / "judged.csv", encoding="utf-8")))
+    assert float(cell["judged_share"]) == pytest.approx(summary["judged_share"], abs=1e-6)
+    assert json.loads(cell["judged_share_ci95"]) == summary["judged_share_ci95"]
+    assert float(cell["spearman"]) == summary["spearman"]["rho"] and int(cell["sets"]) == 3
+    assert float(cell["posix"]) == pytest.approx(np.mean([s["psi"] for s in sets]), abs=1e-6)
+    assert "| judge-model | 3 |" in (tmp_path / "tables" / "judged.md").read_text(encoding="utf-8")
+    again = tmp_path / "again"   # from per_set.csv alone: the same table
+    regenerate([str(tmp_path / "tables" / "per_set.csv")], again)
+    assert (again / "judged.md").read_text() == (tmp_path / "tables" / "judged.md").read_text()
 
 
 def test_two_runs_are_compared_and_the_gate_is_shown(posix_run, cls_run, tmp_path):

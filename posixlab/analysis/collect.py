@@ -1,7 +1,8 @@
 """Saved results -> one flat table of per-set rows, the input of every table and figure (no model is loaded).
 
 A row is one prompt set of one run: the run's cell (model, dataset, variant, shots), the set's item id, ψ, and the
-four factors. Rows come from run folders (``summary.json`` + ``sets.jsonl``, found recursively under the folders
+four factors; where a judge read the run (``posixlab judge``, ``judge=``), the set's judged share and the judge.
+Rows come from run folders (``summary.json`` + ``sets.jsonl``, found recursively under the folders
 given) or from a ``per_set.csv`` written by an earlier regeneration, so figures can be redrawn from that file alone.
 
 When two runs cover the same cell, the one whose folder sorts last (the newest, for Hydra's dated folders) is kept
@@ -29,17 +30,21 @@ from threadpoolctl import threadpool_limits
 
 from posixlab.data import UNGRADED
 from posixlab.errors import ConfigError
+from posixlab.judge import read_judged, verdicts_by_set
 from posixlab.metrics.factors import FACTOR_NAMES, set_factors
 from posixlab.results import SETS_FILE, SUMMARY_FILE, iter_records
 
 CELL = ("model", "dataset", "variant", "shots")
 # per prompt of the set, one character each ("-": not scored): correctness "1"/"0", predicted option letters
 PER_PROMPT = ("correct_options", "correct_greedy", "pred_options", "pred_greedy")
+# judged_share: the share of the set's variants a judge of the run called the same as the original's response
+# (posixlab judge, judge=: judge.jsonl beside the records); judge: who judged (none: the run was not judged)
 ROW_FIELDS = (*CELL, "item_id", "subject", "psi", "psi_reference_compat", *FACTOR_NAMES, *PER_PROMPT,
-              "psi_per_prompt", "data", "source")
-STRING_FIELDS = ("model", "dataset", "variant", "item_id", "subject", "data", "source", *PER_PROMPT, "psi_per_prompt")
+              "psi_per_prompt", "judged_share", "judge", "data", "source")
+STRING_FIELDS = ("model", "dataset", "variant", "item_id", "subject", "data", "source", *PER_PROMPT, "psi_per_prompt",
+                 "judge")
 PER_SET_CSV = "per_set.csv"
-SHARED_FIELDS = ("model", "dataset", "variant", "subject", "data", "source")  # the same in many rows
+SHARED_FIELDS = ("model", "dataset", "variant", "subject", "data", "source", "judge")  # the same in many rows
 PARALLEL_READ_BYTES = 256 * 2**20  # records of a sweep above which its run folders are read in parallel
 MAX_READERS = 8  # processes at most, reading results or computing per-cell statistics
 PARALLEL_SETS = 100_000  # prompt sets above which per-cell statistics run a process a core (cell_workers)
@@ -172,6 +177,9 @@ def _rows_from_run(folder: Path, records=None) -> list[dict]:
     base = {"model": summary["model"]["name"], "dataset": summary["dataset"], "variant": summary["variant"],
             "shots": int(summary.get("shots", 0)), "data": data, "source": str(folder)}
     answers_only = not summary.get("psi_computed", True)  # psi=false: the greedy answers only (refresh_greedy)
+    judged = read_judged(folder, summary)[0]  # a judge of this run, not of an earlier one in its folder
+    verdicts = verdicts_by_set(folder, judged)
+    judge = (judged or {}).get("judge", {}).get("model") if verdicts else None
     rows = []  # (set index, row): records streamed, so a large cell's memory is its rows, not its records
     subjects: dict = {}  # one copy of each subject's name (see SHARED_FIELDS)
     for record in iter_records(folder, SETS_FILE) if records is None else records:
@@ -186,6 +194,8 @@ def _rows_from_run(folder: Path, records=None) -> list[dict]:
             row = {**base, "item_id": record["item_id"], "subject": subject, "psi": record["psi"],
                    "psi_reference_compat": record.get("psi_reference_compat"), **factors,
                    **per_prompt_columns(record)}
+            if record.get("set_id") in verdicts:
+                row.update(judged_share=verdicts[record["set_id"]].get("judged_share"), judge=judge)
         rows.append((record.get("set_index", 0), row))
     return [row for _, row in sorted(rows, key=lambda pair: pair[0])]  # the data set's order, as read_sets gives
 

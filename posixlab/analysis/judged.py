@@ -4,6 +4,10 @@ coloured by variant type where a run has several, with the judge's Spearman ρ i
 are sets whose responses ψ counts as changed and the judge reads as the same answer: where tokens overstate the
 change ("Flaw or Artifact?"; arXiv 2605.02038). Drawn into the judged folder's ``figures/`` beside the run's own
 figures, and shown on the run's page.
+
+``judged_table``: the grid's cells that were judged, from per-set rows (``collect.load_rows``: run folders or a
+``per_set.csv``), each with its mean judged share and interval beside POSIX over the same sets, and Spearman's ρ
+between them (``judged.md`` of ``python -m posixlab.analysis``).
 """
 
 from __future__ import annotations
@@ -14,7 +18,11 @@ import pandas as pd
 import seaborn as sns
 
 from posixlab.analysis import style
+from posixlab.analysis.collect import cells
 from posixlab.analysis.figures import save
+from posixlab.analysis.paper import label
+from posixlab.judge import share_interval
+from posixlab.metrics.stats import spearman
 
 FIGURE = "psi_vs_judged"  # figures/psi_vs_judged.png and .pdf
 
@@ -60,3 +68,43 @@ def draw_judged(folder: str | Path, summary: dict) -> Path | None:
 
     fig = judged_figure(judged_rows(folder, summary), summary)
     return None if fig is None else save(fig, Path(folder) / "figures", FIGURE)[0]
+
+
+def judged_table(rows: list[dict]) -> tuple[str, list[dict]] | None:
+    """Each judged cell of the grid: its judge, the sets judged, POSIX over them, the mean judged share (the judged
+    consistency) with its 95% interval (``judge.share_interval``), and Spearman's ρ between a set's ψ and its judged
+    inconsistency; None where no cell was judged. As Markdown and as records (``tables.write_table``).
+
+    >>> rows = [{"model": "m", "dataset": "mmlu", "variant": "spelling", "shots": 0, "psi": p, "judged_share": j,
+    ...          "judge": "J"} for p, j in ((0.1, 1.0), (0.2, 0.5), (0.4, 0.25))]
+    >>> markdown, records = judged_table(rows)
+    >>> records[0]["judged_share"], records[0]["posix"], records[0]["spearman"]   # higher ψ, less judged the same
+    (0.583333, 0.233333, 1.0)
+    """
+    out = []
+    for cell, members in cells(rows).items():
+        judged = [r for r in members if r.get("judged_share") is not None and r.get("psi") is not None]
+        if not judged:
+            continue
+        psi, shares = [r["psi"] for r in judged], [r["judged_share"] for r in judged]
+        rho = spearman(psi, [1 - s for s in shares])["rho"]
+        out.append({"model": cell.model, "dataset": cell.dataset, "variant": cell.variant, "shots": cell.shots,
+                    "judge": "; ".join(sorted({r.get("judge") or "?" for r in judged})), "sets": len(judged),
+                    "posix": round(sum(psi) / len(psi), 6), "judged_share": round(sum(shares) / len(shares), 6),
+                    "judged_share_ci95": share_interval(shares), "spearman": None if rho != rho else round(rho, 6)})
+    if not out:
+        return None
+    lines = ["## Judged consistency beside POSIX (the cells a judge read)", "",
+             "| model | data set | variant | shots | judge | sets | POSIX | judged the same | 95% CI | "
+             "Spearman ρ (ψ, judged inconsistency) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in out:
+        interval = "" if r["judged_share_ci95"] is None else \
+            f"{r['judged_share_ci95'][0]:.3f} to {r['judged_share_ci95'][1]:.3f}"
+        rho = "" if r["spearman"] is None else f"{r['spearman']:+.3f}"
+        lines.append(f"| {label(r['model'])} | {r['dataset']} | {r['variant']} | {r['shots']} | {r['judge']} | "
+                     f"{r['sets']} | {r['posix']:.3f} | {r['judged_share']:.3f} | {interval} | {rho} |")
+    lines += ["", "Judged the same: the share of a set's variants the judge called the same as the original's "
+                  "response (identical ones included), its mean over the sets judged; the interval is the expanded "
+                  "bootstrap over them. A low ρ or one below 0: ψ ranks the sets otherwise than the judge reads "
+                  "them."]
+    return "\n".join(lines), out

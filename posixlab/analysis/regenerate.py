@@ -10,6 +10,7 @@ from posixlab.analysis.classification import find_classification_runs, regenerat
 from posixlab.analysis.collect import PER_SET_CSV, Cell, data_caption, load_rows, write_rows
 from posixlab.analysis.collect import cells as grouped_cells
 from posixlab.analysis.figures import accuracy_figures, paper_figures
+from posixlab.analysis.judged import judged_table
 from posixlab.analysis.tables import summary_rows, table1, table2, write_table
 from posixlab.metrics.factors import FACTOR_NAMES
 from posixlab.results import SETS_FILE, SUMMARY_FILE
@@ -18,9 +19,9 @@ CLASSIFICATION_DIR = "classification"
 
 
 def regenerate(sources: list[str | Path], out: str | Path) -> list[Path]:
-    """Read results (run or sweep folders, or a per_set.csv), write per_set.csv, the cell summary, Tables 1 and 2
-    and every figure into ``out``, and the classification runs' tables, figures and reports into
-    ``out/classification``. Returns the files written."""
+    """Read results (run or sweep folders, or a per_set.csv), write per_set.csv, the cell summary, Tables 1 and 2,
+    the judged cells' table (``judged.md``, where a judge read any) and every figure into ``out``, and the
+    classification runs' tables, figures and reports into ``out/classification``. Returns the files written."""
     out = Path(out)
     classification = find_classification_runs(sources)
     written = []
@@ -81,6 +82,9 @@ def regenerate_posix(sources: list[str | Path], out: Path) -> list[Path]:
     if any(r.get("correct_options") or r.get("correct_greedy") for r in rows):
         accuracy = accuracy_rows(rows)
         written += write_table(*accuracy_table(rows, records=accuracy), out, "accuracy", caption)
+    judged = judged_table(rows)  # the cells a judge read (judge.jsonl beside their records), where any was
+    if judged:
+        written += write_table(*judged, out, "judged", caption)
     written += paper_figures(rows, out)
     written += accuracy_figures(rows, out, accuracy)
     return written
