@@ -147,11 +147,7 @@ def judged_alike(base: list[dict], new: list[dict]) -> tuple[list[dict], list[di
     ([], [])
     """
     judges = [{v.get("judge") for v in values if v.get("judged_share") is not None} for values in (base, new)]
-    if judges[0] and judges[1] and judges[0] == judges[1] and len(judges[0]) == 1:
-        return base, new, []
-    dropped = [[{k: x for k, x in v.items() if k not in ("judged_share", "judge")} for v in values]
-               for values in (base, new)]
-    if not judges[0] and not judges[1]:
+    if not judges[0] and not judges[1] or judges[0] == judges[1] and len(judges[0]) == 1:  # neither, or one judge
         return base, new, []
     if judges[0] and judges[1]:
         why = ("the runs were judged by different judges (model, instruction or options): judge both with one "
@@ -159,6 +155,8 @@ def judged_alike(base: list[dict], new: list[dict]) -> tuple[list[dict], list[di
     else:
         why = f"only the {'base' if judges[0] else 'new'} run was judged (posixlab judge " \
               f"{'NEW_DIR' if judges[0] else 'BASE_DIR'} with its judge)"
+    dropped = [[{k: x for k, x in v.items() if k not in ("judged_share", "judge")} for v in values]
+               for values in (base, new)]
     return *dropped, [f"judged_share not compared: {why}"]
 
 
