@@ -35,7 +35,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
 from posixlab.commands import compare_command, dove_command, gate_command, gguf_path_command, judge_command, \
-    judge_folder, judge_spec, merge_command, report_command, report_gate, write_run_report
+    judge_folder, judge_spec, judged_figures, merge_command, report_command, report_gate, write_run_report
 from posixlab.errors import ConfigError, PosixlabError, check_flag
 from posixlab.gate import GateConfig, check_gate, check_gate_applies, make_gate, metrics
 from posixlab.judge import JudgeConfig
@@ -364,8 +364,8 @@ def run_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str | None,
         figures = task_type.figures(Path(output_dir))
         tracker.log_run(task_type.tracked(summary, Path(output_dir)), figures)
         if judged is not None:
-            tracker.log_run(judge_tracked(judged, judged_rows(Path(output_dir), judged)), {}, prefix="judge/",
-                            folder=False)
+            tracker.log_run(judge_tracked(judged, judged_rows(Path(output_dir), judged)), judged_figures(output_dir),
+                            prefix="judge/", folder=False)
     for line in task_type.report_lines(summary):
         print(line)
     if judged is not None:

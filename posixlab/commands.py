@@ -297,7 +297,7 @@ def track_judge(summary: dict, out: Path, run_name: str, settings: dict) -> None
     config = {"judge": summary["judge"], "run": summary["run"], "sets_in_run": summary["sets_in_run"],
               "alpha": (summary.get("scores") or {}).get("alpha")}
     with Tracker(settings, config, str(out), name=f"judge-{run_name}", group=run_name, job_type="judge") as tracker:
-        tracker.log_run(judge_tracked(summary, judged_rows(out, summary)), {})
+        tracker.log_run(judge_tracked(summary, judged_rows(out, summary)), judged_figures(out))
 
 
 def judge_folder(judge, folder, out=None, cache_dir=None, progress: bool | str = True, flags: bool = False,
@@ -314,6 +314,14 @@ def judge_folder(judge, folder, out=None, cache_dir=None, progress: bool | str =
                         progress=progress, flags=flags, opener=opener)
     draw_judged_figure(Path(out or folder), summary)
     return summary
+
+
+def judged_figures(folder: str | Path) -> dict[str, Path]:
+    """The judge's figure in a judged folder, by name, for W&B (none where it could not be drawn)."""
+    from posixlab.analysis.judged import FIGURE
+
+    path = Path(folder) / "figures" / f"{FIGURE}.png"
+    return {FIGURE: path} if path.is_file() else {}
 
 
 def draw_judged_figure(folder: Path, summary: dict) -> None:

@@ -224,5 +224,8 @@ def test_a_judge_logs_its_numbers_and_a_table_of_sets_to_its_own_run(tmp_path, c
     assert [row[column["set_id"]] for row in table["data"]] == ["s0", "s1"]
     assert [json.loads(row[column["verdicts"]]) for row in table["data"]] == [[True, True, False], [True, True]]
     assert [row[column["psi"]] for row in table["data"]] == [0.5, 0.2]
+    # its figure (ψ against judged inconsistency), drawn into the run's figures/ and logged as an image
+    assert [p.name.split("_")[0] for p in (run_dir / "files" / "media" / "images" / "figures").glob("*.png")] \
+        == ["psi"] and (run / "figures" / "psi_vs_judged.png").is_file()
     assert {a.artifact.type for a in kinds.get("artifact", [])} <= {"run_table"}  # the table's own; no folder
     assert kinds["exit"][0].exit.exit_code == 0

@@ -63,11 +63,16 @@ def judged_figure(rows: list[dict], summary: dict):
 
 def draw_judged(folder: str | Path, summary: dict) -> Path | None:
     """``figures/psi_vs_judged.png`` (and .pdf) in the judged ``folder`` from its ``judge.jsonl``, of the judge
-    ``summary`` names; None where there is nothing to draw."""
+    ``summary`` names; None where there is nothing to draw (an earlier judge's figure is then removed: not this
+    one's)."""
     from posixlab.judge import judged_rows
 
     fig = judged_figure(judged_rows(folder, summary), summary)
-    return None if fig is None else save(fig, Path(folder) / "figures", FIGURE)[0]
+    if fig is None:
+        for suffix in (".png", ".pdf"):
+            (Path(folder) / "figures" / f"{FIGURE}{suffix}").unlink(missing_ok=True)
+        return None
+    return save(fig, Path(folder) / "figures", FIGURE)[0]
 
 
 def judged_table(rows: list[dict]) -> tuple[str, list[dict]] | None:
