@@ -129,20 +129,22 @@ def judged_values(folder: str | Path, summary: dict, values: list[dict]) -> list
     rows = verdicts_by_set(folder, judged)
     if not rows:  # no judge of this run, or its verdicts gone: nothing to pair
         return values
-    key = judged["judge"]["key"]
-    return [{**v, "judged_share": rows[v["id"]].get("judged_share"), "judge": key} if v["id"] in rows else v
-            for v in values]
+    key, model = judged["judge"]["key"], judged["judge"].get("model")
+    return [{**v, "judged_share": rows[v["id"]].get("judged_share"), "judge": key, "judge_model": model}
+            if v["id"] in rows else v for v in values]
 
 
-def judged_alike(base: list[dict], new: list[dict]) -> tuple[list[dict], list[dict], list[str]]:
+def judged_alike(base: list[dict], new: list[dict], folders=("BASE_DIR", "NEW_DIR")) \
+        -> tuple[list[dict], list[dict], list[str]]:
     """(base, new, notes): judged shares are paired only where both runs were judged by one judge (its key); else
-    they are dropped from both, and a note says why and what to run.
+    they are dropped from both, and a note says why and what to run (``folders``: the runs' folders).
 
-    >>> one, other = [{"id": "a", "judged_share": 0.5, "judge": "k1"}], [{"id": "a", "judged_share": 1.0, "judge": "k2"}]
+    >>> one = [{"id": "a", "judged_share": 0.5, "judge": "k1", "judge_model": "j"}]
+    >>> other = [{"id": "a", "judged_share": 1.0, "judge": "k2", "judge_model": "j"}]
     >>> judged_alike(one, other)[0], judged_alike(one, other)[2][0].split(":")[0]
     ([{'id': 'a'}], 'judged_share not compared')
-    >>> judged_alike(one, [{"id": "a"}])[2]
-    ['judged_share not compared: only the base run was judged (posixlab judge NEW_DIR with its judge)']
+    >>> judged_alike(one, [{"id": "a"}], ("runs/main", "runs/pr"))[2]
+    ['judged_share not compared: only the base run was judged (posixlab judge runs/pr --judge j, with its options)']
     >>> judged_alike(one, one)[2], judged_alike([{"id": "a"}], [{"id": "a"}])[2]
     ([], [])
     """
@@ -153,9 +155,11 @@ def judged_alike(base: list[dict], new: list[dict]) -> tuple[list[dict], list[di
         why = ("the runs were judged by different judges (model, instruction or options): judge both with one "
                "(posixlab judge RUN_DIR --judge MODEL)")
     else:
+        judged = base if judges[0] else new
+        model = next(v.get("judge_model") for v in judged if v.get("judged_share") is not None) or "MODEL"
         why = f"only the {'base' if judges[0] else 'new'} run was judged (posixlab judge " \
-              f"{'NEW_DIR' if judges[0] else 'BASE_DIR'} with its judge)"
-    dropped = [[{k: x for k, x in v.items() if k not in ("judged_share", "judge")} for v in values]
+              f"{folders[1] if judges[0] else folders[0]} --judge {model}, with its options)"
+    dropped = [[{k: x for k, x in v.items() if k not in ("judged_share", "judge", "judge_model")} for v in values]
                for values in (base, new)]
     return *dropped, [f"judged_share not compared: {why}"]
 
@@ -250,7 +254,7 @@ def compare_values(base_run: tuple, new_run: tuple, seed: int = 0, confidence: f
         raise ConfigError(f"{base_folder} and {new_folder} share no {units.name} (by {units.name}_id"
                           + (f" or {units.shared_by}_id" if units.shared_by else "")
                           + "): compare runs of the same data set, sample and seed")
-    base, new, notes = judged_alike(base, new)
+    base, new, notes = judged_alike(base, new, (base_folder, new_folder))
     compared = paired_metrics(base, new, seed, confidence, metrics, units)
     missing = [m for m in dict.fromkeys(metrics or ()) if m not in {c["metric"] for c in compared}]
     return {"base": str(base_folder), "new": str(new_folder), "unit": units.name, "paired_by": by,

@@ -270,8 +270,8 @@ def test_judged_shares_are_paired_where_one_judge_read_both_runs(tmp_path):
     write_judge(base, [0.5, 1.0, 0.0, 0.5, 0.25])
     one_judged = compare_runs(base, new, metrics=["psi", "judged_share"])
     assert one_judged["not_compared"] == ["judged_share"]
-    assert one_judged["notes"] == ["judged_share not compared: only the base run was judged (posixlab judge NEW_DIR "
-                                   "with its judge)"]
+    assert one_judged["notes"] == [f"judged_share not compared: only the base run was judged (posixlab judge {new} "
+                                   f"--judge j, with its options)"]
     assert "Named but not compared (a run lacks it): judged_share." in compare_table(one_judged)
     write_judge(new, [1.0, 1.0, 0.5, 0.5])   # its first 4 sets: the 5th has no share to pair
     (judged,) = [m for m in compare_runs(base, new)["metrics"] if m["metric"] == "judged_share"]
