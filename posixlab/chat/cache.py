@@ -11,8 +11,9 @@ Only answers are stored, never errors, and each one is committed the moment it a
 ``kill -9`` loses at most the requests that were in flight. Each process writes a file of its own and reads the
 others' (``posixlab/cachefiles.py``), so the jobs of a cluster can share the folder, on a network filesystem too.
 
->>> import tempfile
->>> cache = ResponseCache(tempfile.mkdtemp())
+>>> import shutil, tempfile
+>>> folder = tempfile.mkdtemp()
+>>> cache = ResponseCache(folder)
 >>> body = {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "temperature": 0, "seed": 42}
 >>> cache.get("http://h/v1", body, 0) is None
 True
@@ -21,7 +22,7 @@ True
 ('Hello', None)
 >>> cache.get("http://h/v1", {**body, "seed": 43}, 0) is None
 True
->>> cache.close()
+>>> cache.close(); shutil.rmtree(folder)
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ label every sample (S, C and micro-F1) or none (S only); ids unique; at least on
 >>> d = load_classifier(folder / "task.yaml")
 >>> d.name, d.classes, d.aliases, [(s.sample_id, s.gold) for s in d.samples]
 ('task', ['positive', 'negative'], {'negative': ['bad']}, [('task/0', 'positive'), ('r2', 'negative')])
+>>> import shutil; shutil.rmtree(folder)
 """
 
 from __future__ import annotations

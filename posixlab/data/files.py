@@ -25,6 +25,7 @@ def read_records(path: Path) -> list[dict]:
     >>> import tempfile; p = Path(tempfile.mkdtemp()) / "t.json"; _ = p.write_text('{"examples": [{"input": "1"}]}')
     >>> read_records(p)
     [{'input': '1'}]
+    >>> import shutil; shutil.rmtree(p.parent)
     """
     if not path.is_file():
         raise DatasetUnavailableError(f"no file at {shown(path)}; give an existing JSON, JSONL or CSV file as "

@@ -42,6 +42,7 @@ def read_prompt_set_file(path: str | Path) -> list[UserPromptSet]:
     >>> _ = p.write_text('{"id": "a", "prompts": ["Hi?", "Hello?"]}\\n\\n{"prompts": ["x", "y", "z"], "answer": "B"}\\n')
     >>> [(s.set_id, len(s.prompts), s.answer) for s in read_prompt_set_file(p)]
     [('a', 2, None), ('set-3', 3, 'B')]
+    >>> import shutil; shutil.rmtree(p.parent)
     """
     path = Path(path)
     if not path.is_file():
