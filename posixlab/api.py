@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import tempfile
+import warnings
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -23,6 +25,7 @@ from posixlab.data import DatasetSpec
 from posixlab.data.prompt_sets import UserPromptSet, prompt_sets_from_lists, read_prompt_set_file
 from posixlab.embeddings import EmbeddingSpec
 from posixlab.errors import ConfigError
+from posixlab.judge import ALPHA, DEFAULT_JUDGE, INSTRUCTION, judged_rows, read_judged
 from posixlab.models import PACKAGED_MODELS, CausalLM, ModelSpec, spec_from_dict
 from posixlab.models.causal_lm import TokenizedModel
 from posixlab.runner import run
@@ -34,15 +37,23 @@ from posixlab.tasks.posix import USER_SETS, USER_VARIANT, PosixConfig
 CONFIG_FILE = "config.yaml"
 
 
+class JudgeWarning(UserWarning):
+    """A judge whose verdicts say more about the judge than the model (``posixlab.judge.judge_warnings``)."""
+
+
 @dataclass
 class EvaluationResult(RunResult):
     """What ``evaluate`` computed: the summary and one record per prompt set (the records of ``sets.jsonl``)."""
 
     config: dict = field(repr=False, default_factory=dict)
+    judged: dict | None = field(repr=False, default=None)  # a judge's summary (judge.json): judge= or .judge()
+    verdicts: list[dict] = field(repr=False, default_factory=list)  # its rows (judge.jsonl), one a judged set
+    folder: Path | None = field(repr=False, default=None)  # the run's files (output_dir=, load_result), or None
 
     def __repr__(self) -> str:
         model = self.summary.get("model", {}).get("name", "?")
-        return f"EvaluationResult(posix={self.posix:.4f}, sets={len(self.records)}, model={model!r})"
+        judged = "" if self.judged_share is None else f", judged_share={self.judged_share:.4f}"
+        return f"EvaluationResult(posix={self.posix:.4f}{judged}, sets={len(self.records)}, model={model!r})"
 
     @property
     def posix(self) -> float:
@@ -98,27 +109,86 @@ class EvaluationResult(RunResult):
         confidence); a factor a set does not have is None."""
         return [r["factors"] for r in self.records]
 
+    @property
+    def judged_share(self) -> float | None:
+        """The judge's mean over the sets of the share of variants whose response it called the same as the
+        original's (identical ones count); None where no judge read the run (``judge``) or none of its replies
+        was a yes or no."""
+        return (self.judged or {}).get("judged_share")
+
+    @property
+    def judged_share_ci95(self) -> tuple[float, float] | None:
+        """``judged_share``'s 95% interval over the sets (expanded percentile bootstrap, ``posixlab.judge``)."""
+        ci = (self.judged or {}).get("judged_share_ci95")
+        return None if ci is None else (ci[0], ci[1])
+
+    def judge(self, model=DEFAULT_JUDGE, *, tokenizer=None, base_url: str | None = None,
+              api_key_env: str = "OPENAI_API_KEY", max_concurrency: int = 8, sets: int | None = None,
+              both_orders: bool = False, instruction: str = INSTRUCTION, alpha: float = ALPHA, decoys: int = 1,
+              cache_dir: str | None = None, progress: bool = True) -> dict:
+        """Ask a judge model which variants' responses say the same as the original's, as ``posixlab judge RUN``
+        does; returns its summary (also ``self.judged``, its rows ``self.verdicts``, and ``judged_share``).
+
+        ``model``: any form ``evaluate`` takes (a packaged name, a hub id, a loaded model with ``tokenizer=``), or
+        with ``base_url`` a model served by an OpenAI-compatible chat endpoint (its key in ``api_key_env``).
+        ``instruction``: the request's text, with ``{first_prompt}``, ``{first}``, ``{second_prompt}`` and
+        ``{second}``. ``sets``, ``both_orders``, ``alpha``, ``decoys``: ``posixlab judge``'s options
+        (``posixlab.judge.judge_run``). Where the result has a folder (``evaluate(output_dir=)``, ``load_result``),
+        the verdicts are written there (``judge.jsonl``, ``judge.json``), and a judge asked again reuses them;
+        otherwise they are kept here and ``save`` writes them."""
+        from posixlab.judge import check_options, judge_run
+
+        for name, value in (("sets", sets), ("max_concurrency", max_concurrency)):
+            if value is not None and value < 1:
+                raise ConfigError(f"{name} must be at least 1, got {value}")
+        check_options(instruction, alpha, decoys)
+        spec, lm = judge_model(model, tokenizer, base_url, api_key_env, max_concurrency)
+        with tempfile.TemporaryDirectory(prefix="posixlab-judge-") as scratch:
+            folder = self.folder or self._write(Path(scratch), verdicts=False)  # another judge's would clash
+            judged = judge_run(folder, spec, lm=lm, sets=sets, instruction=instruction, both_orders=both_orders,
+                               alpha=alpha, decoys=decoys, cache_dir=cache_dir, progress=progress, flags=False)
+            self.judged, self.verdicts = judged, judged_rows(folder, judged)
+        if self.folder is None:
+            self.judged["run"] = None  # judged in a folder now gone: ``save`` writes the verdicts beside the run
+        for warning in judged.get("warnings") or []:  # e.g. a judge that says yes to everything, or to nothing
+            warnings.warn(f"posixlab judge: {warning}", JudgeWarning, stacklevel=_first_caller_outside())
+        return self.judged
+
     def to_pandas(self):
-        """One row per prompt set: id, number of prompts, ψ (both modes), answer, and the factors."""
+        """One row per prompt set: id, number of prompts, ψ (both modes), answer, and the factors; with a judge's
+        verdicts (``judge``), each set's ``identical_share`` and ``judged_share`` too."""
         import pandas as pd
 
+        judged = {row["set_id"]: row for row in self.verdicts}
         rows = [{"id": r["item_id"], "num_prompts": len(r["prompts"]), "psi": r["psi"],
                  "psi_reference_compat": r["psi_reference_compat"], "answer": r.get("answer"),
                  "accuracy_greedy": _share(r, "by_greedy"), "max_new_tokens": r.get("max_new_tokens"),
-                 **r["factors"]} for r in self.records]
+                 **r["factors"], **(_judged_columns(judged, r) if self.judged else {})} for r in self.records]
         return pd.DataFrame(rows)
 
     def save(self, folder: str | Path) -> Path:
         """Write the files a ``posixlab`` run writes (``sets.jsonl``, ``summary.json``, ``summary.md``,
-        ``config.yaml``) into ``folder``; ``posixlab.analysis`` reads it like any run folder."""
+        ``config.yaml``, and a judge's ``judge.jsonl`` and ``judge.json``) into ``folder``; ``posixlab.analysis``,
+        ``posixlab report`` and ``posixlab compare`` read it like any run folder."""
+        return self._write(Path(folder), verdicts=True)
+
+    def _write(self, folder: Path, verdicts: bool) -> Path:
+        from posixlab.judge import ROWS_FILE
+        from posixlab.judge import SUMMARY_FILE as JUDGE_FILE
         from posixlab.results import SetWriter, write_summary
 
-        folder = Path(folder)
         with SetWriter(folder) as writer:
             for record in self.records:
                 writer.write(record)
         write_summary(folder, self.summary)
         (folder / CONFIG_FILE).write_text(_yaml(self.config), encoding="utf-8")
+        judged_here = self.judged is not None and self.judged["run"] is not None and \
+            folder.resolve() == Path(self.judged["run"]).resolve()
+        if verdicts and self.judged is not None and not judged_here:  # judged elsewhere: its verdicts come along
+            (folder / ROWS_FILE).write_text("".join(json.dumps(row, ensure_ascii=False) + "\n"
+                                                    for row in self.verdicts), encoding="utf-8")
+            judged = {**self.judged, "run": str(folder)}
+            (folder / JUDGE_FILE).write_text(json.dumps(judged, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         return folder
 
 
@@ -126,7 +196,7 @@ def evaluate(prompt_sets, model="smollm2-135m-instruct", *, tokenizer=None, max_
              seed: int = 0, chat_template: bool = False, cache_dir: str | None = None,
              score_cache: bool | None = None, score_cache_dir: str | None = None,
              embedding: EmbeddingSpec | str | None = "all-MiniLM-L6-v2", engine: EngineOptions | None = None,
-             output_dir: str | Path | None = None, progress: bool = True) -> EvaluationResult:
+             output_dir: str | Path | None = None, progress: bool = True, judge=None) -> EvaluationResult:
     """POSIX of ``prompt_sets`` under ``model``: greedy responses, every response scored under every prompt of its
     set, ψ per set, and their mean.
 
@@ -144,10 +214,16 @@ def evaluate(prompt_sets, model="smollm2-135m-instruct", *, tokenizer=None, max_
     models loaded by name, off for a model object you pass in, whose weights may differ from any saved copy.
     ``embedding``: the sentence-embedding model of the semantic-coherence factor (an ``EmbeddingSpec`` or a
     packaged name); None leaves that factor out. ``output_dir``: also keep the run's files there (as ``save``).
+    ``judge``: a judge model (any form ``model`` takes) that then reads the responses, with ``EvaluationResult.judge``'s
+    defaults (``result.judged_share``; call ``result.judge(...)`` for its other options); opened once the run's
+    model is closed.
     """
     given = _prompt_sets(prompt_sets)  # validated before any model is loaded
     check_max_new_tokens(max_new_tokens)
     spec, lm = resolve_model(model, tokenizer)
+    if judge is not None:  # a judge it cannot resolve stops here, before the run
+        judge_spec, judge_lm = judge_model(judge)
+        judge = judge_spec if judge_lm is None else judge_lm
     if score_cache is None:
         score_cache = lm is None
     path = str(prompt_sets) if isinstance(prompt_sets, (str, Path)) else None
@@ -158,9 +234,12 @@ def evaluate(prompt_sets, model="smollm2-135m-instruct", *, tokenizer=None, max_
                         score_cache=score_cache, score_cache_dir=score_cache_dir, engine=engine or EngineOptions(),
                         embedding=_embedding(embedding))
         summary = run(cfg, lm=lm, progress=progress, given=given)
-        result = EvaluationResult(summary=summary, records=read_sets(cfg.output_dir), config=asdict(cfg))
+        result = EvaluationResult(summary=summary, records=read_sets(cfg.output_dir), config=asdict(cfg),
+                                  folder=None if output_dir is None else Path(output_dir))
         if output_dir is not None:
             (Path(output_dir) / CONFIG_FILE).write_text(_yaml(result.config), encoding="utf-8")
+    if judge is not None:
+        result.judge(judge, cache_dir=cache_dir, progress=progress)
     return result
 
 
@@ -177,7 +256,26 @@ def load_result(folder: str | Path) -> EvaluationResult:
         if not (folder / name).is_file():
             raise ConfigError(f"{folder} has no {name}: give a run folder written by posixlab")
     summary = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
-    return EvaluationResult(summary=summary, records=read_sets(folder), config=summary.get("config", {}))
+    result = EvaluationResult(summary=summary, records=read_sets(folder), config=summary.get("config", {}),
+                              folder=folder)
+    judged, _ = read_judged(folder, summary)  # a judge of an earlier run in this folder is not this run's
+    if judged is not None and judged.get("judge", {}).get("key"):
+        result.judged, result.verdicts = judged, judged_rows(folder, judged)
+    return result
+
+
+def _first_caller_outside() -> int:
+    """The stack level, for a warning raised in this module, of its first caller outside it (``evaluate(judge=)``
+    calls ``judge``: the warning points at the user's line either way)."""
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        level, frame = level + 1, frame.f_back
+    return level
+
+
+def _judged_columns(judged: dict[str, dict], record: dict) -> dict:
+    row = judged.get(record["set_id"], {})
+    return {"identical_share": row.get("identical_share"), "judged_share": row.get("judged_share")}
 
 
 def _prompt_sets(prompt_sets) -> list[UserPromptSet]:
@@ -236,6 +334,20 @@ def resolve_model(model, tokenizer) -> tuple[ModelSpec, TokenizedModel | None]:
                       f"GGUF file on the hub (owner/name:Q4_K_M, owner/name/file.gguf)")
 
 
+def judge_model(model, tokenizer=None, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
+                max_concurrency: int = 8) -> tuple[ModelSpec, TokenizedModel | None]:
+    """(spec, loaded model or None) of a judge: with ``base_url``, ``model`` served by that OpenAI-compatible chat
+    endpoint (``max_concurrency`` requests in flight); else every form ``evaluate`` takes (``resolve_model``)."""
+    if base_url:
+        from posixlab.chat.model import chat_model
+
+        if not isinstance(model, str):
+            raise ConfigError(f"with base_url, the judge is the name of the model the endpoint serves, not a "
+                              f"{type(model).__name__}")
+        return chat_model(model, base_url, api_key_env=api_key_env, max_concurrency=max_concurrency), None
+    return resolve_model(model, tokenizer)
+
+
 def _wrap_loaded(model, tokenizer) -> tuple[ModelSpec, CausalLM]:
     import torch
     import transformers
@@ -263,4 +375,4 @@ def _yaml(config: dict) -> str:
     return yaml.safe_dump(json.loads(json.dumps(config, default=str)), sort_keys=False, allow_unicode=True)
 
 
-__all__ = ["EvaluationResult", "configured_models", "evaluate", "load_result"]
+__all__ = ["EvaluationResult", "JudgeWarning", "configured_models", "evaluate", "load_result"]

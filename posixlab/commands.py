@@ -337,14 +337,10 @@ def draw_judged_figure(folder: Path, summary: dict) -> None:
 
 def judge_spec(name: str, base_url: str | None, api_key_env: str, max_concurrency: int = 8):
     """The judge's ModelSpec: a chat API's model with ``base_url`` (``max_concurrency`` requests in flight), else
-    every form ``posixlab.evaluate`` takes."""
-    if base_url:
-        from posixlab.chat.model import chat_model
+    every form ``posixlab.evaluate`` takes (``posixlab.api.judge_model``)."""
+    from posixlab.api import judge_model
 
-        return chat_model(name, base_url, api_key_env=api_key_env, max_concurrency=max_concurrency)
-    from posixlab.api import resolve_model
-
-    return resolve_model(name, None)[0]
+    return judge_model(name, None, base_url, api_key_env, max_concurrency)[0]
 
 
 def merge_command(args: list[str]) -> int:

@@ -246,3 +246,60 @@ def test_the_errors_to_catch_are_exported():
         posixlab.evaluate([["only one prompt"]])
     with pytest.raises(posixlab.ConfigError, match="max_new_tokens must be a whole number"):
         posixlab.evaluate([["What is 2+2?", "2+2?"]], max_new_tokens=0)
+
+
+@pytest.mark.slow
+def test_a_judge_from_python_equals_posixlab_judge_and_travels_with_the_result(evaluated, lm, tmp_path, capsys):
+    """``result.judge(model)`` asks what ``posixlab judge RUN`` asks, verdict for verdict; ``evaluate(judge=)`` ends a
+    run with it; the verdicts go with ``save`` and come back with ``load_result``, and ``to_pandas`` shows each
+    set's shares."""
+    import copy
+    import warnings
+
+    from posixlab.commands import judge_command
+    from posixlab.judge import ROWS_FILE, SUMMARY_FILE
+
+    unjudged = evaluated.save(tmp_path / "cli")
+    assert judge_command([str(unjudged), "--judge", "smollm2-135m-instruct", "--json"]) == 0
+    capsys.readouterr()
+    by_command = [json.loads(line) for line in (unjudged / ROWS_FILE).read_text().splitlines()]
+
+    result = copy.copy(evaluated)  # the module's result stays unjudged for the other tests
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        summary = result.judge(lm, progress=False)
+    assert [str(w.message) for w in caught if w.category is posixlab.JudgeWarning] == \
+        [f"posixlab judge: {w}" for w in summary["warnings"]]
+    assert evaluated.judged is None and result.judged is summary and summary["run"] is None
+    drop = lambda rows: [{k: v for k, v in row.items() if k != "key"} for row in rows]  # noqa: E731 (model named apart)
+    assert drop(result.verdicts) == drop(by_command)  # same model, same requests: the same replies
+    shares = [row["judged_share"] for row in result.verdicts]
+    read = [s for s in shares if s is not None]
+    assert result.judged_share == (round(sum(read) / len(read), 6) if read else None)
+    table = result.to_pandas()
+    assert table["judged_share"].tolist() == pytest.approx([np.nan if s is None else s for s in shares], nan_ok=True)
+    assert table["identical_share"].tolist() == [row["identical_share"] for row in result.verdicts]
+
+    folder = result.save(tmp_path / "saved")
+    assert json.loads((folder / SUMMARY_FILE).read_text())["run"] == str(folder)
+    again = posixlab.load_result(folder)
+    assert again.verdicts == result.verdicts and again.judged_share == result.judged_share
+    assert "judged_share=" in repr(again)
+
+    ended = posixlab.evaluate(SETS, model=lm, max_new_tokens=5, embedding=None, progress=False, judge=lm,
+                              output_dir=tmp_path / "ended")
+    assert ended.psi == evaluated.psi and drop(ended.verdicts) == drop(result.verdicts)
+    assert (tmp_path / "ended" / ROWS_FILE).is_file()  # written beside the run, where posixlab report reads it
+    assert posixlab.load_result(tmp_path / "ended").judged_share == result.judged_share
+
+
+def test_a_bad_judge_fails_before_any_model_loads(tmp_path):
+    with pytest.raises(posixlab.ConfigError, match="model 'no-such-judge' is not a packaged model"):
+        posixlab.evaluate([["What is 2+2?", "2+2?"]], judge="no-such-judge")
+    result = posixlab.EvaluationResult(summary={}, records=[])
+    with pytest.raises(posixlab.ConfigError, match="sets must be at least 1, got 0"):
+        result.judge("smollm2-135m-instruct", sets=0)
+    with pytest.raises(posixlab.ConfigError, match="must contain .*it lacks {second}"):
+        result.judge("smollm2-135m-instruct", instruction="{first_prompt} {first} {second_prompt}")
+    with pytest.raises(posixlab.ConfigError, match="with base_url, the judge is the name"):
+        result.judge(object(), base_url="http://127.0.0.1:9/v1")

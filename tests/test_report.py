@@ -534,9 +534,41 @@ def test_a_judged_run_s_sets_carry_their_judged_share_into_the_grid_s_tables(pos
     assert float(cell["spearman"]) == summary["spearman"]["rho"] and int(cell["sets"]) == 3
     assert float(cell["posix"]) == pytest.approx(np.mean([s["psi"] for s in sets]), abs=1e-6)
     assert "| judge-model | 3 |" in (tmp_path / "tables" / "judged.md").read_text(encoding="utf-8")
-    again = tmp_path / "again"   # from per_set.csv alone: the same table
+    assert (tmp_path / "tables" / "figure_psi_judged.png").is_file()
+    again = tmp_path / "again"   # from per_set.csv alone: the same table, and the figure
     regenerate([str(tmp_path / "tables" / "per_set.csv")], again)
     assert (again / "judged.md").read_text() == (tmp_path / "tables" / "judged.md").read_text()
+    assert (again / "figure_psi_judged.png").is_file()
+
+
+def test_the_grid_s_judged_figure_has_a_panel_a_judged_cell_and_a_point_a_judged_set():
+    """``figure_psi_judged``: the cells no judge read, and the sets without a judged share, are left out; each
+    panel's points are its sets' (ψ, 1 − judged share), its title the cell, the judge and ρ."""
+    import matplotlib.pyplot as plt
+
+    from posixlab.analysis.judged import judged_grid_figure
+
+    def row(model, variant, psi, share, judge="J"):
+        return {"model": model, "dataset": "mmlu", "variant": variant, "shots": 0, "psi": psi,
+                "judged_share": share, "judge": judge if share is not None else None}
+
+    rows = [row("m1", "spelling", 0.1, 1.0), row("m1", "spelling", 0.3, 0.5), row("m1", "spelling", 0.2, None),
+            row("m1", "spelling", 0.5, 0.25), row("m2", "template", 0.9, 0.75), row("m2", "template", 0.5, 0.25),
+            row("m2", "template", 0.7, 0.5),
+            row("m3", "spelling", 0.4, None)]  # never judged: no panel
+    fig = judged_grid_figure([*rows[:-1], row("m2", "template", 0.1, 1.0, judge="K")], "title")
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(shown) == 2
+    assert shown[0].collections[0].get_offsets().tolist() == [[0.1, 0.0], [0.3, 0.5], [0.5, 0.75]]
+    assert shown[1].collections[0].get_offsets().tolist() == [[0.9, 0.25], [0.5, 0.75], [0.7, 0.5], [0.1, 0.0]]
+    assert "judge J; 3 sets, ρ = +1.00" in shown[0].get_title().replace("\n", " ")
+    # ranks of ψ 4, 2, 3, 1 and of inconsistency 2, 4, 3, 1: ρ = 1 - 6 * (4 + 4) / (4 * 15) = 0.2
+    assert "judge J; K; 4 sets, ρ = +0.20" in shown[1].get_title().replace("\n", " ")
+    plt.close(fig)
+    fig = judged_grid_figure(rows, "title\ndata")  # one judge: named once, in the figure's title
+    assert fig._suptitle.get_text() == "title (judge J)\ndata" and "judge" not in fig.axes[0].get_title()
+    plt.close(fig)
+    assert judged_grid_figure([row("m3", "spelling", 0.4, None)], "title") is None
 
 
 def test_two_runs_are_compared_and_the_gate_is_shown(posix_run, cls_run, tmp_path):

@@ -5,9 +5,10 @@ are sets whose responses ψ counts as changed and the judge reads as the same an
 change ("Flaw or Artifact?"; arXiv 2605.02038). Drawn into the judged folder's ``figures/`` beside the run's own
 figures, and shown on the run's page.
 
-``judged_table``: the grid's cells that were judged, from per-set rows (``collect.load_rows``: run folders or a
-``per_set.csv``), each with its mean judged share and interval beside POSIX over the same sets, and Spearman's ρ
-between them (``judged.md`` of ``python -m posixlab.analysis``).
+``judged_table`` and ``judged_grid_figure``: the grid's cells that were judged, from per-set rows
+(``collect.load_rows``: run folders or a ``per_set.csv``), each with its mean judged share and interval beside POSIX
+over the same sets, and Spearman's ρ between them (``judged.md`` of ``python -m posixlab.analysis``), and each cell's
+sets as a panel of the figure (``figure_psi_judged``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from posixlab.judge import share_interval
 from posixlab.metrics.stats import spearman
 
 FIGURE = "psi_vs_judged"  # figures/psi_vs_judged.png and .pdf
+JUDGED_GRID_FIGURE = "figure_psi_judged"  # python -m posixlab.analysis: a panel a judged cell
 
 
 def judged_points(rows: list[dict]) -> pd.DataFrame:
@@ -73,6 +75,46 @@ def draw_judged(folder: str | Path, summary: dict) -> Path | None:
             (Path(folder) / "figures" / f"{FIGURE}{suffix}").unlink(missing_ok=True)
         return None
     return save(fig, Path(folder) / "figures", FIGURE)[0]
+
+
+def judged_grid_figure(rows: list[dict], title: str):
+    """The grid's judged cells (per-set rows, ``collect.load_rows``), one panel a cell, in rows of at most four: each
+    set's ψ across, its judged inconsistency up, the cell's judge and Spearman ρ in the panel's title; None where no
+    cell was judged. ``figure_psi_judged`` of ``python -m posixlab.analysis``."""
+    panels = []
+    for cell, members in cells(rows).items():
+        points = judged_points([r for r in members if r.get("judge")])
+        if not points.empty:
+            judge = "; ".join(sorted({label(r["judge"]) for r in members if r.get("judge")}))
+            panels.append((cell, judge, points))
+    if not panels:
+        return None
+    judges = {judge for _, judge, _ in panels}
+    if len(judges) == 1:  # one judge for every cell: named once, in the figure's title
+        first, newline, rest = title.partition("\n")
+        title = f"{first} (judge {judges.pop()}){newline}{rest}"
+        panels = [(cell, None, points) for cell, _, points in panels]
+    style.apply_theme()
+    across = min(len(panels), 4)
+    down = -(-len(panels) // across)
+    width = style.COLUMN if across == 1 else style.TWO_COLUMNS
+    title = style.wrap(title, width)
+    fig = style.figure(figsize=(width, down * (style.PANEL_HEIGHT + 0.3) + 0.16 * (title.count("\n") + 1)),
+                       layout="constrained")
+    axes = fig.subplots(down, across, squeeze=False, sharey=True).ravel()
+    for ax, (cell, judge, points) in zip(axes, panels):
+        sns.scatterplot(points, x="psi", y="judged inconsistency", color=style.palette(1)[0], alpha=0.7,
+                        linewidth=0, ax=ax)
+        rho = spearman(points["psi"].tolist(), points["judged inconsistency"].tolist())["rho"]
+        rho_words = "ρ n/a" if rho != rho else f"ρ = {rho:+.2f}"
+        ax.set(xlabel="ψ of the set", ylabel="judged inconsistency", ylim=(-0.05, 1.05))
+        judged_by = "" if judge is None else f"; judge {judge}"
+        ax.set_title(style.wrap(f"{label(cell.model)}, {cell.variant}, {cell.shots}-shot{judged_by}; "
+                                f"{len(points)} sets, {rho_words}", width / across - 0.1), fontsize=style.FONT - 1)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle(title)
+    return fig
 
 
 def judged_table(rows: list[dict]) -> tuple[str, list[dict]] | None:

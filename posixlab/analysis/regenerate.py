@@ -9,8 +9,8 @@ from posixlab.analysis.accuracy import accuracy_rows, accuracy_table
 from posixlab.analysis.classification import find_classification_runs, regenerate_classification
 from posixlab.analysis.collect import PER_SET_CSV, Cell, data_caption, load_rows, write_rows
 from posixlab.analysis.collect import cells as grouped_cells
-from posixlab.analysis.figures import accuracy_figures, paper_figures
-from posixlab.analysis.judged import judged_table
+from posixlab.analysis.figures import accuracy_figures, paper_figures, save
+from posixlab.analysis.judged import JUDGED_GRID_FIGURE, judged_grid_figure, judged_table
 from posixlab.analysis.tables import summary_rows, table1, table2, write_table
 from posixlab.metrics.factors import FACTOR_NAMES
 from posixlab.results import SETS_FILE, SUMMARY_FILE
@@ -20,8 +20,9 @@ CLASSIFICATION_DIR = "classification"
 
 def regenerate(sources: list[str | Path], out: str | Path) -> list[Path]:
     """Read results (run or sweep folders, or a per_set.csv), write per_set.csv, the cell summary, Tables 1 and 2,
-    the judged cells' table (``judged.md``, where a judge read any) and every figure into ``out``, and the
-    classification runs' tables, figures and reports into ``out/classification``. Returns the files written."""
+    the judged cells' table and figure (``judged.md``, ``figure_psi_judged``, where a judge read any) and every
+    figure into ``out``, and the classification runs' tables, figures and reports into ``out/classification``.
+    Returns the files written."""
     out = Path(out)
     classification = find_classification_runs(sources)
     written = []
@@ -85,6 +86,10 @@ def regenerate_posix(sources: list[str | Path], out: Path) -> list[Path]:
     judged = judged_table(rows)  # the cells a judge read (judge.jsonl beside their records), where any was
     if judged:
         written += write_table(*judged, out, "judged", caption)
+        judged_rows = [r for r in rows if r.get("judge")]
+        title = f"ψ against judged inconsistency, a point a set\n{data_caption(judged_rows)}"
+        figure = judged_grid_figure(rows, title)
+        written += save(figure, out, JUDGED_GRID_FIGURE) if figure is not None else []
     written += paper_figures(rows, out)
     written += accuracy_figures(rows, out, accuracy)
     return written
