@@ -134,8 +134,8 @@ class EvaluationResult(RunResult):
         ``instruction``: the request's text, with ``{first_prompt}``, ``{first}``, ``{second_prompt}`` and
         ``{second}``. ``sets``, ``both_orders``, ``alpha``, ``decoys``: ``posixlab judge``'s options
         (``posixlab.judge.judge_run``). Where the result has a folder (``evaluate(output_dir=)``, ``load_result``),
-        the verdicts are written there (``judge.jsonl``, ``judge.json``), and a judge asked again reuses them;
-        otherwise they are kept here and ``save`` writes them."""
+        the verdicts are written there (``judge.jsonl``, ``judge.json``, ``figures/psi_vs_judged.png``), and a judge
+        asked again reuses them; otherwise they are kept here and ``save`` writes them."""
         from posixlab.judge import check_options, judge_run
 
         for name, value in (("sets", sets), ("max_concurrency", max_concurrency)):
@@ -150,6 +150,14 @@ class EvaluationResult(RunResult):
             self.judged, self.verdicts = judged, judged_rows(folder, judged)
         if self.folder is None:
             self.judged["run"] = None  # judged in a folder now gone: ``save`` writes the verdicts beside the run
+        else:  # the folder as ``posixlab judge`` leaves it: its figure too, for the run's page
+            from posixlab.analysis.judged import draw_judged
+
+            try:
+                draw_judged(self.folder, judged)
+            except Exception as exc:  # noqa: BLE001 (the verdicts stand without the figure)
+                warnings.warn(f"posixlab judge: no figure of ψ against the judge ({type(exc).__name__}: {exc})",
+                              JudgeWarning, stacklevel=_first_caller_outside())
         for warning in judged.get("warnings") or []:  # e.g. a judge that says yes to everything, or to nothing
             warnings.warn(f"posixlab judge: {warning}", JudgeWarning, stacklevel=_first_caller_outside())
         return self.judged

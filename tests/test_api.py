@@ -290,6 +290,7 @@ def test_a_judge_from_python_equals_posixlab_judge_and_travels_with_the_result(e
                               output_dir=tmp_path / "ended")
     assert ended.psi == evaluated.psi and drop(ended.verdicts) == drop(result.verdicts)
     assert (tmp_path / "ended" / ROWS_FILE).is_file()  # written beside the run, where posixlab report reads it
+    assert (tmp_path / "ended" / "figures" / "psi_vs_judged.png").is_file() == (ended.judged_share is not None)
     assert posixlab.load_result(tmp_path / "ended").judged_share == result.judged_share
 
 
