@@ -337,9 +337,14 @@ def resolve_model(model, tokenizer) -> tuple[ModelSpec, TokenizedModel | None]:
         from posixlab.llamacpp.hub import gguf_label
 
         return ModelSpec(gguf_label(name), "hub", name, backend="llamacpp"), None
+    import difflib
+
+    configured = configured_models()
+    close = difflib.get_close_matches(name.lower(), configured, n=1, cutoff=0.75)
     raise ConfigError(f"model {name!r} is not a packaged model ({', '.join(PACKAGED_MODELS)}), a configured one "
-                      f"(posixlab/conf/model/), a local folder, a .gguf file, a Hugging Face Hub id (owner/name) or a "
-                      f"GGUF file on the hub (owner/name:Q4_K_M, owner/name/file.gguf)")
+                      f"({', '.join(m for m in configured if m not in PACKAGED_MODELS)}: posixlab/conf/model/), "
+                      f"a local folder, a .gguf file, a Hugging Face Hub id (owner/name) or a GGUF file on the hub "
+                      f"(owner/name:Q4_K_M, owner/name/file.gguf)" + (f"; did you mean {close[0]}?" if close else ""))
 
 
 def judge_model(model, tokenizer=None, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",

@@ -416,6 +416,51 @@ def expand_model_aliases(argv: list[str]) -> list[str]:
     return out
 
 
+def register_chosen_models(argv: list[str]) -> list[str]:
+    """Before the config is composed: ``model=`` takes every form ``posixlab.evaluate``'s ``model`` does besides a
+    configured name (``conf/model/``), in a sweep too: a hub id (``model=Qwen/Qwen2.5-0.5B-Instruct``), a GGUF file on
+    the hub (``OWNER/REPO:Q4_K_M``), a local folder or ``.gguf`` file. Each such value gets a config node of its own,
+    registered where Hydra looks for ``model=VALUE`` (a local path's under ``local:`` and its absolute path), named in
+    results as a GGUF file is (``llamacpp.hub.gguf_label``: ``Qwen2.5-0.5B-Instruct``; ``model.name=`` names it
+    otherwise). A value that is none of these is a ``ConfigError`` naming the forms, before anything loads. Returns
+    ``argv`` with local paths as their nodes' names; and where ``model.path=`` changes the default model's path
+    without a ``model=`` or ``model.name=``, the model is named by that path, not as the packaged default.
+
+    >>> register_chosen_models(["model=gemma3-270m,Qwen/Qwen2.5-0.5B-Instruct", "variant=template"])
+    ['model=gemma3-270m,Qwen/Qwen2.5-0.5B-Instruct', 'variant=template']
+    >>> register_chosen_models(["model=no-such-model"])
+    Traceback (most recent call last):
+    posixlab.errors.ConfigError: model 'no-such-model' is not a packaged model (...
+    """
+    configured = {p.stem for p in (Path(__file__).resolve().parent / "conf" / "model").glob("*.yaml")}
+    out = []
+    for arg in argv:
+        head, eq, value = arg.partition("=")
+        if not eq or head.lstrip("+~") != "model" or "(" in value:  # choice(...), range(...): Hydra's own sweeps
+            out.append(arg)
+            continue
+        chosen = []
+        for name in value.split(","):
+            if name in configured or name.startswith("local:"):
+                chosen.append(name)
+                continue
+            from posixlab.api import resolve_model  # torch: only for a model named otherwise than by a config
+            from posixlab.llamacpp.hub import gguf_label
+
+            spec, _ = resolve_model(name.strip("'\""), None)
+            key = f"local:{spec.path}" if spec.source == "local" else name
+            group, _, option = f"model/{key}".rpartition("/")
+            ConfigStore.instance().store(group=group, name=option, node={
+                "defaults": ["_defaults"], "name": gguf_label(spec.path), "source": spec.source, "path": spec.path,
+                "backend": spec.backend})
+            chosen.append(key)
+        out.append(f"{head}={','.join(chosen)}")
+    keys = {arg.partition("=")[0].lstrip("+~") for arg in argv if "=" in arg}
+    if "model.path" in keys and not keys & {"model", "model.name"}:  # the default model's name is not this model's
+        out.append("model.name='${posixlab.gguf_name:${model.path}}'")  # quoted: Hydra's grammar
+    return out
+
+
 def expand_moved_settings(argv: list[str], notice=None) -> list[str]:
     """A task setting's older top-level spelling (``num_sets=50``, ``shots=0,1,2,3``) becomes its place under
     ``task.*``, with one notice for all of them (``notice``: where it goes; None: stderr), so every documented
@@ -695,6 +740,7 @@ def entry() -> None:
     sys.argv[1:] = multirun_first(sys.argv[1:])  # a Hydra job from here on
     try:
         load_chosen_tasks(sys.argv[1:])
+        sys.argv[1:] = register_chosen_models(sys.argv[1:])
         check_override_keys(sys.argv[1:])
     except ConfigError as exc:
         print(f"posixlab error: {exc}", file=sys.stderr)

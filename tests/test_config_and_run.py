@@ -170,6 +170,39 @@ def _closed_port() -> int:
         return s.getsockname()[1]  # closed again when the block ends: connections are refused
 
 
+def test_model_takes_a_hub_id_a_gguf_file_or_a_folder_in_a_sweep_too(tmp_path):
+    """``model=`` takes what ``posixlab.evaluate``'s ``model`` takes: each value composes into a model named as a
+    GGUF file is (the repository's or the file's name: folder names stay flat), its source, path and backend."""
+    from posixlab.cli import register_chosen_models
+
+    gguf = tmp_path / "my-model.Q4_K_M.gguf"
+    gguf.write_bytes(b"GGUF")
+    folder = tmp_path / "my-finetune"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    given = ["meta-llama/Llama-3.2-1B", str(gguf), str(folder), "TheBloke/Llama-2-7B-GGUF:Q4_K_M", "gemma3-270m"]
+    argv = register_chosen_models(["-m", f"model={','.join(given)}", "variant=template"])
+    values = argv[1].removeprefix("model=").split(",")
+    assert argv[0] == "-m" and argv[2:] == ["variant=template"]
+    assert values == [given[0], f"local:{gguf}", f"local:{folder}", *given[3:]]  # a path: its node's name
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        models = [compose(config_name="config", overrides=[f"model={v}"]).model for v in values]
+        renamed = compose(config_name="config", overrides=register_chosen_models(["model.source=hub",
+                                                                                  "model.path=org/its-model"])).model
+        kept = compose(config_name="config", overrides=register_chosen_models(["model=llama2-7b",
+                                                                               "model.path=org/llama-copy"])).model
+    assert [(m.name, m.source, m.path, m.backend) for m in models] == [
+        ("Llama-3.2-1B", "hub", "meta-llama/Llama-3.2-1B", "transformers"),
+        ("my-model.Q4_K_M", "local", str(gguf), "llamacpp"),
+        ("my-finetune", "local", str(folder), "transformers"),
+        ("Llama-2-7B-GGUF-Q4_K_M", "hub", "TheBloke/Llama-2-7B-GGUF:Q4_K_M", "llamacpp"),
+        ("gemma3-270m", "packaged", "gemma3-270m", "transformers")]
+    # model.path= on the default model: named by its path, not as the packaged default; model=NAME keeps NAME's
+    assert (renamed.name, renamed.path, kept.name) == ("its-model", "org/its-model", "llama2-7b")
+    with pytest.raises(ConfigError, match="did you mean gemma3-270m"):
+        register_chosen_models(["model=gemma3-270M"])
+
+
 @pytest.mark.slow
 def test_hub_model_offline_fails_fast_with_a_clear_message(tmp_path):
     env = {"HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}"}
@@ -242,7 +275,9 @@ def test_posixlab_status_says_why_a_run_stopped(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("override, message", [
-    ("model=llama9-1b", "Could not find 'model/llama9-1b'"),
+    ("model=llama9-1b", "model 'llama9-1b' is not a packaged model"),  # and the forms model= takes
+    ("model=llama2-7B", "did you mean llama2-7b?"),
+    ("model=/nonexistent/folder", "is not a packaged model"),  # not a folder here: not taken for a hub id
     ("variant=typos", "Could not find 'variant/typos'"),
     ("num_variants=0", "num_variants must be at least 1"),
     ("seed=abc", "seed takes a whole number of at least 0, not 'abc'"),  # it failed once every set was done

@@ -22,10 +22,10 @@ from hub_fixtures import ADAPTER_ID, BBH_TASKS, MODEL_ID, ROOT, closed_port, hub
 DESIGN_CARD = ["model=llama2-7b", "variant=template", "num_sets=3", "logger=none", "embedding=none"]
 
 
-def run_py(tmp: Path, env: dict, *overrides: str, name: str = "run", timeout: int = 180):
+def run_py(tmp: Path, env: dict, *overrides: str, name: str = "run", timeout: int = 180, card=DESIGN_CARD):
     """``python run.py`` with the design card's command (3 sets) and ``overrides``, its results under ``tmp/name``."""
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "run.py", *DESIGN_CARD, *overrides, f"hydra.run.dir={tmp / name}"],
+    proc = subprocess.run([sys.executable, "run.py", *card, *overrides, f"hydra.run.dir={tmp / name}"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     proc.seconds = time.monotonic() - started
     return proc
@@ -131,6 +131,14 @@ def test_the_design_card_command_downloads_the_gated_model_then_runs_from_the_ca
     assert summary(tmp_path, "second")["model"] == summary(tmp_path, "first")["model"]  # the same weights, by commit
     assert summary(tmp_path, "second")["compute"]["sets_from_cache"] == 3  # so the score cache answers every set
     print(f"download run {first.seconds:.1f} s, cached run {second.seconds:.1f} s")
+
+    # the hub id itself (no config in conf/model/): the same weights, named by the repository
+    by_id = run_py(tmp_path, env_for(tmp_path, f"http://127.0.0.1:{closed_port()}", token=None), name="by_id",
+                   card=[f"model={MODEL_ID}", *DESIGN_CARD[1:]])
+    assert by_id.returncode == 0, by_id.stderr[-3000:]
+    assert [line for line in by_id.stdout.splitlines() if line.startswith("POSIX = ")] == \
+        [posix[0].replace("llama2-7b · ", f"{MODEL_ID.split('/')[1]} · ")]
+    assert summary(tmp_path, "by_id")["model"]["commit"] == commit
 
 
 @pytest.mark.slow

@@ -279,6 +279,10 @@ def model_folder(spec: ModelSpec, cache_dir: str | Path | None = None) -> tuple[
     elif spec.source == "local":
         if not Path(spec.path).is_dir():
             raise ModelUnavailableError(f"model {spec.name}: local folder {spec.path} does not exist")
+        if not (Path(spec.path) / "config.json").is_file():  # else transformers' error, about a tokenizer
+            raise ModelUnavailableError(f"model {spec.name}: local folder {spec.path} holds no model (no config.json): "
+                                        f"give a folder a transformers model was saved to (save_pretrained: config, "
+                                        f"weights, tokenizer files), or a .gguf file")
         folder = spec.path
         identity["files"] = folder_signature(folder)
     else:
