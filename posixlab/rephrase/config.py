@@ -126,12 +126,9 @@ def make_rephraser(cfg: RephraserConfig, cache_dir: str | None = None, offline: 
     an API's key is not required."""
     cfg = resolve_rephraser(cfg)
     if cfg.backend == "hf":
-        from posixlab.models.loading import ModelSpec
         from posixlab.rephrase.hf_backend import HFRephraser
 
-        spec = ModelSpec(name=Path(cfg.model).name, source=cfg.source, path=cfg.model, revision=cfg.revision,
-                         dtype=cfg.dtype, device=cfg.device)
-        return HFRephraser(spec, cache_dir, temperature=cfg.temperature, top_p=cfg.top_p,
+        return HFRephraser(hf_rephraser_spec(cfg), cache_dir, temperature=cfg.temperature, top_p=cfg.top_p,
                            max_concurrency=cfg.max_concurrency)
     if cfg.backend == "llamacpp":
         from posixlab.rephrase.hf_backend import LlamaCppRephraser
@@ -146,6 +143,36 @@ def make_rephraser(cfg: RephraserConfig, cache_dir: str | None = None, offline: 
     if cfg.backend == "file":
         return None
     raise ConfigError(f"unknown rephraser.backend {cfg.backend!r}; choose one of {', '.join(BACKENDS)}")
+
+
+def hf_rephraser_spec(cfg: RephraserConfig):
+    """The ``ModelSpec`` of an ``hf`` rephraser, checked before anything loads: ``rephraser.model`` a packaged model,
+    a local folder or a hub id; ``rephraser.source`` is read from that form when left at ``packaged`` for a model
+    that is not one (as ``model=`` reads it).
+
+    >>> spec = hf_rephraser_spec(RephraserConfig(backend="hf", model="Qwen/Qwen2.5-7B-Instruct"))
+    >>> spec.name, spec.source, spec.path
+    ('Qwen2.5-7B-Instruct', 'hub', 'Qwen/Qwen2.5-7B-Instruct')
+    >>> hf_rephraser_spec(RephraserConfig(backend="hf", model="qwen2.5-7b")).source
+    Traceback (most recent call last):
+    ...
+    posixlab.errors.ConfigError: rephraser.model 'qwen2.5-7b' is not a packaged model (smollm2-135m-instruct, \
+gemma3-270m, qwen2.5-coder-0.5b-instruct, qwen2.5-coder-1.5b-instruct), a local folder or a Hugging Face Hub id \
+(owner/name); a .gguf file is rephraser=llamacpp's
+    """
+    from posixlab.models.assets import PACKAGED_MODELS
+    from posixlab.models.loading import ModelSpec
+
+    source = cfg.source
+    if source == "packaged" and cfg.model not in PACKAGED_MODELS:
+        source = "local" if Path(cfg.model).expanduser().is_dir() else "hub"
+        if source == "hub" and not re.fullmatch(r"[^/.:\s][^/:\s]*/[^/:\s]+", cfg.model):
+            raise ConfigError(f"rephraser.model {cfg.model!r} is not a packaged model ({', '.join(PACKAGED_MODELS)}), "
+                              f"a local folder or a Hugging Face Hub id (owner/name); a .gguf file is "
+                              f"rephraser=llamacpp's")
+    path = str(Path(cfg.model).expanduser()) if source == "local" else cfg.model
+    return ModelSpec(name=Path(cfg.model).name, source=source, path=path, revision=cfg.revision, dtype=cfg.dtype,
+                     device=cfg.device)
 
 
 def gguf_rephraser_spec(cfg: RephraserConfig):
