@@ -332,7 +332,7 @@ def resolve_model(model, tokenizer) -> tuple[ModelSpec, TokenizedModel | None]:
         folder = Path(name).expanduser().resolve()
         return ModelSpec(folder.name, "local", str(folder)), None
     if name.count("/") == 1 and not name.startswith((".", "/")) and ":" not in name:
-        return ModelSpec(name, "hub", name), None
+        return ModelSpec(name.split("/")[1], "hub", name), None  # named by its repository, as model=ID names it
     if re.fullmatch(r"[^/.:][^/:]*/[^/:]+(:[^/:]+|(/[^/:]+)+\.gguf)", name):  # a GGUF repository's file on the hub
         from posixlab.llamacpp.hub import gguf_label
 

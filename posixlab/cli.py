@@ -421,8 +421,8 @@ def register_chosen_models(argv: list[str]) -> list[str]:
     configured name (``conf/model/``), in a sweep too: a hub id (``model=Qwen/Qwen2.5-0.5B-Instruct``), a GGUF file on
     the hub (``OWNER/REPO:Q4_K_M``), a local folder or ``.gguf`` file. Each such value gets a config node of its own,
     registered where Hydra looks for ``model=VALUE`` (a local path's under ``local:`` and its absolute path), named in
-    results as a GGUF file is (``llamacpp.hub.gguf_label``: ``Qwen2.5-0.5B-Instruct``; ``model.name=`` names it
-    otherwise). A value that is none of these is a ``ConfigError`` naming the forms, before anything loads. Returns
+    results as ``posixlab.evaluate`` names it (``posixlab.api.resolve_model``: the repository's, folder's or file's
+    name, ``Qwen2.5-0.5B-Instruct``, so that job folders stay flat; ``model.name=`` names it otherwise). A value that is none of these is a ``ConfigError`` naming the forms, before anything loads. Returns
     ``argv`` with local paths as their nodes' names; and where ``model.path=`` changes the default model's path
     without a ``model=`` or ``model.name=``, the model is named by that path, not as the packaged default.
 
@@ -445,13 +445,12 @@ def register_chosen_models(argv: list[str]) -> list[str]:
                 chosen.append(name)
                 continue
             from posixlab.api import resolve_model  # torch: only for a model named otherwise than by a config
-            from posixlab.llamacpp.hub import gguf_label
 
             spec, _ = resolve_model(name.strip("'\""), None)
             key = f"local:{spec.path}" if spec.source == "local" else name
             group, _, option = f"model/{key}".rpartition("/")
             ConfigStore.instance().store(group=group, name=option, node={
-                "defaults": ["_defaults"], "name": gguf_label(spec.path), "source": spec.source, "path": spec.path,
+                "defaults": ["_defaults"], "name": spec.name, "source": spec.source, "path": spec.path,
                 "backend": spec.backend})
             chosen.append(key)
         out.append(f"{head}={','.join(chosen)}")
