@@ -440,13 +440,13 @@ def register_chosen_models(argv: list[str]) -> list[str]:
             out.append(arg)
             continue
         chosen = []
-        for name in value.split(","):
-            if name in configured or name.startswith("local:"):
+        for name in (v.strip().strip("'\"") for v in value.split(",")):  # Hydra's quotes and spaces: not the name
+            if not name or name in configured or name.startswith("local:"):  # ~model= deletes: no name
                 chosen.append(name)
                 continue
             from posixlab.api import resolve_model  # torch: only for a model named otherwise than by a config
 
-            spec, _ = resolve_model(name.strip("'\""), None)
+            spec, _ = resolve_model(name, None)
             key = f"local:{spec.path}" if spec.source == "local" else name
             group, _, option = f"model/{key}".rpartition("/")
             ConfigStore.instance().store(group=group, name=option, node={

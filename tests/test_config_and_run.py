@@ -181,7 +181,7 @@ def test_model_takes_a_hub_id_a_gguf_file_or_a_folder_in_a_sweep_too(tmp_path):
     folder.mkdir()
     (folder / "config.json").write_text("{}")
     given = ["meta-llama/Llama-3.2-1B", str(gguf), str(folder), "TheBloke/Llama-2-7B-GGUF:Q4_K_M", "gemma3-270m"]
-    argv = register_chosen_models(["-m", f"model={','.join(given)}", "variant=template"])
+    argv = register_chosen_models(["-m", f"model={given[0]}, '{given[1]}',{','.join(given[2:])}", "variant=template"])
     values = argv[1].removeprefix("model=").split(",")
     assert argv[0] == "-m" and argv[2:] == ["variant=template"]
     assert values == [given[0], f"local:{gguf}", f"local:{folder}", *given[3:]]  # a path: its node's name
