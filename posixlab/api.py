@@ -25,7 +25,9 @@ from posixlab.data import DatasetSpec
 from posixlab.data.prompt_sets import UserPromptSet, prompt_sets_from_lists, read_prompt_set_file
 from posixlab.embeddings import EmbeddingSpec
 from posixlab.errors import ConfigError
-from posixlab.judge import ALPHA, DEFAULT_JUDGE, INSTRUCTION, judged_rows, read_judged
+from posixlab.judge import ALPHA, DEFAULT_JUDGE, INSTRUCTION, ROWS_FILE, check_options, judge_run, judged_rows, \
+    read_judged
+from posixlab.judge import SUMMARY_FILE as JUDGE_FILE
 from posixlab.models import PACKAGED_MODELS, CausalLM, ModelSpec, spec_from_dict
 from posixlab.models.causal_lm import TokenizedModel
 from posixlab.runner import run
@@ -136,8 +138,6 @@ class EvaluationResult(RunResult):
         (``posixlab.judge.judge_run``). Where the result has a folder (``evaluate(output_dir=)``, ``load_result``),
         the verdicts are written there (``judge.jsonl``, ``judge.json``, ``figures/psi_vs_judged.png``), and a judge
         asked again reuses them; otherwise they are kept here and ``save`` writes them."""
-        from posixlab.judge import check_options, judge_run
-
         for name, value in (("sets", sets), ("max_concurrency", max_concurrency)):
             if value is not None and value < 1:
                 raise ConfigError(f"{name} must be at least 1, got {value}")
@@ -181,8 +181,6 @@ class EvaluationResult(RunResult):
         return self._write(Path(folder), verdicts=True)
 
     def _write(self, folder: Path, verdicts: bool) -> Path:
-        from posixlab.judge import ROWS_FILE
-        from posixlab.judge import SUMMARY_FILE as JUDGE_FILE
         from posixlab.results import SetWriter, write_summary
 
         with SetWriter(folder) as writer:

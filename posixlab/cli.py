@@ -418,13 +418,14 @@ def expand_model_aliases(argv: list[str]) -> list[str]:
 
 def register_chosen_models(argv: list[str]) -> list[str]:
     """Before the config is composed: ``model=`` takes every form ``posixlab.evaluate``'s ``model`` does besides a
-    configured name (``conf/model/``), in a sweep too: a hub id (``model=Qwen/Qwen2.5-0.5B-Instruct``), a GGUF file on
-    the hub (``OWNER/REPO:Q4_K_M``), a local folder or ``.gguf`` file. Each such value gets a config node of its own,
-    registered where Hydra looks for ``model=VALUE`` (a local path's under ``local:`` and its absolute path), named in
-    results as ``posixlab.evaluate`` names it (``posixlab.api.resolve_model``: the repository's, folder's or file's
-    name, ``Qwen2.5-0.5B-Instruct``, so that job folders stay flat; ``model.name=`` names it otherwise). A value that is none of these is a ``ConfigError`` naming the forms, before anything loads. Returns
-    ``argv`` with local paths as their nodes' names; and where ``model.path=`` changes the default model's path
-    without a ``model=`` or ``model.name=``, the model is named by that path, not as the packaged default.
+    configured name (``conf/model/``), in a sweep too: a hub id (``model=Qwen/Qwen2.5-0.5B-Instruct``), a GGUF file
+    on the hub (``OWNER/REPO:Q4_K_M``), a local folder or ``.gguf`` file. Each such value gets a config node of its
+    own, registered where Hydra looks for ``model=VALUE`` (a local path's under ``local:`` and its absolute path),
+    named in results as ``posixlab.evaluate`` names it (``posixlab.api.resolve_model``: the repository's, folder's or
+    file's name, ``Qwen2.5-0.5B-Instruct``, so that job folders stay flat; ``model.name=`` names it otherwise). A
+    value that is none of these is a ``ConfigError`` naming the forms, before anything loads. Returns ``argv`` with
+    local paths as their nodes' names; and where ``model.path=`` changes the default model's path without a
+    ``model=`` or ``model.name=``, the model is named by that path, not as the packaged default.
 
     >>> register_chosen_models(["model=gemma3-270m,Qwen/Qwen2.5-0.5B-Instruct", "variant=template"])
     ['model=gemma3-270m,Qwen/Qwen2.5-0.5B-Instruct', 'variant=template']
