@@ -231,6 +231,10 @@ def _judge_parser():
                              "set's prompt (K requests a set; calibration at ALPHA needs 1/ALPHA - 1 decoys in all, "
                              "so K > 1 calibrates on fewer sets; default: %(default)s)")
     parser.add_argument("--out", help="the folder to write to (default: RUN_DIR)")
+    parser.add_argument("--agree-with", metavar="FOLDER",
+                        help="another judge's folder for the same run (posixlab judge RUN --judge OTHER --out "
+                             "FOLDER): how often the two give the same verdict, Cohen's kappa, and their sets' "
+                             "shares side by side, added to this judge's summary")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
     parser.add_argument("--wandb", choices=("offline", "online"),
                         help="log the judge to Weights & Biases too: a run of job type 'judge', named judge-RUN and "
@@ -243,7 +247,7 @@ def _judge_parser():
 def judge_command(args: list[str]) -> int:
     """``posixlab judge RUN_DIR | SWEEP_DIR [--judge MODEL]``: a judge model reads POSIX runs' responses
     (``posixlab.judge``). 0: judged; 2: an error (the verdicts written so far are kept)."""
-    from posixlab.judge import JudgeConfig, judge_table, open_judge
+    from posixlab.judge import JudgeConfig, judge_table, open_judge, other_judge
 
     parser = _judge_parser()
     options = parser.parse_args(args)  # --help: exit 0; a usage error: exit 2
@@ -252,9 +256,12 @@ def judge_command(args: list[str]) -> int:
         judge = JudgeConfig(options.judge, options.base_url, options.api_key_env, options.max_concurrency,
                             options.sets, options.both_orders, options.instruction, options.alpha, options.decoys)
         cells = judged_cells(Path(options.run))
-        if len(cells) > 1 and options.out:
-            raise ConfigError(f"--out with a sweep ({len(cells)} POSIX runs in {options.run}): each run's verdicts go "
-                              f"to its own folder; give one run's folder to write elsewhere")
+        for flag, given in (("--out", options.out), ("--agree-with", options.agree_with)):
+            if len(cells) > 1 and given:
+                raise ConfigError(f"{flag} with a sweep ({len(cells)} POSIX runs in {options.run}): each run's "
+                                  f"verdicts go to its own folder; give one run's folder")
+        if options.agree_with:
+            other_judge(options.agree_with)  # a folder without a judge: an error before any judging
         opened = []  # the judge's model, opened by the first cell that needs it, for the next ones too
 
         def opener():
@@ -265,6 +272,8 @@ def judge_command(args: list[str]) -> int:
 
         for cell in cells:
             summary = judge_folder(judge, cell, out=options.out, flags=True, opener=opener)
+            if options.agree_with:
+                summary = add_agreement(summary, Path(options.out or cell), options.agree_with)
             summaries.append(summary)
             if options.wandb:  # after the judging, whose files are written whatever W&B does
                 track_judge(summary, Path(options.out or cell), cell.resolve().name,
@@ -277,6 +286,16 @@ def judge_command(args: list[str]) -> int:
     if options.json:
         print(json.dumps(summaries[0] if len(summaries) == 1 else summaries, indent=1, ensure_ascii=False))
     return 0
+
+
+def add_agreement(summary: dict, out: Path, other: str) -> dict:
+    """The judge's summary with its agreement with the judge in ``other`` (``posixlab.judge.agreement_with``),
+    written back to its ``judge.json``."""
+    from posixlab.judge import SUMMARY_FILE, agreement_with
+
+    summary = {**summary, "agreement": agreement_with(out, other, summary)}
+    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return summary
 
 
 def judged_cells(folder: Path) -> list[Path]:

@@ -383,6 +383,74 @@ def _spearman(rows: list[dict]) -> dict | None:
     return {"rho": round(float(result.statistic), 6), "p_value": round(float(result.pvalue), 6), "sets": len(pairs)}
 
 
+def judge_agreement(rows: list[dict], other: list[dict]) -> dict:
+    """How two judges of one run agree (``rows`` and ``other``: each judge's ``judge.jsonl`` rows), over the differing
+    responses both read (identical ones are never asked; a reply neither yes nor no is left out): the share of equal
+    verdicts, Cohen's κ (that share beyond what two judges saying yes at their own rates would reach by chance), the
+    two-by-two counts, and over the sets both have a share for, each judge's mean judged share and Spearman's ρ
+    between their per-set shares. How much a judged share is the judge's, not the model's.
+
+    >>> def judged(*verdicts):  # one set: the variants' verdicts, True = the same; "=" an identical response
+    ...     return [{"set_id": "s", "judged_share": None, "verdicts": [
+    ...         {"prompt": i, "identical": v == "=", "equivalent": True if v == "=" else v}
+    ...         for i, v in enumerate(verdicts, 1)]}]
+    >>> a = judged(True, True, False, None, "=")
+    >>> b = judged(True, False, False, True, "=")
+    >>> agreement = judge_agreement(a, b)   # 3 pairs both read: 2 agree; yes at 2/3 and 1/3: chance 4/9
+    >>> agreement["pairs"], agreement["agreement"], agreement["kappa"]   # (2/3 - 4/9) / (1 - 4/9)
+    (3, 0.666667, 0.4)
+    >>> agreement["both_same"], agreement["only_this"], agreement["only_other"], agreement["neither"]
+    (1, 1, 0, 1)
+    """
+    theirs = {(row["set_id"], v["prompt"]): v["equivalent"] for row in other for v in row["verdicts"]
+              if not v["identical"] and v["equivalent"] is not None}
+    pairs = [(v["equivalent"], theirs[key]) for row in rows for v in row["verdicts"]
+             if not v["identical"] and v["equivalent"] is not None and (key := (row["set_id"], v["prompt"])) in theirs]
+    counts = {"both_same": sum(a and b for a, b in pairs), "only_this": sum(a and not b for a, b in pairs),
+              "only_other": sum(b and not a for a, b in pairs), "neither": sum(not a and not b for a, b in pairs)}
+    observed = (counts["both_same"] + counts["neither"]) / len(pairs) if pairs else None
+    kappa = None
+    if pairs:
+        mine, yours = sum(a for a, _ in pairs) / len(pairs), sum(b for _, b in pairs) / len(pairs)
+        chance = mine * yours + (1 - mine) * (1 - yours)
+        kappa = None if chance == 1 else round((observed - chance) / (1 - chance), 6)  # both constant: undefined
+    shares = {row["set_id"]: row["judged_share"] for row in other}
+    both = [(row["judged_share"], shares[row["set_id"]]) for row in rows
+            if row["judged_share"] is not None and shares.get(row["set_id"]) is not None]
+    rho = None
+    if len(both) >= 3 and len({a for a, _ in both}) > 1 and len({b for _, b in both}) > 1:
+        from scipy.stats import spearmanr
+
+        rho = round(float(spearmanr([a for a, _ in both], [b for _, b in both]).statistic), 6)
+    mean = (lambda values: round(sum(values) / len(values), 6) if values else None)  # noqa: E731
+    return {"pairs": len(pairs), "agreement": None if observed is None else round(observed, 6), "kappa": kappa,
+            **counts, "sets": len(both), "judged_share": mean([a for a, _ in both]),
+            "other_judged_share": mean([b for _, b in both]), "spearman": rho}
+
+
+def other_judge(folder: str | Path) -> dict:
+    """The summary of the judge in ``folder`` (``agreement_with``'s other judge); checked before anything is asked."""
+    try:
+        return json.loads((Path(folder) / SUMMARY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise ConfigError(f"{folder} holds no judge's summary ({SUMMARY_FILE}): give the folder another judge of "
+                          f"this run wrote (posixlab judge RUN --judge MODEL --out FOLDER)") from None
+
+
+def agreement_with(out: str | Path, other: str | Path, summary: dict) -> dict:
+    """``judge_agreement`` of the judge whose ``summary`` was written to ``out`` with the judge whose verdicts are in
+    the folder ``other`` (``posixlab judge RUN --judge B --out DIR``: two judges of one run), the other's name and
+    folder beside it. The two must have read the same run (its ``run_fingerprint``)."""
+    theirs = other_judge(other)
+    if theirs.get("run_fingerprint") != summary.get("run_fingerprint"):
+        raise ConfigError(f"the judge in {other} read another run than this one (its run_fingerprint differs): "
+                          f"agreement is over the same responses")
+    if theirs["judge"]["key"] == summary["judge"]["key"]:
+        raise ConfigError(f"{other} holds this same judge's verdicts: give the folder of another judge")
+    return {"with": theirs["judge"]["model"], "folder": str(other),
+            **judge_agreement(judged_rows(out, summary), judged_rows(other, theirs))}
+
+
 @dataclass
 class JudgeConfig:
     """A judge that reads a POSIX run as soon as it ends (``judge=`` on the command line: ``posixlab judge``'s options,
@@ -538,8 +606,9 @@ SET_COLUMNS = ("set_index", "set_id", "variant_type", "psi", "identical_share", 
 
 def judge_tracked(summary: dict, rows: list[dict]):
     """What a run tracker logs for a judge (``posixlab judge --wandb``): the summary's numbers (``judged_share``,
-    ``spearman/rho``, ``scores/decoy_auc``, ``scores/calibrated/judged_share``, ...), and a table with a row per
-    judged set (``SET_COLUMNS``, then each variant's verdict as JSON); the files stay in the run's folder.
+    ``spearman/rho``, ``scores/decoy_auc``, ``scores/calibrated/judged_share``, ``agreement/kappa``, ...), and a table
+    with a row per judged set (``SET_COLUMNS``, then each variant's verdict as JSON); the files stay in the run's
+    folder.
 
     >>> summary = {"sets": 1, "judged_share": 0.5, "spearman": None, "judge": {"model": "j"},
     ...            "scores": {"decoy_auc": 0.75, "calibrated": {"judged_share": 0.25}}}
@@ -556,7 +625,7 @@ def judge_tracked(summary: dict, rows: list[dict]):
     def numbers(block: dict | None, prefix: str = "") -> dict:
         out = {}
         for key, value in (block or {}).items():
-            if isinstance(value, dict) and key in ("spearman", "scores", "calibrated"):
+            if isinstance(value, dict) and key in ("spearman", "scores", "calibrated", "agreement"):
                 out.update(numbers(value, f"{prefix}{key}/"))
             elif isinstance(value, (int, float)) and not isinstance(value, bool):
                 out[f"{prefix}{key}"] = value
@@ -786,6 +855,7 @@ def judge_rows(summary: dict) -> list[tuple[str, str]]:
     rows = [(label, shown(summary, key)) for key, label in JUDGE_ROWS]
     rows.append(("Spearman ρ, ψ vs judged inconsistency",
                  "n/a" if rho is None else f"{rho['rho']:+.3f} (p {rho['p_value']:.3g}, {rho['sets']} sets)"))
+    rows += agreement_rows(summary.get("agreement"))
     if not scores:
         return rows
     rows += [(label, shown(scores, key)) for key, label in SCORE_ROWS]
@@ -796,6 +866,24 @@ def judge_rows(summary: dict) -> list[tuple[str, str]]:
     rows.append(("calibration: P(yes) above", f"{scores['threshold']:.6g} ({scores['decoys']} decoys, "
                                               f"α = {scores['alpha']:g})"))
     return rows + [(label, shown(scores["calibrated"], key)) for key, label in CALIBRATED_ROWS]
+
+
+def agreement_rows(agreement: dict | None) -> list[tuple[str, str]]:
+    """(label, value as shown) of an agreement with another judge (``agreement_with``); none without one."""
+    if not agreement:
+        return []
+    def shown(value, form):
+        return "n/a" if value is None else format(value, form)
+
+    other = agreement["with"]
+    return [(f"agreement with {other}: the same verdict", f"{shown(agreement['agreement'], '.3f')} "
+                                                        f"({agreement['pairs']} responses both read)"),
+            (f"… Cohen's κ with {other}", shown(agreement["kappa"], "+.3f")),
+            (f"… yes by both / this only / {other} only / neither", f"{agreement['both_same']} / "
+             f"{agreement['only_this']} / {agreement['only_other']} / {agreement['neither']}"),
+            (f"… judged share, this and {other} ({agreement['sets']} sets)",
+             f"{shown(agreement['judged_share'], '.3f')} and {shown(agreement['other_judged_share'], '.3f')}"),
+            (f"… Spearman ρ of the sets' shares with {other}", shown(agreement["spearman"], "+.3f"))]
 
 
 def judge_words(summary: dict) -> str:

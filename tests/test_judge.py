@@ -665,3 +665,59 @@ def test_a_dead_endpoint_is_one_error_and_keeps_what_was_judged(tmp_path, capsys
     assert err.count("posixlab error:") == 1 and url.removesuffix("/v1") in err
     assert time.monotonic() - started < 60
     assert (tmp_path / ROWS_FILE).read_text().splitlines() == [json.dumps(kept)]
+
+
+def test_two_judges_of_one_run_agree_as_cohen_s_kappa_counts(tmp_path, capsys):
+    """``posixlab judge RUN --judge B --out DIR --agree-with RUN``: B's verdicts beside A's (judged first, in the run's
+    folder) on the differing responses both read: the share equal, Cohen's κ (checked against scikit-learn's), the
+    two-by-two counts; a reply neither yes nor no, and the identical responses (never asked), left out."""
+    import random
+
+    from chat_server import ChatServer, completion
+    from sklearn.metrics import cohen_kappa_score
+
+    rng = random.Random(0)
+    sets = [record(["orig"] + [f"r{i}-{k}" for k in range(6)] + ["orig"], index=i) for i in range(5)]
+    run, other = tmp_path / "run", tmp_path / "judge-b"
+    run.mkdir()
+    (run / "sets.jsonl").write_text("".join(json.dumps(s) + "\n" for s in sets))
+    says = {judge: {f"r{i}-{k}": rng.choice(["Yes", "No"]) for i in range(5) for k in range(6)}
+            for judge in ("judge-a", "judge-b")}
+    says["judge-b"]["r0-0"] = "Maybe"  # unparsed: not a verdict to agree on
+
+    def answer(body, n):
+        second = body["messages"][-1]["content"].split("Response B:\n", 1)[1].split("\n\nThe two prompts", 1)[0]
+        return 200, {}, completion(says[body["model"]].get(second, "No"))  # a decoy: no
+
+    with ChatServer(answer) as server:
+        flags = ["--base-url", server.base_url, "--api-key-env", "POSIXLAB_TEST_NO_KEY"]
+        assert judge_command([str(run), "--judge", "judge-a", *flags, "--json"]) == 0
+        capsys.readouterr()
+        assert judge_command([str(run), "--judge", "judge-b", "--out", str(other), "--agree-with", str(run),
+                              *flags, "--json"]) == 0
+        agreement = json.loads(capsys.readouterr().out)["agreement"]
+        assert judge_command([str(run), "--judge", "judge-b", "--out", str(other), "--agree-with", str(other),
+                              *flags]) == 2
+        assert "this same judge's verdicts" in capsys.readouterr().err
+        assert judge_command([str(run), "--judge", "judge-b", "--out", str(other), "--agree-with", str(tmp_path),
+                              *flags]) == 2
+        assert "holds no judge's summary" in capsys.readouterr().err
+        asked = len(server.bodies)
+        assert judge_command([str(run), "--judge", "judge-b", "--out", str(other), "--agree-with", str(run),
+                              *flags]) == 0  # the verdicts on file: nothing asked again, the table printed
+        assert "Cohen's κ with judge-a" in capsys.readouterr().out and len(server.bodies) == asked
+
+    verdicts = {}
+    for folder in (run, other):
+        for line in (folder / ROWS_FILE).read_text().splitlines():
+            row = json.loads(line)
+            for v in row["verdicts"]:
+                if not v["identical"]:
+                    verdicts.setdefault((row["set_id"], v["prompt"]), []).append(v["equivalent"])
+    both = [pair for pair in verdicts.values() if None not in pair]
+    assert len(both) == 5 * 6 - 1 == agreement["pairs"] and agreement["with"] == "judge-a"
+    assert agreement["kappa"] == pytest.approx(cohen_kappa_score([b for b, _ in both], [a for _, a in both]),
+                                               abs=1e-6)
+    assert agreement["agreement"] == round(sum(a == b for a, b in both) / len(both), 6)
+    assert agreement["only_this"] == sum(b and not a for a, b in both)  # this judge: b, the one with --agree-with
+    assert json.loads((other / SUMMARY_FILE).read_text())["agreement"] == agreement  # kept with its summary
