@@ -23,6 +23,7 @@ from posixlab.llamacpp.parts import all_parts, file_stem, first_part, missing_pa
 from posixlab.models.fetch_errors import download_failed, hub_hint, hub_refusal
 
 FORMS = "OWNER/REPO:TAG (e.g. :Q4_K_M), OWNER/REPO/FILE.gguf or OWNER/REPO"
+GGUF_COPY = "model=<file.gguf>"  # a local copy of a hub GGUF file
 # (path, revision) -> the file the hub said it would serve, in this process: a run's checks before any work (twice:
 # before W&B starts, and in the runner) and its download ask the hub once
 SERVABLE: dict[tuple[str, str | None], str] = {}
@@ -143,7 +144,7 @@ def check_hub_gguf(spec) -> str | None:
         return None
     if hub_offline_flag():
         raise ModelUnavailableError(f"model {spec.name} ({spec.path}) is not in the local cache and HF_HUB_OFFLINE "
-                                    f"is set. {hub_hint()}")
+                                    f"is set. {hub_hint(GGUF_COPY)}")
     from huggingface_hub import HfApi
 
     repo, _, _ = parse_hub_path(spec.path)
@@ -151,11 +152,11 @@ def check_hub_gguf(spec) -> str | None:
     try:
         files = HfApi(endpoint=hub_endpoint()).list_repo_files(repo, revision=spec.revision)
     except Exception as exc:  # noqa: BLE001 - a refusal, a failing hub or no hub: each its own message
-        raise ModelUnavailableError(hub_refusal(asked, exc)) from None
+        raise ModelUnavailableError(hub_refusal(asked, exc, copy=GGUF_COPY)) from None
     file = pick_file(files, spec.path)
     error = hub_file_error(repo, file, "model", spec.revision)  # a gated repository refuses here
     if error is not None:
-        raise ModelUnavailableError(hub_refusal(asked, error))
+        raise ModelUnavailableError(hub_refusal(asked, error, copy=GGUF_COPY))
     SERVABLE[(spec.path, spec.revision)] = file
     return file
 

@@ -24,6 +24,7 @@ from posixlab.errors import ConfigError, ModelUnavailableError
 from posixlab.models.fetch_errors import download_failed, folder_signature, hub_hint, hub_refusal
 
 ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_COPY = "model.adapter=<folder>"  # a local copy of a hub adapter's files
 ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 
 
@@ -100,7 +101,7 @@ def resolve_adapter(spec, download: bool = True) -> tuple[Path | None, dict]:
         if folder is None:
             if hub_offline_flag():
                 raise ModelUnavailableError(f"model.adapter {adapter} is not in the local cache (or only part of it "
-                                            f"is) and HF_HUB_OFFLINE is set. {hub_hint()}")
+                                            f"is) and HF_HUB_OFFLINE is set. {hub_hint(ADAPTER_COPY)}")
             error = hub_file_error(adapter, ADAPTER_CONFIG, "model", spec.adapter_revision)
             if error is not None:
                 from huggingface_hub.errors import EntryNotFoundError
@@ -110,7 +111,7 @@ def resolve_adapter(spec, download: bool = True) -> tuple[Path | None, dict]:
                                       f"adapter (a whole model goes in model.path)")
                 raise ModelUnavailableError(hub_refusal(
                     as_model, error, path_key="model.adapter (a folder that does not exist is read as a hub id)",
-                    revision_key="model.adapter_revision"))
+                    revision_key="model.adapter_revision", copy=ADAPTER_COPY))
             if download:
                 from huggingface_hub import snapshot_download
 

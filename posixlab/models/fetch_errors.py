@@ -9,15 +9,26 @@ from posixlab.hub import describe_hub_error, http_status, hub_endpoint
 from posixlab.models.assets import PACKAGED_MODELS
 
 
-def hub_hint() -> str:
+LOCAL_COPY = "model=<folder>"  # how a run takes a copy of a hub model's files (an adapter's, a GGUF file's: others)
+
+
+def hub_hint(copy: str = LOCAL_COPY) -> str:
+    """What to do when the hub cannot be reached; ``copy``: the setting that takes a local copy instead.
+
+    >>> "or give a local copy (model.adapter=<folder>)." in hub_hint("model.adapter=<folder>")
+    True
+    >>> "or give a local copy (model=<folder>)." in hub_hint()
+    True
+    """
     return (f"Run on a machine that reaches {hub_endpoint()} (gated models also need HF_TOKEN and an accepted "
-            "licence), or download the model into the Hugging Face cache, or set model.source=local and "
-            "model.path=<folder>. Offline, use a packaged model: " + ", ".join(f"model={m}" for m in PACKAGED_MODELS))
+            f"licence), or download the model into the Hugging Face cache, or give a local copy ({copy}). Offline, "
+            "use a packaged model: " + ", ".join(f"model={m}" for m in PACKAGED_MODELS))
 
 
-def hub_refusal(spec, exc: BaseException, path_key: str = "model.path", revision_key: str = "model.revision") -> str:
+def hub_refusal(spec, exc: BaseException, path_key: str = "model.path", revision_key: str = "model.revision",
+                copy: str = LOCAL_COPY) -> str:
     """What to do about the hub's refusal to serve the model's files, in one message that names the hub asked and the
-    settings to check (``path_key``, ``revision_key``: an adapter's are others)."""
+    settings to check (``path_key``, ``revision_key``, ``copy``: an adapter's are others)."""
     from huggingface_hub import get_token
     from huggingface_hub.errors import (EntryNotFoundError, GatedRepoError, RepositoryNotFoundError,
                                         RevisionNotFoundError)
@@ -41,8 +52,8 @@ def hub_refusal(spec, exc: BaseException, path_key: str = "model.path", revision
         return f"{head}: it has no config.json, so it is not a model transformers can load."
     if status is not None and status >= 500:  # reached, but failing: the hint about reaching it would mislead
         return (f"{head}: it answered HTTP {status}" + (f" ({said})" if said else "") + ". The hub is failing, not "
-                "this setup: run again later, or use a copy of the model: model.source=local model.path=<folder>.")
-    return f"{head} ({describe_hub_error(exc)}). {hub_hint()}"
+                f"this setup: run again later, or use a local copy ({copy}).")
+    return f"{head} ({describe_hub_error(exc)}). {hub_hint(copy)}"
 
 
 def hub_cause(exc: BaseException) -> BaseException | None:
