@@ -228,10 +228,6 @@ def judge_summary(rows: list[dict]) -> dict:
     >>> s["controls"], s["control_judged_same"]  # no decoys asked
     (0, None)
     """
-    def mean(values):
-        values = [v for v in values if v is not None]
-        return round(sum(values) / len(values), 6) if values else None
-
     verdicts = [v for row in rows for v in row["verdicts"]]
     differing = [v for v in verdicts if not v["identical"] and v["equivalent"] is not None]
     controls = [c["equivalent"] for r in rows for c in controls_of(r) if c["equivalent"] is not None]
@@ -239,14 +235,20 @@ def judge_summary(rows: list[dict]) -> dict:
     away = [None if r["judged_share"] is None else _judged_away(r) for r in rows]
     return {"sets": len(rows), "variants": len(verdicts), "differing": sum(not v["identical"] for v in verdicts),
             "asked": sum(r["asked"] for r in rows),
-            "unparsed": sum(r["unparsed"] for r in rows), "psi": mean(r.get("psi") for r in rows),
-            "identical_share": mean(r["identical_share"] for r in rows),
-            "judged_share": mean(r["judged_share"] for r in rows),
-            "judged_share_ci95": share_interval([r["judged_share"] for r in rows]), "judged_away": mean(away),
+            "unparsed": sum(r["unparsed"] for r in rows), "psi": _mean(r.get("psi") for r in rows),
+            "identical_share": _mean(r["identical_share"] for r in rows),
+            "judged_share": _mean(r["judged_share"] for r in rows),
+            "judged_share_ci95": share_interval([r["judged_share"] for r in rows]), "judged_away": _mean(away),
             "differing_judged_same": round(sum(v["equivalent"] for v in differing) / len(differing), 6)
             if differing else None, "spearman": _spearman(rows), "controls": len(controls),
             "control_judged_same": round(sum(controls) / len(controls), 6) if controls else None,
             **_parser_check(checked)}
+
+
+def _mean(values) -> float | None:
+    """The mean of the values that are not None, rounded as the summaries keep numbers; None without one."""
+    values = [v for v in values if v is not None]
+    return round(sum(values) / len(values), 6) if values else None
 
 
 def share_interval(shares: list[float | None]) -> list[float] | None:
@@ -417,15 +419,12 @@ def judge_agreement(rows: list[dict], other: list[dict]) -> dict:
     shares = {row["set_id"]: row["judged_share"] for row in other}
     both = [(row["judged_share"], shares[row["set_id"]]) for row in rows
             if row["judged_share"] is not None and shares.get(row["set_id"]) is not None]
-    rho = None
-    if len(both) >= 3 and len({a for a, _ in both}) > 1 and len({b for _, b in both}) > 1:
-        from scipy.stats import spearmanr
+    from posixlab.metrics.stats import spearman
 
-        rho = round(float(spearmanr([a for a, _ in both], [b for _, b in both]).statistic), 6)
-    mean = (lambda values: round(sum(values) / len(values), 6) if values else None)  # noqa: E731
+    rho = spearman([a for a, _ in both], [b for _, b in both])["rho"]  # NaN below 3 sets or for a constant share
     return {"pairs": len(pairs), "agreement": None if observed is None else round(observed, 6), "kappa": kappa,
-            **counts, "sets": len(both), "judged_share": mean([a for a, _ in both]),
-            "other_judged_share": mean([b for _, b in both]), "spearman": rho}
+            **counts, "sets": len(both), "judged_share": _mean(a for a, _ in both),
+            "other_judged_share": _mean(b for _, b in both), "spearman": None if math.isnan(rho) else round(rho, 6)}
 
 
 def other_judge(folder: str | Path) -> dict:
