@@ -25,6 +25,7 @@ import difflib
 import logging
 import re
 import sys
+import traceback
 from pathlib import Path
 
 import hydra
@@ -36,7 +37,7 @@ from omegaconf.errors import MissingMandatoryValue
 
 from posixlab.commands import compare_command, dove_command, gate_command, gguf_path_command, judge_command, \
     judge_folder, judge_spec, judged_figures, merge_command, report_command, report_gate, write_run_report
-from posixlab.errors import ConfigError, PosixlabError, check_flag
+from posixlab.errors import ConfigError, GateFailed, PosixlabError, check_flag
 from posixlab.gate import GateConfig, check_gate, check_gate_applies, make_gate, metrics
 from posixlab.judge import JudgeConfig
 from posixlab.models.adapters import adapted_name
@@ -225,6 +226,9 @@ def main(cfg: DictConfig) -> float | None:
     (Path(output_dir) / "config.yaml").write_text(OmegaConf.to_yaml(resolved), encoding="utf-8")
     # one W&B run per job; the jobs of a sweep share its folder's name as their group
     group = Path(hydra_cfg.sweep.dir).name if hydra_cfg.mode == RunMode.MULTIRUN else None
+    # a cell of a sweep that fails (an error, a missed gate) fails alone: the grid goes on, and the sweep ends with
+    # the worst cell's status (JobStatusCallback.on_multirun_end); fail_fast=true stops it at the first, as one run
+    keep_going = group is not None and resolved.get("fail_fast") is not True
     task_type = None
     try:
         task_type = task_named(cfg.task.name)
@@ -250,8 +254,7 @@ def main(cfg: DictConfig) -> float | None:
             raise judge_error
     except PosixlabError as exc:
         print(f"\nposixlab error: {exc}", file=sys.stderr)
-        note_error(output_dir, f"posixlab error: {exc}")  # for posixlab status
-        sys.exit(2)
+        return cell_failed(output_dir, f"posixlab error: {exc}", 2, keep_going)
     except KeyboardInterrupt:  # Ctrl-C: what is kept and how to go on, not a traceback from inside the model
         note_error(output_dir, "interrupted (Ctrl-C)")
         kept = ("and in the score cache: the same command again computes only the rest" if resolved.get("score_cache")
@@ -260,9 +263,26 @@ def main(cfg: DictConfig) -> float | None:
         print(f"\nposixlab: interrupted. The {units} finished so far are in {output_dir} {kept}.",
               file=sys.stderr)
         sys.exit(130)
-    if report_gate(rows):  # in a sweep (-m), the first job that fails its gate ends the sweep with status 1
-        raise GateFailed(1)
+    except Exception as exc:  # noqa: BLE001 (unexpected: a CUDA out-of-memory, a bug)
+        if group is None:  # one run: Hydra's traceback (HYDRA_FULL_ERROR=1: all of it)
+            raise
+        traceback.print_exc()  # on stderr, as Hydra prints one run's (a SLURM job's stderr is its log)
+        return cell_failed(output_dir, f"{type(exc).__name__}: {exc}".splitlines()[0][:500], 2, keep_going)
+    if report_gate(rows):
+        missed = ", ".join(row.metric if isinstance(row.value, str) else f"{row.metric} {row.value:.4f}"
+                           for row in rows if not row.passed)
+        cell_failed(output_dir, f"missed its gate: {missed}", 1, keep_going)
     return task_type.headline(summary)  # None when the run has none (psi=false)
+
+
+def cell_failed(output_dir: str, error: str, status: int, keep_going: bool) -> None:
+    """A job that fails (``status`` 2: an error; 1: a missed gate): recorded for ``posixlab status`` and the sweep's
+    end; the sweep goes on (``keep_going``), else the job's process exits with ``status`` (a run, ``fail_fast``)."""
+    note_error(output_dir, error, exit_status=status)
+    if not keep_going:
+        if status == 1:
+            raise GateFailed(1)
+        sys.exit(status)
 
 
 def check_top_level(resolved: dict) -> None:
@@ -275,17 +295,13 @@ def check_top_level(resolved: dict) -> None:
     ...
     posixlab.errors.ConfigError: chat_template takes true or false, not 'yes'
     """
-    for key in ("chat_template", "score_cache", "report", "dry_run"):
+    for key in ("chat_template", "score_cache", "report", "dry_run", "fail_fast"):
         check_flag(key, resolved.get(key, False))
     if resolved.get("progress", True) not in (True, False, "lines"):
         raise ConfigError(f"progress takes true, false or lines, not {resolved['progress']!r}")
     for key in ("cache_dir", "score_cache_dir"):
         if not isinstance(resolved.get(key) or "", str):
             raise ConfigError(f"{key} takes a folder or null, not {resolved[key]!r}")
-
-
-class GateFailed(SystemExit):
-    """Exit status 1: a gate threshold was missed (the only cause of status 1; ``entry`` turns Hydra's own 1 into 2)."""
 
 
 def dry_run_job(cfg: DictConfig, output_dir: str, judge: JudgeConfig | None = None) -> None:

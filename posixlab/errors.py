@@ -63,6 +63,11 @@ class DeviceMemoryError(PosixlabError, MemoryError):
     machine): the message says what held the memory and which budget to set; what finished is kept."""
 
 
+class GateFailed(SystemExit):
+    """Exit status 1: a gate threshold was missed (the only cause of status 1; ``cli.entry`` turns Hydra's own 1
+    into 2): one run's, or a cell's of a sweep at the sweep's end."""
+
+
 def usage(text: str, asked: bool) -> int:
     """A command's usage ``text``: asked for (``--help``), on stdout with exit status 0; else (the command misused)
     on stderr with 2, as every error. Returns the status."""

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from posixlab.errors import PosixlabError, usage
+from posixlab.errors import GateFailed, PosixlabError, usage
 
 try:  # a Hydra callback when Hydra is there (the command line); the status command itself needs only the files
     from hydra.experimental.callback import Callback
@@ -105,7 +105,7 @@ def _exit_before_end() -> None:
         error = error or (f"the job exited with status {code}" if code is not None else
                           "the job's process exited before the job ended")
         _write_state(job["path"], {**state, "state": "failed", "ended": time.time(), "error": error,
-                                   "exit_status": code})
+                                   "exit_status": code if code is not None else job.get("exit_status")})
         if not job["say"]:
             continue
         message = f"posixlab: cell {job['cell']} failed: {error}" + \
@@ -168,26 +168,57 @@ class JobStatusCallback(Callback):
             state = _read_state(job["path"]) or {}
             from hydra.core.utils import JobStatus
 
-            if job_return is not None and job_return.status == JobStatus.FAILED:
+            failed = job_return is not None and job_return.status == JobStatus.FAILED
+            if failed:
                 error = job_return._return_value
                 state.update(state="failed", error=f"{type(error).__name__}: {error}".splitlines()[0][:500])
-                if job["say"]:
-                    print(f"posixlab: cell {job['cell']} failed: {state['error']}" +
-                          (f"\nits log: {job['log']}" if job.get("log") else ""), file=sys.stderr, flush=True)
+            elif job.get("exit_status") is not None:  # a sweep's cell that failed and returned: the sweep goes on
+                state.update(state="failed", error=job["error"], exit_status=job["exit_status"])
             else:
                 state.update(state="done")
+            if job["say"] and state["state"] == "failed":
+                print(_failed_line(job["cell"], state), file=sys.stderr, flush=True)
             state["ended"] = time.time()
             _write_state(job["path"], state)
         except Exception as exc:  # noqa: BLE001
             print(f"posixlab: warning: could not write the job's status file ({exc})", file=sys.stderr)
 
 
-def note_error(output_dir, error: str) -> None:
-    """The error a job of this process is about to exit with (``cli.main``: a posixlab error, an interrupt), which
-    its status file records: the terminal had it, a local job's log does not."""
+    def on_multirun_start(self, config, **kwargs) -> None:
+        self.sweep_started = time.time()
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        """The sweep's end, in the process that launched it (its cells may have run on other machines): the cells
+        that failed, each by name with its error and log, and the worst one's exit status (2: an error, 1: a missed
+        gate). A cell fails alone (``cli.main``), so every cell has run by now."""
+        sweep = Path(str(config.hydra.sweep.dir))
+        cells = {}
+        for path in sorted(sweep.glob(f"*/{STATE_FILE}"), key=lambda p: (len(p.parent.name), p.parent.name)):
+            state = _read_state(path) or {}
+            # this sweep's cells: an earlier sweep into the same folder ended before it started (a node's clock may
+            # run a little behind)
+            if (state.get("ended") or 0) >= getattr(self, "sweep_started", 0) - 60:
+                cells[path.parent.name] = state
+        failed = {cell: state for cell, state in cells.items() if state.get("state") == "failed"}
+        if not failed:
+            return
+        print(f"\nposixlab: the sweep ended; {len(failed)} of {len(cells)} cells failed (posixlab status {sweep}):\n"
+              + "\n".join(_failed_line(cell, state) for cell, state in failed.items()), file=sys.stderr, flush=True)
+        raise GateFailed(1) if all(state.get("exit_status") == 1 for state in failed.values()) else SystemExit(2)
+
+
+def _failed_line(cell: str, state: dict) -> str:
+    return f"posixlab: cell {cell} failed: {state.get('error') or 'no error recorded'}" + \
+        (f"\nits log: {state['log']}" if state.get("log") else "")
+
+
+def note_error(output_dir, error: str, exit_status: int | None = None) -> None:
+    """The error a job of this process ends with (``cli.main``: a posixlab error, a missed gate, an interrupt),
+    which its status file records: the terminal had it, a local job's log does not. ``exit_status``: the job's,
+    where its cell fails and the sweep goes on (the sweep's end reads it)."""
     job = _open_jobs.get(str(Path(str(output_dir))))
     if job is not None:
-        job["error"] = error
+        job.update(error=error, exit_status=exit_status)
 
 
 # --- reading a sweep folder -----------------------------------------------------------------------------------------
@@ -565,7 +596,8 @@ def _classify(cell: Cell, kind: str, queue: dict[str, str] | None) -> None:
                 cell.total = cell.units
             if state is not None and state.get("state") == "failed" and state.get("error"):
                 # the run finished, its job did not: its judge failed, or (exit status 1) a gate was missed
-                cell.detail = f"the run finished; then its job stopped: {state['error']}"
+                cell.detail = f"the run finished; then {state['error']}" if state.get("exit_status") == 1 else \
+                    f"the run finished; then its job stopped: {state['error']}"
             return
         except (OSError, ValueError, KeyError, TypeError, PosixlabError):
             pass

@@ -349,3 +349,6 @@ def test_a_real_run_that_misses_its_gate_exits_1_with_the_table(tmp_path):
     assert f"| max_posix | psi.posix | ≤ 0.0001 | {posix:.4f} | FAIL |" in proc.stdout
     accuracy = summary["accuracy"]["by_options"]["accuracy"]
     assert f"| min_accuracy | accuracy.by_options.accuracy | ≥ 0 | {accuracy:.4f} | pass |" in proc.stdout
+    state = json.loads((out / ".posixlab_job.json").read_text())  # what posixlab status says of the run
+    assert (state["state"], state["error"], state["exit_status"]) == ("failed", f"missed its gate: max_posix "
+                                                                      f"{posix:.4f}", 1)

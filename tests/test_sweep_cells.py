@@ -1,0 +1,88 @@
+"""A sweep whose cells fail: each fails alone, the grid goes on, and the sweep ends with the worst status (2: an
+error, 1: only missed gates), naming every failed cell; ``fail_fast=true`` stops at the first. The cells run the
+rule backend and the agreement task of ``tests/plugin_backend.py`` and ``tests/plugin_task.py`` (no model file), and
+a third plug-in whose model crashes as a CUDA out-of-memory would: an error posixlab does not know."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CRASH_BACKEND = '''
+import plugin_backend
+from posixlab.backends import Backend, register
+from posixlab.models.capabilities import GENERATE
+
+
+def open_model(spec, cache_dir=None):
+    raise RuntimeError("CUDA out of memory. Tried to allocate 20.00 GiB (a crash on cue)")
+
+
+register(Backend("crash-test", frozenset({GENERATE}), open_model, plugin_backend.engine))
+'''
+CELL = ["task=agreement", "model.name=rule", "model.source=api", "model.path=rule", "logger=none", "report=false",
+        "progress=false", "task.questions=[[What is 2 + 2?,What is 2 + 2 ?,What is 2+2?]]"]
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """The plug-ins beside the sweep, as a user's modules would be."""
+    folder = tmp_path_factory.mktemp("work")
+    for name in ("plugin_backend.py", "plugin_task.py"):
+        shutil.copy(ROOT / "tests" / name, folder / name)
+    (folder / "crash_backend.py").write_text(CRASH_BACKEND, encoding="utf-8")
+    return folder
+
+
+def sweep(work: Path, folder: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("POSIXLAB_PLUGINS", "PYTHONPATH", "HYDRA_FULL_ERROR")}
+    env.update(POSIXLAB_PLUGINS="plugin_backend,plugin_task,crash_backend", POSIXLAB_CACHE=str(folder / "cache"))
+    return subprocess.run([sys.executable, str(ROOT / "run.py"), "-m", *CELL, *args, f"hydra.sweep.dir={folder}"],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=300)
+
+
+def cells(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_dir() and p.name[0].isdigit())
+
+
+@pytest.mark.slow
+def test_a_crashed_cell_and_a_missed_gate_fail_alone_and_the_sweep_ends_with_status_2(work, tmp_path):
+    folder = tmp_path / "sweep"
+    proc = sweep(work, folder, "model.backend=crash-test,rule-test,rule-test", "gate.min_agreement=1.0")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    crashed, missed, _ = cells(folder)
+    end = proc.stderr[proc.stderr.index("posixlab: the sweep ended"):]
+    assert end.startswith(f"posixlab: the sweep ended; 3 of 3 cells failed (posixlab status {folder}):\n")
+    assert f"posixlab: cell {crashed.name} failed: RuntimeError: CUDA out of memory. Tried to allocate" in end
+    assert re.search(rf"posixlab: cell {missed.name} failed: missed its gate: min_agreement 0\.\d{{4}}", end), end
+    assert "Traceback" in proc.stderr and "Traceback" not in end  # the crash's traceback, printed as it happened
+    for later in cells(folder)[1:]:  # the cells after the crash ran to their end, results written, then the gate
+        assert json.loads((later / "summary.json").read_text())["task"] == "agreement"
+    status = subprocess.run([sys.executable, "-m", "posixlab", "status", str(folder)], cwd=work, capture_output=True,
+                            text=True, timeout=120)  # the plug-ins the cells were made with, read from their folders
+    assert status.returncode == 3, status.stderr[-2000:]  # posixlab status: the crashed cell failed
+    table = status.stdout
+    assert "3 cells (jobs of this machine): 2 done, 0 running, 1 failed" in table, table
+    assert "the run finished; then missed its gate: min_agreement" in table
+
+
+@pytest.mark.slow
+def test_only_missed_gates_end_the_sweep_with_status_1_and_fail_fast_stops_at_the_first(work, tmp_path):
+    gated = sweep(work, tmp_path / "gated", "model.backend=rule-test", "gate.min_agreement=1.0,0.0")
+    assert gated.returncode == 1, gated.stderr[-3000:]
+    assert "posixlab: the sweep ended; 1 of 2 cells failed" in gated.stderr and "gate passed" in gated.stdout
+    assert len(cells(tmp_path / "gated")) == 2
+    fast = sweep(work, tmp_path / "fast", "model.backend=crash-test,rule-test", "fail_fast=true")
+    assert fast.returncode == 2, fast.stderr[-3000:]
+    assert [c.name[0] for c in cells(tmp_path / "fast")] == ["0"]  # the second cell never started
+    assert "RuntimeError: CUDA out of memory" in fast.stderr and "the sweep ended" not in fast.stderr
+    fast_gate = sweep(work, tmp_path / "fast_gate", "model.backend=rule-test", "gate.min_agreement=1.0,0.0",
+                      "fail_fast=true")
+    assert fast_gate.returncode == 1 and len(cells(tmp_path / "fast_gate")) == 1, fast_gate.stderr[-3000:]
