@@ -71,6 +71,12 @@ def test_a_crashed_cell_and_a_missed_gate_fail_alone_and_the_sweep_ends_with_sta
     table = status.stdout
     assert "3 cells (jobs of this machine): 2 done, 0 running, 1 failed" in table, table
     assert "the run finished; then missed its gate: min_agreement" in table
+    page = subprocess.run([sys.executable, "-m", "posixlab", "report", str(folder), "--out", str(tmp_path / "p.html")],
+                          cwd=work, capture_output=True, text=True, timeout=120)
+    assert page.returncode == 0, page.stderr[-2000:]
+    html = (tmp_path / "p.html").read_text()  # the grid's page: two runs, and the cell that has none, with why
+    assert "2 runs compared" in html and "<strong>Not on this page</strong>: 1 cell of the sweep without results: " \
+        f"{crashed.name}: failed (RuntimeError: CUDA out of memory." in html
 
 
 @pytest.mark.slow

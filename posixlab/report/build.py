@@ -178,12 +178,25 @@ def build_report(folders, out, gate_rows=None, *, gate=None) -> Path:
         raise ConfigError("give at least one run folder")
     runs = [read_run(run) for folder in folders for run in run_folders(folder)]
     gates = _gates(runs, gate_rows, gate)
+    shown = {Path(run.folder).resolve() for run in runs}
+    absent = [cell for folder in folders for cell in cells_without_results(Path(folder), shown)]
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with h.page_of_runs(len(runs)):  # the runs share the page's room for their units (report/html.py)
-        page = render(runs, gates)
+        page = render(runs, gates, absent)
     out.write_text(page, encoding="utf-8")
     return out
+
+
+def cells_without_results(folder: Path, shown: set[Path]) -> list[str]:
+    """A sweep folder's cells that are not on the page (no results: one that failed before its first unit, one
+    pending or just started), each as ``posixlab status`` says it, so that a grid with a hole says why."""
+    if not (folder / "multirun.yaml").is_file():
+        return []
+    from posixlab.status import sweep_status
+
+    return [f"{cell.name}: {cell.state}" + (f" ({cell.detail})" if cell.detail else "")
+            for cell in sweep_status(folder)[0] if cell.folder is None or cell.folder.resolve() not in shown]
 
 
 def _gates(runs: list[Run], gate_rows, gate) -> list[list]:
@@ -206,11 +219,16 @@ def headline(run: Run) -> str:
     return f"{run.task.headline_name} = {'n/a' if value is None else f'{value:.4f}'}"
 
 
-def render(runs: list[Run], gates: list[list]) -> str:
+def render(runs: list[Run], gates: list[list], absent: list[str] = ()) -> str:
+    """The page's HTML; ``absent``: the cells of the sweeps given that have no results (``cells_without_results``)."""
     several = len(runs) > 1
     title = ("PARTIAL · " if any(r.partial for r in runs) else "") + _title(runs)
     first_partial = next((r for r in runs if r.partial), None)  # its banner is the page's #partial
     body = [_banners(run, several, run is first_partial) for run in runs]
+    if absent:
+        body.insert(0, h.banner(f"<strong>Not on this page</strong>: {len(absent)} cell{'s' * (len(absent) > 1)} of "
+                                f"the sweep without results: " + "; ".join(h.esc(cell) for cell in absent),
+                                id="absent", kind="warn"))
     sections, values, paired, reads = [], [], [], {}
     plan = _pairing_plan(runs) if several else []  # from the summaries, before any records are read
     with records_read_once():  # each run's records read once for its sections, its values, its gate and pairing
