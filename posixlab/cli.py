@@ -22,6 +22,7 @@ cannot be fetched, a prompt too long for the model, ...) prints one clear messag
 from __future__ import annotations
 
 import difflib
+import json
 import logging
 import re
 import sys
@@ -50,6 +51,7 @@ from posixlab.scoring.options import EngineOptions
 from posixlab.status import note_error, status_command
 from posixlab.tasks import TASK_TYPES, task_named
 from posixlab.tracking import Tracker
+from posixlab.version import __version__
 
 def _defaults_of(cls, skip: tuple[str, ...] = ()) -> dict:
     """The defaulted fields of a dataclass, as plain config values (nested dataclasses as dicts)."""
@@ -236,15 +238,13 @@ def main(cfg: DictConfig) -> float | None:
         check_task_groups(task_type.name, list(hydra_cfg.overrides.task))
         gate = make_gate(resolved.get("gate"))
         check_gate_applies(task_type.name, gate)  # a threshold the task has no metric for stops here, before the run
-        judge = judge_of(resolved, task_type.name)  # a judge's bad setting stops here, before the run
-        if gate.min_judged_share is not None and judge is None:
-            raise ConfigError("gate.min_judged_share reads a judge's share of responses judged the same: end the run "
-                              "with a judge (judge=packaged, or judge.model=...), or gate a judged run with "
-                              "posixlab gate RUN gate.min_judged_share=...")
+        judge = judge_of(resolved, task_type.name, gate)  # a judge's bad setting stops here, before the run
         if cfg.dry_run:
             return dry_run_job(cfg, output_dir, judge)
-        record_plugins(output_dir)  # so that posixlab status/gate/report read this folder in any shell
-        summary, judge_error = run_job(cfg, resolved, output_dir, group, judge)
+        summary, judge_error = (done_before(cfg, output_dir, judge) if resolved.get("skip_done") else None), None
+        if summary is None:
+            record_plugins(output_dir)  # so that posixlab status/gate/report read this folder in any shell
+            summary, judge_error = run_job(cfg, resolved, output_dir, group, judge)
         # one the run's data has no metric for (no gold labels): exit 2 too; a judge's shares from its judge.json
         # (a judge that failed: no gate, its error below)
         rows = [] if judge_error else check_gate(task_type.with_files_beside(Path(output_dir), summary), gate)
@@ -295,7 +295,7 @@ def check_top_level(resolved: dict) -> None:
     ...
     posixlab.errors.ConfigError: chat_template takes true or false, not 'yes'
     """
-    for key in ("chat_template", "score_cache", "report", "dry_run", "fail_fast"):
+    for key in ("chat_template", "score_cache", "report", "dry_run", "fail_fast", "skip_done"):
         check_flag(key, resolved.get(key, False))
     if resolved.get("progress", True) not in (True, False, "lines"):
         raise ConfigError(f"progress takes true, false or lines, not {resolved['progress']!r}")
@@ -334,8 +334,9 @@ def check_before_tracking(run_cfg) -> None:
     check(make_task(run_cfg))
 
 
-def judge_of(resolved: dict, task: str) -> JudgeConfig | None:
-    """The judge a run ends with (``judge=``; None: none), its settings checked before the run starts.
+def judge_of(resolved: dict, task: str, gate: GateConfig | None = None) -> JudgeConfig | None:
+    """The judge a run ends with (``judge=``; None: none), its settings checked before the run starts (and a
+    ``gate`` that reads a judge's shares: not without one).
 
     >>> judge_of({"judge": {"model": None}}, "posix") is None
     True
@@ -347,6 +348,10 @@ compared without a judge (judge=none)
     """
     judge = JudgeConfig(**(resolved.get("judge") or {}))
     if judge.model is None:
+        if gate is not None and gate.min_judged_share is not None:
+            raise ConfigError("gate.min_judged_share reads a judge's share of responses judged the same: end the run "
+                              "with a judge (judge=packaged, or judge.model=...), or gate a judged run with "
+                              "posixlab gate RUN gate.min_judged_share=...")
         return None
     if task != "posix":
         raise ConfigError(f"judge= reads a POSIX run's responses; a {task} run's answers are labels, compared without "
@@ -357,6 +362,35 @@ compared without a judge (judge=none)
     judge.instruction_text()
     judge_spec(judge.model, judge.base_url, judge.api_key_env, judge.max_concurrency)  # a name it cannot resolve
     return judge
+
+
+def done_before(cfg: DictConfig, output_dir: str, judge: JudgeConfig | None = None) -> dict | None:
+    """``skip_done=true``: the summary of the run already in ``output_dir`` when it is this one, finished (the same
+    settings, shard and posixlab version; not stopped early), its result lines printed (a judge the run ends with
+    reads it as ever: the verdicts it has are reused); else None, and the job runs. A sweep run again with it runs
+    only the cells that did not finish (no W&B run, no model loaded for the others)."""
+    from dataclasses import asdict
+
+    from posixlab.judge import judge_line
+    from posixlab.results import SUMMARY_FILE
+    from posixlab.shards import config_fingerprint, parse_shard
+
+    try:
+        summary = json.loads((Path(output_dir) / SUMMARY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    run_cfg, task_type = to_config(cfg, output_dir), task_named(cfg.task.name)
+    shard = parse_shard(getattr(run_cfg, "shard", None))
+    if not isinstance(summary, dict) or summary.get("stopped") or summary.get("posixlab") != __version__ \
+            or summary.get("config_fingerprint") != config_fingerprint(asdict(run_cfg)) \
+            or [(summary.get("shard") or {}).get(k) for k in ("index", "count")] != list(shard or (None, None)):
+        return None
+    print(f"posixlab: {output_dir} holds this run, finished: not run again (skip_done=true)")
+    for line in task_type.report_lines(summary):
+        print(line)
+    if judge is not None:
+        print(judge_line(judge_folder(judge, output_dir, cache_dir=run_cfg.cache_dir, progress=cfg.progress)))
+    return summary
 
 
 def run_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str | None,

@@ -185,19 +185,20 @@ class JobStatusCallback(Callback):
 
 
     def on_multirun_start(self, config, **kwargs) -> None:
-        self.sweep_started = time.time()
+        # the cells an earlier sweep into this folder left: a cell of this sweep is one started since (a job's
+        # start as its own machine wrote it: no two clocks compared)
+        self.earlier = {path.parent.name: (_read_state(path) or {}).get("started")
+                        for path in Path(str(config.hydra.sweep.dir)).glob(f"*/{STATE_FILE}")}
 
     def on_multirun_end(self, config, **kwargs) -> None:
         """The sweep's end, in the process that launched it (its cells may have run on other machines): the cells
         that failed, each by name with its error and log, and the worst one's exit status (2: an error, 1: a missed
         gate). A cell fails alone (``cli.main``), so every cell has run by now."""
         sweep = Path(str(config.hydra.sweep.dir))
-        cells = {}
+        cells, earlier = {}, getattr(self, "earlier", {})
         for path in sorted(sweep.glob(f"*/{STATE_FILE}"), key=lambda p: (len(p.parent.name), p.parent.name)):
             state = _read_state(path) or {}
-            # this sweep's cells: an earlier sweep into the same folder ended before it started (a node's clock may
-            # run a little behind)
-            if (state.get("ended") or 0) >= getattr(self, "sweep_started", 0) - 60:
+            if path.parent.name not in earlier or state.get("started") != earlier[path.parent.name]:
                 cells[path.parent.name] = state
         failed = {cell: state for cell, state in cells.items() if state.get("state") == "failed"}
         if not failed:

@@ -16,13 +16,17 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 CRASH_BACKEND = '''
+import os
+
 import plugin_backend
 from posixlab.backends import Backend, register
 from posixlab.models.capabilities import GENERATE
 
 
 def open_model(spec, cache_dir=None):
-    raise RuntimeError("CUDA out of memory. Tried to allocate 20.00 GiB (a crash on cue)")
+    if os.environ.get("CRASH") == "1":
+        raise RuntimeError("CUDA out of memory. Tried to allocate 20.00 GiB (a crash on cue)")
+    return plugin_backend.open_model(spec, cache_dir)
 
 
 register(Backend("crash-test", frozenset({GENERATE}), open_model, plugin_backend.engine))
@@ -41,9 +45,10 @@ def work(tmp_path_factory):
     return folder
 
 
-def sweep(work: Path, folder: Path, *args: str) -> subprocess.CompletedProcess:
+def sweep(work: Path, folder: Path, *args: str, crash: bool = True) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("POSIXLAB_PLUGINS", "PYTHONPATH", "HYDRA_FULL_ERROR")}
-    env.update(POSIXLAB_PLUGINS="plugin_backend,plugin_task,crash_backend", POSIXLAB_CACHE=str(folder / "cache"))
+    env.update(POSIXLAB_PLUGINS="plugin_backend,plugin_task,crash_backend", POSIXLAB_CACHE=str(folder / "cache"),
+               CRASH=str(int(crash)))
     return subprocess.run([sys.executable, str(ROOT / "run.py"), "-m", *CELL, *args, f"hydra.sweep.dir={folder}"],
                           cwd=work, env=env, capture_output=True, text=True, timeout=300)
 
@@ -53,11 +58,11 @@ def cells(folder: Path) -> list[Path]:
 
 
 @pytest.mark.slow
-def test_a_crashed_cell_and_a_missed_gate_fail_alone_and_the_sweep_ends_with_status_2(work, tmp_path):
+def test_failed_cells_fail_alone_and_skip_done_runs_again_only_what_did_not_finish(work, tmp_path):
     folder = tmp_path / "sweep"
     proc = sweep(work, folder, "model.backend=crash-test,rule-test,rule-test", "gate.min_agreement=1.0")
     assert proc.returncode == 2, proc.stderr[-3000:]
-    crashed, missed, _ = cells(folder)
+    crashed, missed, missed_too = cells(folder)
     end = proc.stderr[proc.stderr.index("posixlab: the sweep ended"):]
     assert end.startswith(f"posixlab: the sweep ended; 3 of 3 cells failed (posixlab status {folder}):\n")
     assert f"posixlab: cell {crashed.name} failed: RuntimeError: CUDA out of memory. Tried to allocate" in end
@@ -77,6 +82,21 @@ def test_a_crashed_cell_and_a_missed_gate_fail_alone_and_the_sweep_ends_with_sta
     html = (tmp_path / "p.html").read_text()  # the grid's page: two runs, and the cell that has none, with why
     assert "2 runs compared" in html and "<strong>Not on this page</strong>: 1 cell of the sweep without results: " \
         f"{crashed.name}: failed (RuntimeError: CUDA out of memory." in html
+
+    # the same sweep again, with skip_done=true: the crashed cell runs (no crash this time), the finished ones are
+    # not run again (their results untouched), their gates checked again: only gates missed, status 1
+    written = {cell: (cell / "summary.json").stat().st_mtime_ns for cell in (missed, missed_too)}
+    again = sweep(work, folder, "model.backend=crash-test,rule-test,rule-test", "gate.min_agreement=1.0",
+                  "skip_done=true", crash=False)
+    assert again.returncode == 1, again.stderr[-3000:]
+    assert again.stdout.count("holds this run, finished: not run again (skip_done=true)") == 2, again.stdout
+    assert {cell: (cell / "summary.json").stat().st_mtime_ns for cell in written} == written
+    assert json.loads((crashed / "summary.json").read_text())["task"] == "agreement"
+    assert "posixlab: the sweep ended; 3 of 3 cells failed" in again.stderr
+    assert again.stderr.count("failed: missed its gate: min_agreement") == 6  # as each ended, and at the end
+    other = sweep(work, folder, "model.backend=rule-test", "skip_done=true")  # cell 0 with another setting: run
+    assert other.returncode == 0 and "not run again" not in other.stdout, other.stderr[-3000:]
+    assert json.loads((crashed / "summary.json").read_text())["config"]["model"]["backend"] == "rule-test"
 
 
 @pytest.mark.slow
