@@ -68,6 +68,7 @@ def test_failed_cells_fail_alone_and_skip_done_runs_again_only_what_did_not_fini
     assert f"posixlab: cell {crashed.name} failed: RuntimeError: CUDA out of memory. Tried to allocate" in end
     assert re.search(rf"posixlab: cell {missed.name} failed: missed its gate: min_agreement 0\.\d{{4}}", end), end
     assert "Traceback" in proc.stderr and "Traceback" not in end  # the crash's traceback, printed as it happened
+    assert end.endswith("the same command with skip_done=true runs again only the cells that did not finish\n")
     for later in cells(folder)[1:]:  # the cells after the crash ran to their end, results written, then the gate
         assert json.loads((later / "summary.json").read_text())["task"] == "agreement"
     status = subprocess.run([sys.executable, "-m", "posixlab", "status", str(folder)], cwd=work, capture_output=True,
