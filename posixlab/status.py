@@ -286,7 +286,8 @@ def _grid(sweep: Path) -> tuple[list[list[str]] | None, dict]:
         from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
-        params = OmegaConf.to_container(config.hydra.sweeper.get("params") or {}, resolve=False) or {}
+        params = config.hydra.sweeper.get("params")  # null in a sweep of the command line's values alone
+        params = (OmegaConf.to_container(params, resolve=False) if params is not None else None) or {}
         arguments = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
         batches = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(arguments),
                                                config.hydra.sweeper.get("max_batch_size"))
@@ -540,6 +541,16 @@ def sweep_status(sweep: str | Path) -> tuple[list[Cell], str]:
     for cell in cells.values():
         _classify(cell, kind, queue)
     return [cells[k] for k in sorted(cells)], kind
+
+
+def cells_without_results(sweep: Path, shown: set[Path]) -> list[str]:
+    """The cells of the sweep in ``sweep`` (none where it is not one) whose folder is not among ``shown`` (resolved
+    paths: the runs a page or a table holds), each as ``posixlab status`` says it: one that failed before its first
+    unit, one still running or pending, so that a grid with a hole says why."""
+    if not (sweep / "multirun.yaml").is_file():
+        return []
+    return [f"{cell.name}: {cell.state}" + (f" ({cell.detail})" if cell.detail else "")
+            for cell in sweep_status(sweep)[0] if cell.folder is None or cell.folder.resolve() not in shown]
 
 
 def run_status(folder: str | Path) -> tuple[list[Cell], str]:

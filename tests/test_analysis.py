@@ -134,6 +134,33 @@ def test_a_missing_cell_leaves_a_gap_and_a_warning(small_results, tmp_path):
     assert "| Gemma-3-270M |" in (tmp_path / "out" / "table1.md").read_text()
 
 
+def test_a_sweep_s_cells_without_a_finished_run_are_each_a_warning(tmp_path):
+    """A hole in a sweep's grid says why, as posixlab status would: a cell that failed before its summary, one that
+    never started; a finished cell is not named."""
+    import json
+    import time
+
+    from posixlab.analysis.__main__ import warn_of_holes
+
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "multirun.yaml").write_text("hydra:\n  sweeper: {max_batch_size: null}\n  launcher: {}\n"
+                                         "  overrides: {task: ['variant=spelling,template,format']}\n")
+    for num, variant in enumerate(("spelling", "template")):
+        (sweep / f"{num}_m_mmlu_{variant}_0shot" / ".hydra").mkdir(parents=True)
+        (sweep / f"{num}_m_mmlu_{variant}_0shot" / ".hydra" / "hydra.yaml").write_text(
+            f"hydra:\n  job:\n    num: {num}\n    id: '{num}'\n")
+    (sweep / "0_m_mmlu_spelling_0shot" / "summary.json").write_text("{}")
+    (sweep / "1_m_mmlu_template_0shot" / ".posixlab_job.json").write_text(json.dumps(
+        {"state": "failed", "error": "posixlab error: no such file", "host": "elsewhere", "pid": 1,
+         "started": time.time()}))
+    with pytest.warns(GridWarning) as caught:
+        warn_of_holes([str(sweep)])
+    assert [str(w.message) for w in caught] == [
+        f"{sweep}: not in the tables, no finished run: 1_m_mmlu_template_0shot: failed (posixlab error: no such file)",
+        f"{sweep}: not in the tables, no finished run: #2 variant=format: pending"]
+
+
 @pytest.mark.slow
 def test_duplicate_runs_of_a_cell_keep_the_latter_with_a_warning(small_results, tmp_path):
     first = next(small_results.glob("0_*"))

@@ -110,6 +110,9 @@ def test_only_missed_gates_end_the_sweep_with_status_1_and_fail_fast_stops_at_th
     assert fast.returncode == 2, fast.stderr[-3000:]
     assert [c.name[0] for c in cells(tmp_path / "fast")] == ["0"]  # the second cell never started
     assert "RuntimeError: CUDA out of memory" in fast.stderr and "the sweep ended" not in fast.stderr
+    status = subprocess.run([sys.executable, "-m", "posixlab", "status", str(tmp_path / "fast")], cwd=work,
+                            capture_output=True, text=True, timeout=120)  # the cell never started: pending, listed
+    assert "2 cells (jobs of this machine): 0 done, 0 running, 1 failed, 1 pending" in status.stdout, status.stdout
     fast_gate = sweep(work, tmp_path / "fast_gate", "model.backend=rule-test", "gate.min_agreement=1.0,0.0",
                       "fail_fast=true")
     assert fast_gate.returncode == 1 and len(cells(tmp_path / "fast_gate")) == 1, fast_gate.stderr[-3000:]

@@ -12,9 +12,13 @@ import sys
 import time
 import warnings
 
+from pathlib import Path
+
 from posixlab.analysis.collect import GridWarning
 from posixlab.analysis.regenerate import regenerate
 from posixlab.errors import PosixlabError
+from posixlab.results import SUMMARY_FILE
+from posixlab.status import cells_without_results
 
 
 def _show_grid_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -24,6 +28,18 @@ def _show_grid_warning(message, category, filename, lineno, file=None, line=None
 
 
 _default_show = warnings.showwarning
+
+
+def warn_of_holes(sources: list[str]) -> None:
+    """A warning for each cell of a sweep under ``sources`` that has no finished run (one that failed, is still
+    running or never started, as ``posixlab status`` says it): the tables leave it out."""
+    for source in map(Path, sources):
+        if not source.is_dir():
+            continue
+        shown = {summary.parent.resolve() for summary in source.rglob(SUMMARY_FILE)}
+        for sweep in sorted({source, *(found.parent for found in source.rglob("multirun.yaml"))}):
+            for cell in cells_without_results(sweep, shown):
+                warnings.warn(f"{sweep}: not in the tables, no finished run: {cell}", GridWarning, stacklevel=2)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():
             # a gap in the grid is one line for the reader (Python's default adds the library line that warned)
             warnings.showwarning = _show_grid_warning
+            warn_of_holes(args.results)
             written = regenerate(args.results, args.out)
     except PosixlabError as exc:
         print(f"posixlab error: {exc}", file=sys.stderr)

@@ -25,6 +25,7 @@ from posixlab.metrics.stats import holm_adjust
 from posixlab.report import html as h
 from posixlab.report.grid import grid_section, one_setting_pairs, task_settings
 from posixlab.results import SCHEMA_VERSION, SUMMARY_FILE
+from posixlab.status import cells_without_results
 from posixlab.tasks import TASK_TYPES, task_named, task_of_records, task_of_summary
 from posixlab.tasks.base import Task, model_name, records_read_once
 
@@ -186,17 +187,6 @@ def build_report(folders, out, gate_rows=None, *, gate=None) -> Path:
         page = render(runs, gates, absent)
     out.write_text(page, encoding="utf-8")
     return out
-
-
-def cells_without_results(folder: Path, shown: set[Path]) -> list[str]:
-    """A sweep folder's cells that are not on the page (no results: one that failed before its first unit, one
-    pending or just started), each as ``posixlab status`` says it, so that a grid with a hole says why."""
-    if not (folder / "multirun.yaml").is_file():
-        return []
-    from posixlab.status import sweep_status
-
-    return [f"{cell.name}: {cell.state}" + (f" ({cell.detail})" if cell.detail else "")
-            for cell in sweep_status(folder)[0] if cell.folder is None or cell.folder.resolve() not in shown]
 
 
 def _gates(runs: list[Run], gate_rows, gate) -> list[list]:
