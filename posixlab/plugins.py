@@ -1,10 +1,13 @@
-"""Plug-ins: a backend or a task from outside the package, found by name from the command line as from Python.
+"""Plug-ins: a backend, a task or a variant type from outside the package, found by name from the command line as
+from Python.
 
 A plug-in is one module that registers what it brings when imported (``posixlab.backends.register``,
-``posixlab.tasks.register_task``; ``tests/plugin_backend.py`` and ``tests/plugin_task.py`` are both). From Python,
-``import my_backend`` is enough. From the command line (``posixlab model.backend=rule``, ``posixlab task=agreement``,
-``posixlab merge``/``gate``/``report`` on such a run's folder, a SLURM job) nothing imports it, so the first time a
-backend or task name is not known, the plug-ins are imported and the name asked again:
+``posixlab.tasks.register_task``, ``posixlab.variants.register_variant``; ``tests/plugin_backend.py``,
+``tests/plugin_task.py`` and ``tests/plugin_variant.py`` are such modules). From Python, ``import my_backend`` is
+enough. From the command line (``posixlab model.backend=rule``, ``posixlab task=agreement``, ``posixlab
+variant=casing``, ``posixlab merge``/``gate``/``report`` on such a run's folder, a SLURM job) nothing imports it, so
+the first time a backend, task or variant type's name is not known, the plug-ins are imported and the name asked
+again:
 
 - ``POSIXLAB_PLUGINS=my_backend,my_pkg.my_task``: modules by name, comma-separated; the working folder is searched
   first (a module file beside your experiment), then the installed packages;
@@ -38,8 +41,9 @@ from posixlab.errors import ConfigError
 GROUP = "posixlab.plugins"
 ENV = "POSIXLAB_PLUGINS"
 RECORD_FILE = "plugins.json"  # a run folder's plug-ins, written when it starts (the summary's ``plugins`` at its end)
-HOW = (f"a backend or task from a plug-in: name its module in {ENV}=MODULE[,MODULE...] (a MODULE.py in this folder "
-       f"or an installed module), or install a package that declares it under the entry point group {GROUP}")
+HOW = (f"one from a plug-in (a backend, task or variant type): name its module in {ENV}=MODULE[,MODULE...] (a "
+       f"MODULE.py in this folder or an installed module), or install a package that declares it under the entry point "
+       f"group {GROUP}")
 LOADED: list[dict] | None = None  # the plug-ins this process imported, once it has looked
 NOT_IMPORTED: dict[str, str] = {}  # module -> where a run folder named it and why it did not import here
 

@@ -30,9 +30,9 @@ def root() -> Path:
     return ROOT
 
 
-# the test-only plug-ins register a backend and a task when imported: only tests/test_plugins.py imports them (and
-# unregisters them after), so that pytest's doctest collection leaves every other test the package's registries
-collect_ignore = ["plugin_backend.py", "plugin_task.py"]
+# the test-only plug-ins register a backend, a task and a variant type when imported: only tests/test_plugins.py imports
+# them (and unregisters them after), so that pytest's doctest collection leaves every other test the registries
+collect_ignore = ["plugin_backend.py", "plugin_task.py", "plugin_variant.py"]
 
 MODEL_FIXTURES = {"lm", "small_results", "llama_server", "hub"}  # a test using one of these (directly or through a fixture) loads a model
 

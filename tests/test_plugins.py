@@ -1,6 +1,7 @@
-"""A backend and a task from outside the package, each one module under tests/ (plugin_backend.py, plugin_task.py),
-run end to end through ``posixlab.runner.run``, shards and ``posixlab merge``, the dry run and the gate, with no edit
-to posixlab: the claim that a backend and a task are one-module plug-ins. Pure Python: no model is loaded."""
+"""A backend, a task and a variant type from outside the package, each one module under tests/ (plugin_backend.py,
+plugin_task.py, plugin_variant.py), run end to end through ``posixlab.runner.run``, shards and ``posixlab merge``, the
+dry run and the gate, with no edit to posixlab: the claim that each is a one-module plug-in. No packaged model is
+loaded (the variant type's sets are scored by the tiny model built in code, tests/tiny_model.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import re
 import shutil
 
 import importlib
+from pathlib import Path
 
 import pytest
 
@@ -22,9 +24,12 @@ from posixlab.tasks.classification import ClassificationConfig, ClassificationDa
 from posixlab.tasks.posix import PosixConfig
 
 from posixlab.tasks import TASK_TYPES
+from posixlab.variants import VARIANT_TYPES
+from tiny_model import tiny_lm  # noqa: F401  (the session fixture: a 2-layer model built in code)
 
 RULE = ModelSpec("rule", "api", "rule", backend="rule-test")
-plugin_backend = plugin_task = None  # the plug-in modules, imported (and so registered) for this module's tests
+plugin_backend = plugin_task = plugin_variant = None  # the plug-in modules, imported (and so registered) for this
+# module's tests
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -32,12 +37,14 @@ def plugins():
     """Import the two plug-ins, which registers them, as a user's ``import my_backend`` would; unregister them after
     this module, so that no other test sees a task or backend it does not know (conftest.py keeps pytest's doctest
     collection from importing them first)."""
-    global plugin_backend, plugin_task
+    global plugin_backend, plugin_task, plugin_variant
     plugin_backend = importlib.reload(importlib.import_module("plugin_backend"))
     plugin_task = importlib.reload(importlib.import_module("plugin_task"))
+    plugin_variant = importlib.reload(importlib.import_module("plugin_variant"))
     yield
     BACKENDS.pop(plugin_backend.NAME)
     TASK_TYPES.pop(plugin_task.AgreementTask.name)
+    VARIANT_TYPES.pop(plugin_variant.KIND)
 
 
 def test_the_rule_model_is_what_the_module_says():
@@ -120,6 +127,46 @@ def _mmlu():
     return DatasetSpec("mmlu", source="sample")
 
 
+def test_an_outside_variant_type_builds_seeded_sets_that_a_run_scores(tmp_path, tiny_lm):  # noqa: F811
+    """``variant=casing`` from Python: each set is the original and its variants as the module's ``edit`` makes them
+    (their records kept), the same in a second run; the run scores them like any built-in type's."""
+    from tiny_model import SPEC
+
+    from posixlab.data import DatasetSpec, load_items, select_items
+    from posixlab.tasks.posix import PosixConfig
+
+    def casing_run(name: str) -> tuple[dict, list[dict]]:
+        cfg = PosixConfig(model=SPEC, dataset=DatasetSpec("mmlu"), variant="casing", num_sets=3, num_variants=4,
+                          max_new_tokens=3, embedding=None, output_dir=str(tmp_path / name), score_cache=False)
+        summary = run(cfg, lm=tiny_lm, progress=False)
+        lines = (tmp_path / name / "sets.jsonl").read_text(encoding="utf-8").splitlines()
+        return summary, sorted((json.loads(line) for line in lines), key=lambda r: r["set_index"])
+
+    summary, records = casing_run("first")
+    assert summary["variant"] == "casing" and summary["psi"]["num_sets"] == 3
+    casing = plugin_variant.CasingVariants()
+    for item, record in zip(select_items(load_items(DatasetSpec("mmlu")), 3, 0), records):
+        assert [p["kind"] for p in record["prompts"]] == ["original"] + ["casing"] * 4
+        for v, prompt in enumerate(record["prompts"][1:]):
+            edit = casing.edit(item, v, 0)
+            assert prompt["record"] == edit.record and len(edit.record["upper_cased"]) == 1 + v % 3
+            assert edit.question in prompt["text"] and all(w.isupper() for w in edit.record["upper_cased"])
+        assert isinstance(record["psi"], float)
+    assert casing_run("again")[1] == records  # seeded: the same sets, responses and numbers
+
+
+def test_a_variant_type_must_bring_a_kind_of_its_own():
+    from posixlab.variants import VariantGenerator, register_variant
+
+    with pytest.raises(ConfigError, match="variant type 'template' is registered already"):
+        register_variant(type("Mine", (VariantGenerator,), {"kind": "template"}))
+    with pytest.raises(ConfigError, match="variant type 'user' is registered already"):
+        register_variant(type("Mine", (VariantGenerator,), {"kind": "user"}))
+    with pytest.raises(ConfigError, match="register_variant takes a VariantGenerator subclass with a kind"):
+        register_variant(type("Mine", (VariantGenerator,), {}))
+    assert register_variant(plugin_variant.CasingVariants) is plugin_variant.CasingVariants  # again: no error
+
+
 # --- from the command line: the plug-ins found by name (posixlab/plugins.py) -------------------------------------
 RULE_MODEL = ["model.backend=rule-test", "model.name=rule", "model.source=api", "model.path=rule", "logger=none",
               "report=false", "progress=false"]
@@ -199,13 +246,40 @@ def test_plug_ins_named_in_posixlab_plugins_run_gate_and_refuse_from_the_command
     assert "name it in POSIXLAB_PLUGINS" in unknown.stderr
     unknown = _cli(["task=agreement", *RULE_MODEL, f"hydra.run.dir={tmp_path / 'none'}"], work, {})
     assert unknown.returncode == 2 and "Traceback" not in unknown.stderr, unknown.stderr[-2000:]
-    assert "unknown task 'agreement'; the tasks are posix, classification, or a backend or task from a plug-in: " \
+    assert "unknown task 'agreement'; the tasks are posix, classification, or one from a plug-in (a backend, task or " \
+           "variant type): " \
            "name its module in POSIXLAB_PLUGINS" in unknown.stderr
     broken = _cli(["model.backend=rule-test", f"hydra.run.dir={tmp_path / 'broken'}"], work,
                   {"POSIXLAB_PLUGINS": "plugin_backend,no_such_module"})
     assert broken.returncode == 2 and "Traceback" not in broken.stderr, broken.stderr[-2000:]
     assert "plug-in 'no_such_module' (from POSIXLAB_PLUGINS) could not be imported: ModuleNotFoundError" \
            in broken.stderr
+    assert not (tmp_path / "none").exists()  # refused before the job's folder is made
+
+
+@pytest.mark.slow
+def test_an_outside_variant_type_runs_in_a_sweep_from_the_command_line(tmp_path):
+    """``variant=casing`` from POSIXLAB_PLUGINS, beside a built-in type in one sweep, on the packaged model: its cell
+    has the module's sets and names the plug-in; without the variable, the name is one message that says how."""
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(Path(__file__).resolve().parent / "plugin_variant.py", work / "plugin_variant.py")
+    small = ["num_sets=2", "num_variants=3", "max_new_tokens=2", "logger=none", "report=false", "progress=false",
+             "embedding=none", f"score_cache_dir={tmp_path / 'scores'}"]
+    sweep = tmp_path / "sweep"
+    proc = _cli(["-m", "variant=spelling,casing", *small, f"hydra.sweep.dir={sweep}"], work,
+                {"POSIXLAB_PLUGINS": "plugin_variant"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cell = next(sweep.glob("1_*_casing_0shot"))
+    summary = json.loads((cell / "summary.json").read_text())
+    assert summary["variant"] == "casing" and [p["module"] for p in summary["plugins"]] == ["plugin_variant"]
+    record = json.loads((cell / "sets.jsonl").read_text().splitlines()[0])
+    assert [p["kind"] for p in record["prompts"]] == ["original"] + ["casing"] * 3
+    assert all(w.isupper() and w in p["text"] for p in record["prompts"][1:] for w in p["record"]["upper_cased"])
+    unknown = _cli(["variant=casing", *small, f"hydra.run.dir={tmp_path / 'none'}"], work, {})
+    assert unknown.returncode == 2 and "Traceback" not in unknown.stderr, unknown.stderr[-2000:]
+    assert "unknown variant type 'casing'; the types are spelling, template, paraphrase, mixture, format, or one " \
+           "from a plug-in (a backend, task or variant type): name its module in POSIXLAB_PLUGINS" in unknown.stderr
     assert not (tmp_path / "none").exists()  # refused before the job's folder is made
 
 

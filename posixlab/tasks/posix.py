@@ -39,7 +39,7 @@ from posixlab.tasks.base import (ACCURACY_GATES, ACCURACY_MISSING, ACCURACY_RANG
                                  Request, Task, Tracked, answer_texts, check_max_new_tokens, model_name, read_setting,
                                  shared_settings)
 from posixlab.tasks.race import PromptRace
-from posixlab.variants import VARIANT_TYPES, PromptSet, PromptVariant, VariantGenerator, get_variant_generator
+from posixlab.variants import PromptSet, PromptVariant, VariantGenerator, get_variant_generator, variant_type
 
 USER_SETS = "prompt_sets"  # the data set name of the user's own prompt sets (conf/dataset/prompt_sets.yaml)
 USER_VARIANT = "user"  # their variant type: the prompts are the user's, no variant is generated
@@ -96,7 +96,7 @@ def make_generator(cfg: PosixConfig) -> VariantGenerator:
                           f"{cfg.variant}: run with {' or '.join(f'variant={v}' for v in allowed)}, or set "
                           f"dataset.variants=null to run it anyway")
     options = dict(cfg.variant_options)
-    if VARIANT_TYPES.get(cfg.variant) is not None and VARIANT_TYPES[cfg.variant].uses_paraphrases:
+    if variant_type(cfg.variant).uses_paraphrases:  # a plug-in's type is imported here
         # a dry run writes no paraphrase: it says what the rephraser would write
         options["source"] = make_paraphrase_source(cfg.rephraser, cfg.cache_dir or default_cache_dir(), cfg.model,
                                                    dry_run=cfg.dry_run)
