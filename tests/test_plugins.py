@@ -153,6 +153,12 @@ def test_an_outside_variant_type_builds_seeded_sets_that_a_run_scores(tmp_path, 
             assert edit.question in prompt["text"] and all(w.isupper() for w in edit.record["upper_cased"])
         assert isinstance(record["psi"], float)
     assert casing_run("again")[1] == records  # seeded: the same sets, responses and numbers
+    mixed = PosixConfig(model=SPEC, dataset=DatasetSpec("mmlu"), variant="mixture", num_sets=2, num_variants=3,
+                        variant_options={"kinds": ["spelling", "casing"]}, max_new_tokens=3, embedding=None,
+                        output_dir=str(tmp_path / "mixed"), score_cache=False)
+    assert run(mixed, lm=tiny_lm, progress=False)["psi"]["num_sets"] == 2  # a mixture draws from it too: 2 + 2
+    first = json.loads((tmp_path / "mixed" / "sets.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    assert sorted(p["kind"] for p in first["prompts"]) == ["casing", "casing", "spelling", "spelling"]
 
 
 def test_a_variant_type_must_bring_a_kind_of_its_own():

@@ -7,7 +7,8 @@ and then needs N − 1 divisible by 3. Which 7 of each kind's 20 variants are dr
 of a sweep gets the same sets. The set has N = num_variants + 1 prompts, like every other variant type.
 
 ``kinds`` chooses the kinds mixed (default: spelling, template, paraphrase, the paper's; the default set is exactly
-as before). ``format`` may be one of them (multiple-choice data only): a mixture with
+as before); a plug-in's variant type (``register_variant``) may be one of them, its variants drawn like spelling's
+(from its first 20, or as many as it has). ``format`` may be one of them (multiple-choice data only): a mixture with
 ``kinds=[spelling, template, paraphrase, format]`` draws equally from four kinds (num_variants = 19 gives
 5 + 5 + 5 + 5). Format variants are already seeded draws per (item, index), so a mixture takes format variants
 0..k-1, which show the gold option at the positions as evenly as k allows; the other kinds are sampled from their
@@ -39,12 +40,14 @@ class MixtureVariants(VariantGenerator):
     def __init__(self, source: ParaphraseSource | None = None, include_original: bool = False,
                  kinds: list[str] | tuple[str, ...] | None = None):
         kinds = KINDS if kinds is None else tuple(kinds)
-        unknown = [k for k in kinds if k not in MIXABLE]
+        types = {k: _mixable(k) for k in kinds}
+        unknown = [k for k, cls in types.items() if cls is None]
         if not kinds or unknown or len(set(kinds)) != len(kinds):
             raise ConfigError(f"variant=mixture kinds={list(kinds)}: choose distinct kinds among "
-                              f"{', '.join(MIXABLE)}" + (f" ({', '.join(map(str, unknown))} is not one)" if unknown else ""))
+                              f"{', '.join(MIXABLE)} or a plug-in's variant types"
+                              + (f" ({', '.join(map(str, unknown))} is not one)" if unknown else ""))
         self.kinds = kinds
-        self.parts = [MIXABLE[k](source) if MIXABLE[k].uses_paraphrases else MIXABLE[k]() for k in kinds]
+        self.parts = [types[k](source) if types[k].uses_paraphrases else types[k]() for k in kinds]
         self.include_original = include_original
 
     def per_kind(self, num_variants: int) -> int:
@@ -56,21 +59,22 @@ class MixtureVariants(VariantGenerator):
                 f"prompts {'with' if self.include_original else 'without'} the original leaves {drawn} to draw; "
                 f"choose num_variants so that this is a multiple of {len(self.parts)} "
                 f"({example} gives {' + '.join(['7'] * len(self.parts))})")
-        if drawn // len(self.parts) > POOL:
-            raise ConfigError(f"variant=mixture draws at most {POOL} variants of each kind")
+        if drawn // len(self.parts) > min(map(_pool, self.parts)):
+            raise ConfigError(f"variant=mixture draws at most {min(map(_pool, self.parts))} variants of each of "
+                              f"{', '.join(self.kinds)}")
         return drawn // len(self.parts)
 
     def prepare(self, items: list[PromptItem], num_variants: int, progress: bool = True) -> None:
         self.per_kind(num_variants)
         for part in self.parts:
-            part.prepare(items, POOL, progress)
+            part.prepare(items, _pool(part), progress)
 
     def draw(self, item: PromptItem, num_variants: int, seed: int) -> dict[str, list[int]]:
         """The variant indices of each kind for ``item``: a seeded sample without replacement, in increasing order
         (format: its first k)."""
         k = self.per_kind(num_variants)
         return {part.kind: list(range(k)) if part.kind in TAKE_FIRST
-                else sorted(rng_for(seed, item.item_id, f"mixture/{part.kind}", 0).sample(range(POOL), k))
+                else sorted(rng_for(seed, item.item_id, f"mixture/{part.kind}", 0).sample(range(_pool(part)), k))
                 for part in self.parts}
 
     def build_set(self, item: PromptItem, num_variants: int, seed: int, shots=(), perturb_shots: bool = False) -> PromptSet:
@@ -91,3 +95,22 @@ class MixtureVariants(VariantGenerator):
         for part in self.parts:
             about.update(part.describe() if part.uses_paraphrases else {})
         return about
+
+
+def _mixable(kind: str) -> type[VariantGenerator] | None:
+    """The variant type a mixture may draw from: a built-in one of ``MIXABLE``, or a plug-in's that makes its set one
+    variant at a time (not a mixture of its own); None for any other name."""
+    if kind in MIXABLE:
+        return MIXABLE[kind]
+    from posixlab.variants import variant_type
+
+    try:
+        cls = variant_type(kind)
+    except ConfigError:
+        return None
+    return cls if cls.kind not in ("mixture", "user") and cls.build_set is VariantGenerator.build_set else None
+
+
+def _pool(part: VariantGenerator) -> int:
+    """How many of a kind's variants a mixture draws from: its first ``POOL``, or all it has."""
+    return min(POOL, part.max_variants or POOL)
