@@ -48,7 +48,7 @@ from posixlab.paths import default_cache_dir
 from posixlab.plugins import load_recorded_plugins, record_plugins
 from posixlab.runner import run
 from posixlab.scoring.options import EngineOptions
-from posixlab.status import note_error, status_command
+from posixlab.status import note_done_before, note_error, status_command
 from posixlab.tasks import TASK_TYPES, task_named
 from posixlab.tracking import Tracker
 from posixlab.version import __version__
@@ -385,6 +385,7 @@ def done_before(cfg: DictConfig, output_dir: str, judge: JudgeConfig | None = No
             or summary.get("config_fingerprint") != config_fingerprint(asdict(run_cfg)) \
             or [(summary.get("shard") or {}).get(k) for k in ("index", "count")] != list(shard or (None, None)):
         return None
+    note_done_before(output_dir)  # for posixlab status: the summary, older than this job, is its result
     print(f"posixlab: {output_dir} holds this run, finished: not run again (skip_done=true)")
     for line in task_type.report_lines(summary):
         print(line)

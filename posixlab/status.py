@@ -176,6 +176,8 @@ class JobStatusCallback(Callback):
                 state.update(state="failed", error=job["error"], exit_status=job["exit_status"])
             else:
                 state.update(state="done")
+            if job.get("done_before"):  # skip_done: its summary is from an earlier job, not run again
+                state["done_before"] = True
             if job["say"] and state["state"] == "failed":
                 print(_failed_line(job["cell"], state), file=sys.stderr, flush=True)
             state["ended"] = time.time()
@@ -214,6 +216,14 @@ class JobStatusCallback(Callback):
 def _failed_line(cell: str, state: dict) -> str:
     return f"posixlab: cell {cell} failed: {state.get('error') or 'no error recorded'}" + \
         (f"\nits log: {state['log']}" if state.get("log") else "")
+
+
+def note_done_before(output_dir) -> None:
+    """A job of this process that found its run finished in its folder (``skip_done=true``) and ran nothing: its
+    status file says so, so that ``posixlab status`` reads the older summary as this job's."""
+    job = _open_jobs.get(str(Path(str(output_dir))))
+    if job is not None:
+        job["done_before"] = True
 
 
 def note_error(output_dir, error: str, exit_status: int | None = None) -> None:
@@ -598,7 +608,8 @@ def _classify(cell: Cell, kind: str, queue: dict[str, str] | None) -> None:
         logs = sorted(folder.glob("*.log"))
         cell.log = logs[0] if logs else None
     summary_time = _mtime(folder / "summary.json")
-    if summary_time is not None and summary_time >= started:
+    done_before = state is not None and state.get("done_before") and state.get("state") in ("done", "failed")
+    if summary_time is not None and (summary_time >= started or done_before):
         try:
             summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
             cell.state, cell.metrics = "done", _summary_metrics(summary)
@@ -613,6 +624,8 @@ def _classify(cell: Cell, kind: str, queue: dict[str, str] | None) -> None:
                 # the run finished, its job did not: its judge failed, or (exit status 1) a gate was missed
                 cell.detail = f"the run finished; then {state['error']}" if state.get("exit_status") == 1 else \
                     f"the run finished; then its job stopped: {state['error']}"
+            elif done_before:
+                cell.detail = "finished by an earlier job; not run again (skip_done=true)"
             return
         except (OSError, ValueError, KeyError, TypeError, PosixlabError):
             pass

@@ -98,6 +98,12 @@ def test_failed_cells_fail_alone_and_skip_done_runs_again_only_what_did_not_fini
     other = sweep(work, folder, "model.backend=rule-test", "skip_done=true")  # cell 0 with another setting: run
     assert other.returncode == 0 and "not run again" not in other.stdout, other.stderr[-3000:]
     assert json.loads((crashed / "summary.json").read_text())["config"]["model"]["backend"] == "rule-test"
+    skipped = sweep(work, folder, "model.backend=rule-test", "skip_done=true")  # the same again: not run
+    assert skipped.returncode == 0 and "not run again" in skipped.stdout, skipped.stderr[-3000:]
+    status = subprocess.run([sys.executable, "-m", "posixlab", "status", str(folder)], cwd=work, capture_output=True,
+                            text=True, timeout=120)  # the older summary is the skipped job's result
+    assert re.search(rf"{crashed.name} +done .*\n +└ finished by an earlier job; not run again \(skip_done=true\)",
+                     status.stdout), status.stdout
 
 
 @pytest.mark.slow
