@@ -607,28 +607,8 @@ def _classify(cell: Cell, kind: str, queue: dict[str, str] | None) -> None:
     if cell.log is None:
         logs = sorted(folder.glob("*.log"))
         cell.log = logs[0] if logs else None
-    summary_time = _mtime(folder / "summary.json")
-    done_before = state is not None and state.get("done_before") and state.get("state") in ("done", "failed")
-    if summary_time is not None and (summary_time >= started or done_before):
-        try:
-            summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
-            cell.state, cell.metrics = "done", _summary_metrics(summary)
-            from posixlab.tasks import task_of_summary
-
-            # a finished cell's records are not read: the summary has their number (a count of lines if not)
-            cell.units = task_of_summary(summary).num_units(summary) or _count_records(
-                folder, task.records_file if task is not None else None)
-            if cell.total is None:  # no config.yaml (a run saved from Python): done is all there was
-                cell.total = cell.units
-            if state is not None and state.get("state") == "failed" and state.get("error"):
-                # the run finished, its job did not: its judge failed, or (exit status 1) a gate was missed
-                cell.detail = f"the run finished; then {state['error']}" if state.get("exit_status") == 1 else \
-                    f"the run finished; then its job stopped: {state['error']}"
-            elif done_before:
-                cell.detail = "finished by an earlier job; not run again (skip_done=true)"
-            return
-        except (OSError, ValueError, KeyError, TypeError, PosixlabError):
-            pass
+    if _classify_finished(cell, task, state, started):
+        return
     _, records = _records(folder, task.live_keys if task is not None else ())  # a cell still going: so far
     cell.units = len(records)
     cell.metrics = task.live_metrics(records) if records and task is not None else {}
@@ -650,6 +630,35 @@ def _classify(cell: Cell, kind: str, queue: dict[str, str] | None) -> None:
         cell.state, cell.detail = "failed", "its process ended before the cell was done"
         return
     cell.state = "running"
+
+
+def _classify_finished(cell: Cell, task, state: dict | None, started: float) -> bool:
+    """A cell whose folder holds this job's summary (written since the job started, or the one an earlier job wrote
+    that ``skip_done`` kept): done, with what its job did after the run. True when it is."""
+    folder = cell.folder
+    summary_time = _mtime(folder / "summary.json")
+    done_before = state is not None and state.get("done_before") and state.get("state") in ("done", "failed")
+    if summary_time is None or (summary_time < started and not done_before):
+        return False
+    try:
+        summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+        cell.state, cell.metrics = "done", _summary_metrics(summary)
+        from posixlab.tasks import task_of_summary
+
+        # a finished cell's records are not read: the summary has their number (a count of lines if not)
+        cell.units = task_of_summary(summary).num_units(summary) or _count_records(
+            folder, task.records_file if task is not None else None)
+    except (OSError, ValueError, KeyError, TypeError, PosixlabError):
+        return False
+    if cell.total is None:  # no config.yaml (a run saved from Python): done is all there was
+        cell.total = cell.units
+    if state is not None and state.get("state") == "failed" and state.get("error"):
+        # the run finished, its job did not: its judge failed, or (exit status 1) a gate was missed
+        cell.detail = f"the run finished; then {state['error']}" if state.get("exit_status") == 1 else \
+            f"the run finished; then its job stopped: {state['error']}"
+    elif done_before:
+        cell.detail = "finished by an earlier job; not run again (skip_done=true)"
+    return True
 
 
 def _classify_by_scheduler(cell: Cell, queued: str | None, queue: dict[str, str] | None, started: float) -> bool:
