@@ -48,7 +48,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from posixlab.errors import ConfigError
+from posixlab.errors import ConfigError, ModelUnavailableError
+from posixlab.models.fetch_errors import said_of
 from posixlab.results import SETS_FILE, iter_records
 from posixlab.results import SUMMARY_FILE as RUN_SUMMARY_FILE
 
@@ -788,7 +789,10 @@ def open_judge(spec, cache_dir=None, flags: bool = True):
 
     print(f"posixlab: opening the judge {spec.name}", file=sys.stderr)
     role = {"role": judge_role(flags)} if spec.backend == "chat" else {}
-    return open_to_generate(spec, cache_dir, **role)
+    try:
+        return open_to_generate(spec, cache_dir, **role)
+    except ModelUnavailableError as exc:  # a hub model's hints name the judge's setting, not the run's model's
+        raise ModelUnavailableError(said_of(str(exc), "the judge's", judge_role(flags).model_setting)) from None
 
 
 def judge_role(flags: bool = True):

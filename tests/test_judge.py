@@ -721,3 +721,28 @@ def test_two_judges_of_one_run_agree_as_cohen_s_kappa_counts(tmp_path, capsys):
     assert agreement["agreement"] == round(sum(a == b for a, b in both) / len(both), 6)
     assert agreement["only_this"] == sum(b and not a for a, b in both)  # this judge: b, the one with --agree-with
     assert json.loads((other / SUMMARY_FILE).read_text())["agreement"] == agreement  # kept with its summary
+
+
+def test_a_hub_model_that_cannot_be_had_names_the_judge_s_or_the_rephraser_s_setting(tmp_path, monkeypatch):
+    """The hub's "cannot be fetched" hints, written for the run's model (model=<folder>, model.path), name the
+    setting of the model that failed: a judge's (--judge, or a run's judge.model), a rephraser's (rephraser.model)."""
+    from posixlab.errors import ModelUnavailableError
+    from posixlab.judge import open_judge
+    from posixlab.models.loading import ModelSpec
+    from posixlab.rephrase.hf_backend import HFRephraser
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # an empty cache, offline: refused before any request
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    spec = ModelSpec("Some-7B", "hub", "org/Some-7B")
+    said = {}
+    for name, opener in (("flags", lambda: open_judge(spec, flags=True)),
+                         ("run", lambda: open_judge(spec, flags=False)),
+                         ("rephraser", lambda: HFRephraser(spec)._load())):
+        with pytest.raises(ModelUnavailableError) as caught:
+            opener()
+        said[name] = str(caught.value)
+    assert said["flags"].startswith("the judge's model Some-7B (org/Some-7B) is not in the local cache")
+    assert "give a local copy (--judge <folder>)" in said["flags"] and "--judge smollm2-135m-instruct" in said["flags"]
+    assert "(judge.model=<folder>)" in said["run"] and "model=<folder>" not in said["run"].replace(".model=", "")
+    assert said["rephraser"].startswith("the rephraser's model Some-7B")
+    assert "(rephraser.model=<folder>)" in said["rephraser"] and " model=" not in said["rephraser"]

@@ -3,6 +3,7 @@ message each, with what to do; and a local folder's cheap fingerprint. Shared by
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from posixlab.hub import describe_hub_error, http_status, hub_endpoint
@@ -54,6 +55,25 @@ def hub_refusal(spec, exc: BaseException, path_key: str = "model.path", revision
         return (f"{head}: it answered HTTP {status}" + (f" ({said})" if said else "") + ". The hub is failing, not "
                 f"this setup: run again later, or use a local copy ({copy}).")
     return f"{head} ({describe_hub_error(exc)}). {hub_hint(copy)}"
+
+
+def said_of(message: str, who: str, model_key: str, revision_key: str | None = None) -> str:
+    """A message about a model's files, written for the run's model (``model.path``, ``model.revision``,
+    ``model=...``), said of another model and its setting: a rephraser's (``rephraser.model``), a judge's
+    (``judge.model``, or ``posixlab judge``'s ``--judge``); ``who`` names it.
+
+    >>> said_of("model m (o/m) cannot be fetched. Check model.path; set model.revision; a copy (model=<folder>).",
+    ...         "the rephraser's", "rephraser.model", "rephraser.revision")
+    "the rephraser's model m (o/m) cannot be fetched. Check rephraser.model; set rephraser.revision; a copy \
+(rephraser.model=<folder>)."
+    >>> said_of("Offline, use a packaged model: model=a, model=b", "the judge's", "--judge")
+    'Offline, use a packaged model: --judge a, --judge b'
+    """
+    assign = f"{model_key} " if model_key.startswith("--") else f"{model_key}="
+    text = re.sub(r"(?<![\w.-])model\.path\b", model_key, message)
+    text = re.sub(r"(?<![\w.-])model\.revision\b", revision_key or model_key, text)
+    text = re.sub(r"(?<![\w.-])model=", assign, text)
+    return f"{who} {text}" if text.startswith("model ") else text
 
 
 def hub_cause(exc: BaseException) -> BaseException | None:

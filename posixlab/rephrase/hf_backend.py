@@ -21,7 +21,8 @@ from __future__ import annotations
 import sys
 
 from posixlab.backends import open_to_generate
-from posixlab.errors import RephraserError
+from posixlab.errors import ModelUnavailableError, RephraserError
+from posixlab.models.fetch_errors import said_of
 from posixlab.models.loading import ModelSpec
 from posixlab.rephrase.base import Rephraser
 
@@ -49,7 +50,11 @@ class HFRephraser(Rephraser):
 
     def _load(self):
         print(f"posixlab: loading the rephraser {self.spec.name} to write missing paraphrases", file=sys.stderr)
-        return open_to_generate(self.spec, self.cache_dir)
+        try:
+            return open_to_generate(self.spec, self.cache_dir)
+        except ModelUnavailableError as exc:  # its hints name the rephraser's settings, not the run's model's
+            raise ModelUnavailableError(said_of(str(exc), "the rephraser's", "rephraser.model",
+                                                "rephraser.revision")) from None
 
 
 class LlamaCppRephraser(HFRephraser):
