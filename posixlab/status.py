@@ -260,10 +260,13 @@ class Cell:
     log: Path | None = None
     job_id: str | None = None
     resubmitted: bool = False  # a SLURM sweep launched again into its folder, this cell's new job not started yet
+    swept: list[str] = field(default_factory=list)  # its overrides whose values differ between the grid's cells
 
     @property
     def name(self) -> str:
-        return self.folder.name if self.folder is not None else f"#{self.num} " + " ".join(self.overrides)
+        """Its folder's name; a cell not started yet: its number and the swept values that make it this cell."""
+        return self.folder.name if self.folder is not None else f"#{self.num} " + " ".join(self.swept or
+                                                                                            self.overrides)
 
 
 def _load_yaml(path: Path):
@@ -524,8 +527,12 @@ def sweep_status(sweep: str | Path) -> tuple[list[Cell], str]:
     target = str(launcher.get("_target_", ""))
     kind = "slurm" if "SlurmLauncher" in target else "submitit-local" if "submitit" in target else "local"
     cells: dict[int, Cell] = {}
+    values: dict[str, set[str]] = {}
+    for overrides in jobs or []:
+        for override in overrides:
+            values.setdefault(override.partition("=")[0], set()).add(override)
     for num, overrides in enumerate(jobs or []):
-        cells[num] = Cell(num, [o for o in overrides])
+        cells[num] = Cell(num, list(overrides), swept=[o for o in overrides if len(values[o.partition("=")[0]]) > 1])
     extra = 10**6
     for hydra_file in sorted(sweep.glob("*/.hydra/hydra.yaml")):
         folder = hydra_file.parent.parent
