@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 from posixlab.errors import ConfigError, PosixlabError, usage
-from posixlab.gate import check_gate, gate_passed, gate_table, metrics, parse_gate_overrides, read_summaries, \
-    thresholds_of
+from posixlab.gate import GateRow, check_gate, gate_passed, gate_table, metrics, parse_gate_overrides, \
+    read_summaries, thresholds_of
+from posixlab.status import cells_without_results
 from posixlab.tasks import task_of_summary
 from posixlab.tracking import Tracker
 
@@ -400,11 +401,17 @@ def gate_command(args: list[str]) -> int:
             raise ConfigError("give the result folders to check")
         checked = []
         for folder in folders:
-            for run_folder, summary in read_summaries(folder):
+            summaries = read_summaries(folder)
+            for run_folder, summary in summaries:
                 try:
                     checked.append((run_folder, check_gate(summary, gate)))
                 except ConfigError as exc:
                     raise ConfigError(f"{run_folder}: {exc}") from None
+            # a sweep's cell without a summary (it failed, or is still running or pending) fails the gate, as a run
+            # that stopped early does: a CI job must not pass a grid with a hole
+            shown = {Path(run_folder).resolve() for run_folder, _ in summaries}
+            checked += [(Path(folder), [GateRow("complete", None, f"no results: {cell}", False, "summary.json")])
+                        for cell in cells_without_results(Path(folder), shown)]
     except PosixlabError as exc:
         print(f"posixlab error: {exc}", file=sys.stderr)
         return 2

@@ -84,6 +84,12 @@ def test_failed_cells_fail_alone_and_skip_done_runs_again_only_what_did_not_fini
     assert "2 runs compared" in html and "<strong>Not on this page</strong>: 1 cell of the sweep without results: " \
         f"{crashed.name}: failed (RuntimeError: CUDA out of memory." in html
 
+    gate = subprocess.run([sys.executable, "-m", "posixlab", "gate", str(folder), "gate.min_agreement=0"], cwd=work,
+                          capture_output=True, text=True, timeout=120)  # a CI gate on the grid: the hole fails it
+    assert gate.returncode == 1 and gate.stdout.count("gate passed") == 2, gate.stdout + gate.stderr[-2000:]
+    assert f"| complete | summary.json | the run finished | no results: {crashed.name}: failed (RuntimeError: CUDA " \
+        "out of memory." in gate.stdout
+
     # the same sweep again, with skip_done=true: the crashed cell runs (no crash this time), the finished ones are
     # not run again (their results untouched), their gates checked again: only gates missed, status 1
     written = {cell: (cell / "summary.json").stat().st_mtime_ns for cell in (missed, missed_too)}
