@@ -25,6 +25,7 @@ from posixlab.errors import ConfigError
 from posixlab.report.build import run_folders
 from posixlab.report.grid import settings, varying
 from posixlab.results import SUMMARY_FILE
+from posixlab.status import cells_without_results
 from posixlab.tasks.base import model_name
 
 
@@ -78,6 +79,9 @@ def compare_sweeps(base_folder: str | Path, new_folder: str | Path, seed: int = 
     """Each finished run of ``new_folder`` (a sweep or a run) against ``base_folder``'s run of the same cell, every
     pair at the Bonferroni level 1 − (1 − ``confidence``)/k for k pairs (module docstring)."""
     (base, _), (new, unfinished) = finished_runs(base_folder), finished_runs(new_folder)
+    # the new sweep's cells that left no run at all (failed before their first unit, pending): not compared either
+    holes = cells_without_results(Path(new_folder), {path.resolve() for path, _ in new} |
+                                  {path.resolve() for path in unfinished})
     names, pairs, unmatched = match_cells([row for _, row in base], [row for _, row in new])
     if not pairs:
         raise ConfigError(f"no run of {new_folder} has a run of the same cell in {base_folder} (cells by "
@@ -88,7 +92,8 @@ def compare_sweeps(base_folder: str | Path, new_folder: str | Path, seed: int = 
     return {"base": str(base_folder), "new": str(new_folder), "cell_settings": names, "confidence": confidence,
             "pairs": len(pairs), "per_pair_confidence": level, "cells": cells,
             "unmatched": [{"new": str(new[k][0]), "why": why} for k, why in unmatched]
-            + [{"new": str(path), "why": f"not finished (no {SUMMARY_FILE})"} for path in unfinished],
+            + [{"new": str(path), "why": f"not finished (no {SUMMARY_FILE})"} for path in unfinished]
+            + [{"new": str(new_folder), "why": f"a cell without results: {cell}"} for cell in holes],
             "base_only": [str(base[j][0]) for j in range(len(base)) if j not in {b for _, b in pairs}]}
 
 

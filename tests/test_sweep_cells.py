@@ -1,7 +1,9 @@
 """A sweep whose cells fail: each fails alone, the grid goes on, and the sweep ends with the worst status (2: an
-error, 1: only missed gates), naming every failed cell; ``fail_fast=true`` stops at the first. The cells run the
-rule backend and the agreement task of ``tests/plugin_backend.py`` and ``tests/plugin_task.py`` (no model file), and
-a third plug-in whose model crashes as a CUDA out-of-memory would: an error posixlab does not know."""
+error, 1: only missed gates), naming every failed cell; ``fail_fast=true`` stops at the first; ``skip_done=true``
+runs again only what did not finish; the page, the gate and a comparison of two sweeps name the hole. The cells run
+the rule backend and the agreement task of ``tests/plugin_backend.py`` and ``tests/plugin_task.py`` (no model
+file), and a third plug-in whose model crashes as a CUDA out-of-memory would: an error posixlab does not know; the
+comparison runs POSIX cells of the packaged model."""
 
 import json
 import os
@@ -31,7 +33,7 @@ def open_model(spec, cache_dir=None):
 
 register(Backend("crash-test", frozenset({GENERATE}), open_model, plugin_backend.engine))
 '''
-CELL = ["task=agreement", "model.name=rule", "model.source=api", "model.path=rule", "logger=none", "report=false",
+CELL = ["task=agreement", "model.source=api", "model.path=rule", "logger=none", "report=false",
         "progress=false", "task.questions=[[What is 2 + 2?,What is 2 + 2 ?,What is 2+2?]]"]
 
 
@@ -46,10 +48,13 @@ def work(tmp_path_factory):
 
 
 def sweep(work: Path, folder: Path, *args: str, crash: bool = True) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("POSIXLAB_PLUGINS", "PYTHONPATH", "HYDRA_FULL_ERROR")}
-    env.update(POSIXLAB_PLUGINS="plugin_backend,plugin_task,crash_backend", POSIXLAB_CACHE=str(folder / "cache"),
-               CRASH=str(int(crash)))
-    return subprocess.run([sys.executable, str(ROOT / "run.py"), "-m", *CELL, *args, f"hydra.sweep.dir={folder}"],
+    """The sweep of ``CELL`` and ``args`` into ``folder``; ``crash``: every crash-test cell crashes."""
+    env = {**{k: v for k, v in os.environ.items() if k not in ("POSIXLAB_PLUGINS", "PYTHONPATH", "HYDRA_FULL_ERROR")},
+           "POSIXLAB_PLUGINS": "plugin_backend,plugin_task,crash_backend", "POSIXLAB_CACHE": str(folder / "cache"),
+           "CRASH": str(int(crash))}
+    named = [] if any(arg.startswith("model.name=") for arg in args) else ["model.name=rule"]
+    return subprocess.run([sys.executable, str(ROOT / "run.py"), "-m", *CELL, *named, *args,
+                           f"hydra.sweep.dir={folder}"],
                           cwd=work, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -128,3 +133,34 @@ def test_only_missed_gates_end_the_sweep_with_status_1_and_fail_fast_stops_at_th
     fast_gate = sweep(work, tmp_path / "fast_gate", "model.backend=rule-test", "gate.min_agreement=1.0,0.0",
                       "fail_fast=true")
     assert fast_gate.returncode == 1 and len(cells(tmp_path / "fast_gate")) == 1, fast_gate.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_a_comparison_of_two_sweeps_does_not_gate_a_cell_the_new_one_lacks(tmp_path):
+    """``posixlab compare BASE NEW --fail-if-worse`` (a CI job's gate on a prompt change): a cell that left no run
+    in the new sweep (its prompt file broken since the base ran) is named, and fails the gate, as a cell that did not
+    finish does. POSIX runs of the packaged model, two prompt sets a cell."""
+    files = [tmp_path / "first.jsonl", tmp_path / "second.jsonl"]
+    for n, path in enumerate(files):
+        path.write_text("".join(json.dumps({"id": f"q{n}{k}", "prompts": [f"What is {n} + {k}?", f"{n}+{k}=?"]}) + "\n"
+                                for k in range(2)), encoding="utf-8")
+
+    def posix_sweep(folder: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(ROOT / "run.py"), "-m", "dataset=prompt_sets",
+                               f"dataset.path={files[0]},{files[1]}", "max_new_tokens=2", "logger=none",
+                               "report=false", "progress=false", "embedding=none", f"hydra.sweep.dir={folder}",
+                               f"score_cache_dir={tmp_path / 'scores'}"], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=600)
+
+    assert posix_sweep(tmp_path / "base").returncode == 0
+    files[1].write_text('{"id": "q10", "prompts": "not a list"}\n', encoding="utf-8")
+    new = posix_sweep(tmp_path / "new")
+    assert new.returncode == 2 and "the sweep ended; 1 of 2 cells failed" in new.stderr, new.stderr[-3000:]
+    compare = subprocess.run([sys.executable, "-m", "posixlab", "compare", str(tmp_path / "base"),
+                              str(tmp_path / "new"), "--fail-if-worse"], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=120)
+    assert compare.returncode == 1, compare.stdout + compare.stderr[-2000:]
+    hole = next((tmp_path / "new").glob("1_*"))
+    assert f"Not compared: {tmp_path / 'new'}: a cell without results: {hole.name}: failed (posixlab error: " \
+        f"{files[1]}, line 1 has no 'prompts' list" in compare.stdout, compare.stdout
+    assert "not compared, so not gated" in compare.stderr
