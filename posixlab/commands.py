@@ -249,6 +249,7 @@ def judge_command(args: list[str]) -> int:
     """``posixlab judge RUN_DIR | SWEEP_DIR [--judge MODEL]``: a judge model reads POSIX runs' responses
     (``posixlab.judge``). 0: judged; 2: an error (the verdicts written so far are kept)."""
     from posixlab.judge import JudgeConfig, judge_table, open_judge, other_judge
+    from posixlab.report.build import run_folders
 
     parser = _judge_parser()
     options = parser.parse_args(args)  # --help: exit 0; a usage error: exit 2
@@ -257,6 +258,9 @@ def judge_command(args: list[str]) -> int:
         judge = JudgeConfig(options.judge, options.base_url, options.api_key_env, options.max_concurrency,
                             options.sets, options.both_orders, options.instruction, options.alpha, options.decoys)
         cells = judged_cells(Path(options.run))
+        runs = {run.resolve() for run in run_folders(Path(options.run))}  # a classification cell's too: not a hole
+        for hole in cells_without_results(Path(options.run), runs):
+            print(f"posixlab judge: not judged, no prompt set to read: {hole}", file=sys.stderr)
         for flag, given in (("--out", options.out), ("--agree-with", options.agree_with)):
             if len(cells) > 1 and given:
                 raise ConfigError(f"{flag} with a sweep ({len(cells)} POSIX runs in {options.run}): each run's "

@@ -164,3 +164,7 @@ def test_a_comparison_of_two_sweeps_does_not_gate_a_cell_the_new_one_lacks(tmp_p
     assert f"Not compared: {tmp_path / 'new'}: a cell without results: {hole.name}: failed (posixlab error: " \
         f"{files[1]}, line 1 has no 'prompts' list" in compare.stdout, compare.stdout
     assert "not compared, so not gated" in compare.stderr
+    judged = subprocess.run([sys.executable, "-m", "posixlab", "judge", str(tmp_path / "new"), "--judge",
+                             "smollm2-135m-instruct"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert judged.returncode == 0 and (next((tmp_path / "new").glob("0_*")) / "judge.json").is_file(), judged.stderr
+    assert f"posixlab judge: not judged, no prompt set to read: {hole.name}: failed (posixlab error: " in judged.stderr
