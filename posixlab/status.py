@@ -63,6 +63,7 @@ OOM = re.compile(r"oom[-_ ]kill|out of memory|Exceeded job memory limit", re.IGN
 _open_jobs: dict[str, dict] = {}  # output dir -> {"path": state file, "cell": name, "log": path} of this process's
 # jobs not ended yet
 _exit_code: list = []  # the code of the last sys.exit() of this process (recorded while a job runs)
+_lost_jobs: dict[str, str] = {}  # a sweep's jobs that ended without a result (_jobs_fail_alone): id -> why
 
 
 def _write_state(path: Path, state: dict) -> None:
@@ -191,6 +192,9 @@ class JobStatusCallback(Callback):
         # start as its own machine wrote it: no two clocks compared)
         self.earlier = {path.parent.name: (_read_state(path) or {}).get("started")
                         for path in Path(str(config.hydra.sweep.dir)).glob(f"*/{STATE_FILE}")}
+        launcher = str((config.hydra.get("launcher") or {}).get("_target_", ""))
+        if "submitit" in launcher and config.get("fail_fast") is not True:
+            _jobs_fail_alone()
 
     def on_multirun_end(self, config, **kwargs) -> None:
         """The sweep's end, in the process that launched it (its cells may have run on other machines): the cells
@@ -201,7 +205,12 @@ class JobStatusCallback(Callback):
         for path in sorted(sweep.glob(f"*/{STATE_FILE}"), key=lambda p: (len(p.parent.name), p.parent.name)):
             state = _read_state(path) or {}
             if path.parent.name not in earlier or state.get("started") != earlier[path.parent.name]:
-                cells[path.parent.name] = state
+                cells[path.parent.name] = _lost(path, state)
+        for job_id, why in _lost_jobs.items():  # a job that ended before its cell started: named by its job
+            if not any(state.get("job_id") == job_id for state in cells.values()):
+                cells[f"of job {job_id}"] = {"state": "failed", "error": f"its job ended before the cell started "
+                                             f"({_submitit_state(why)})", "exit_status": 2}
+        _lost_jobs.clear()
         failed = {cell: state for cell, state in cells.items() if state.get("state") == "failed"}
         if not failed:
             return
@@ -211,6 +220,53 @@ class JobStatusCallback(Callback):
               + "\n".join(_failed_line(cell, state) for cell, state in failed.items()) + again, file=sys.stderr,
               flush=True)
         raise GateFailed(1) if all(state.get("exit_status") == 1 for state in failed.values()) else SystemExit(2)
+
+
+def _lost(path: Path, state: dict) -> dict:
+    """A cell's state at the sweep's end: as its job left it, or, where the job ended without a result (killed),
+    failed with SLURM's reason from its log (or submitit's), and so written to its status file."""
+    why = _lost_jobs.get(str(state.get("job_id")))
+    if why is None or state.get("state") != "running":
+        return state
+    ending = _slurm_ending(Path(state["log"]), state.get("started", 0.0)) if state.get("log") else None
+    state = {**state, "state": "failed", "exit_status": 2, "ended": time.time(),
+             "error": f"its job ended before the cell was done ({ending or _submitit_state(why)})"}
+    _write_state(path, state)
+    return state
+
+
+def _submitit_state(why: str) -> str:
+    """The job state in submitit's "has not produced any output (state: FINISHED)", or its first line."""
+    match = re.search(r"\(state: ([^)]+)\)", why)
+    return f"submitit: state {match.group(1)}, no result" if match else why.splitlines()[0][:300]
+
+
+def _jobs_fail_alone() -> None:
+    """In the process that launches a submitit sweep (SLURM's, or submitit's local executor): a job that ends
+    without a result (SLURM killed it: out of memory or time, cancelled) fails its cell alone, as a cell that fails in
+    posixlab does (``cli.main``). hydra-submitit-launcher waits for the jobs in order and raises at the first one
+    without a result, ending the sweep's command with a traceback while the others run on; here its wait on each job
+    (submitit's ``Job.results``, on jobs the launcher made) notes such a job for the sweep's end, which names its
+    cell, and goes on to the next. Once a process; ``fail_fast=true`` leaves submitit's own."""
+    from submitit.core import core, utils
+
+    original = core.Job.results
+    if getattr(original, "posixlab_wrapped", False):
+        return
+
+    def results(job):
+        try:
+            return original(job)
+        except utils.UncompletedJobError as exc:  # FailedJobError is one too: a job that raised outside posixlab
+            from hydra.core.utils import JobReturn, JobStatus
+
+            _lost_jobs[str(job.job_id)] = str(exc)
+            ret = JobReturn()
+            ret.status, ret.return_value = JobStatus.COMPLETED, None  # its cell's failure is said at the end
+            return [ret]
+
+    results.posixlab_wrapped = True
+    core.Job.results = results
 
 
 def _failed_line(cell: str, state: dict) -> str:

@@ -54,3 +54,39 @@ def test_a_sharded_cell_as_a_submitit_job_array_merges_into_the_single_run(tmp_p
         # each shard batches its own sets: scores within float32 rounding (tests/test_shards.py)
         assert np.abs(np.array(a["logprob_matrix"]) - np.array(b["logprob_matrix"])).max() < 1e-4
         assert a["psi"] == pytest.approx(b["psi"], abs=1e-4)
+
+
+def test_a_killed_job_fails_its_cell_alone_and_the_sweep_waits_for_the_others(tmp_path):
+    """A job killed as SLURM's out-of-memory killer would (SIGKILL: no result, no exit handler) fails its cell; the
+    sweep's command waits for the other jobs, then names the cell and its log and exits 2. Before, it ended at the
+    first such job with submitit's traceback while the others ran on."""
+    import os
+    import signal
+    import time
+
+    sweep = tmp_path / "sweep"
+    command = [sys.executable, str(ROOT / "run.py"), "-m", "hydra/launcher=submitit_local", "variant=spelling,template",
+               "num_sets=6", "max_new_tokens=2", "embedding=none", "logger=none", "report=false", "progress=lines",
+               "score_cache=false", f"hydra.sweep.dir={sweep}"]
+    with open(tmp_path / "out.txt", "w") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:  # the first cell's job has started: its process, by its status file
+            states = list(sweep.glob("0_*/.posixlab_job.json"))
+            state = json.loads(states[0].read_text()) if states else {}
+            if state.get("pid"):
+                break
+            time.sleep(0.2)
+        os.kill(state["pid"], signal.SIGKILL)
+        assert proc.wait(300) == 2
+    said = (tmp_path / "out.txt").read_text()
+    killed, other = sorted(p for p in sweep.iterdir() if p.name[0].isdigit())
+    assert "posixlab: the sweep ended; 1 of 2 cells failed" in said and "Traceback" not in said, said[-3000:]
+    assert f"posixlab: cell {killed.name} failed: its job ended before the cell was done (submitit: state " in said
+    assert f"its log: {sweep / '.submitit'}" in said
+    assert not (killed / "summary.json").exists() and json.loads((other / "summary.json").read_text())["psi"]
+    from posixlab.status import sweep_status
+
+    states = {cell.name: (cell.state, cell.detail) for cell in sweep_status(sweep)[0]}
+    assert states[killed.name][0] == "failed" and "its job ended before the cell was done" in states[killed.name][1]
+    assert states[other.name][0] == "done"
