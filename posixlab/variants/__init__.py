@@ -1,4 +1,4 @@
-"""Prompt variation: each variant type is a ``VariantGenerator`` registered here by name.
+"""Prompt variation: each variant type is a ``VariantGenerator`` registered by name (``posixlab.variants.registry``).
 
 A new variant type plugs in by subclassing ``VariantGenerator`` (a ``kind`` and ``edit``) and registering itself
 with ``register_variant``: in a module of its own (a plug-in, posixlab/plugins.py; ``tests/plugin_variant.py`` is one)
@@ -14,59 +14,12 @@ from posixlab.variants.base import Edit, PromptSet, PromptVariant, VariantGenera
 from posixlab.variants.format import FormatVariants
 from posixlab.variants.mixture import MixtureVariants
 from posixlab.variants.paraphrase import ParaphraseVariants
+from posixlab.variants.registry import VARIANT_TYPES, register_variant, variant_type
 from posixlab.variants.spelling import SpellingVariants
 from posixlab.variants.template import TemplateVariants
 
-VARIANT_TYPES: dict[str, type[VariantGenerator]] = {
-    cls.kind: cls for cls in (SpellingVariants, TemplateVariants, ParaphraseVariants, MixtureVariants,
-                              FormatVariants)
-}
-
-
-RESERVED = ("original", "user")  # a set's unedited prompt; the user's own sets (no variant is generated)
-
-
-def register_variant(cls: type[VariantGenerator]) -> type[VariantGenerator]:
-    """Register a variant type under its ``kind`` (usable as a class decorator); returns it. A kind taken by another
-    type, or reserved, is a ``ConfigError``.
-
-    >>> from posixlab.variants.base import Edit
-    >>> @register_variant
-    ... class Shouted(VariantGenerator):
-    ...     kind = "shouted_doc"
-    ...     def edit(self, item, index, seed):
-    ...         return Edit(question=item.question.upper(), record={"upper": True})
-    >>> get_variant_generator("shouted_doc").kind
-    'shouted_doc'
-    >>> register_variant(type("Other", (VariantGenerator,), {"kind": "spelling"}))
-    Traceback (most recent call last):
-    ...
-    posixlab.errors.ConfigError: variant type 'spelling' is registered already \
-(by posixlab.variants.spelling.SpellingVariants): give yours another kind
-    >>> _ = VARIANT_TYPES.pop("shouted_doc")
-    """
-    kind = getattr(cls, "kind", "")
-    if not (isinstance(cls, type) and issubclass(cls, VariantGenerator)) or not kind:
-        raise ConfigError(f"register_variant takes a VariantGenerator subclass with a kind, not {cls!r}")
-    taken = VARIANT_TYPES.get(kind)
-    if kind in RESERVED or (taken is not None and (taken.__module__, taken.__qualname__)
-                            != (cls.__module__, cls.__qualname__)):  # the same class again: its module reloaded
-        by = f"by {taken.__module__}.{taken.__qualname__}" if taken else "by posixlab"
-        raise ConfigError(f"variant type {kind!r} is registered already ({by}): give yours another kind")
-    VARIANT_TYPES[kind] = cls
-    return cls
-
-
-def variant_type(name: str) -> type[VariantGenerator]:
-    """The variant type registered as ``name``; a plug-in's is imported on its first use."""
-    if name not in VARIANT_TYPES:
-        from posixlab.plugins import HOW, load_plugins, not_imported_note
-
-        load_plugins()
-        if name not in VARIANT_TYPES:
-            raise ConfigError(f"unknown variant type {name!r}; the types are {', '.join(VARIANT_TYPES)}, or "
-                              f"{HOW}{not_imported_note()}")
-    return VARIANT_TYPES[name]
+for _builtin in (SpellingVariants, TemplateVariants, ParaphraseVariants, MixtureVariants, FormatVariants):
+    register_variant(_builtin)
 
 
 def get_variant_generator(name: str, **options) -> VariantGenerator:

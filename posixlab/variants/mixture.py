@@ -24,6 +24,7 @@ from posixlab.seeding import rng_for
 from posixlab.variants.base import PromptSet, VariantGenerator
 from posixlab.variants.format import FormatVariants
 from posixlab.variants.paraphrase import ParaphraseVariants
+from posixlab.variants.registry import variant_type
 from posixlab.variants.spelling import SpellingVariants
 from posixlab.variants.template import TemplateVariants
 
@@ -102,8 +103,6 @@ def _mixable(kind: str) -> type[VariantGenerator] | None:
     variant at a time (not a mixture of its own); None for any other name."""
     if kind in MIXABLE:
         return MIXABLE[kind]
-    from posixlab.variants import variant_type
-
     try:
         cls = variant_type(kind)
     except ConfigError:

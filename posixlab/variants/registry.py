@@ -1,0 +1,54 @@
+"""The registry of variant types by name: the built-in ones (registered by ``posixlab.variants``) and a plug-in's
+(``register_variant``). A module of its own so that a variant type that draws on others (the mixture) can look them
+up without importing the package that imports it."""
+
+from __future__ import annotations
+
+from posixlab.errors import ConfigError
+from posixlab.variants.base import VariantGenerator
+
+VARIANT_TYPES: dict[str, type[VariantGenerator]] = {}  # filled by posixlab.variants, then by plug-ins
+RESERVED = ("original", "user")  # a set's unedited prompt; the user's own sets (no variant is generated)
+
+
+def register_variant(cls: type[VariantGenerator]) -> type[VariantGenerator]:
+    """Register a variant type under its ``kind`` (usable as a class decorator); returns it. A kind taken by another
+    type, or reserved, is a ``ConfigError``.
+
+    >>> from posixlab.variants import Edit, get_variant_generator
+    >>> @register_variant
+    ... class Shouted(VariantGenerator):
+    ...     kind = "shouted_doc"
+    ...     def edit(self, item, index, seed):
+    ...         return Edit(question=item.question.upper(), record={"upper": True})
+    >>> get_variant_generator("shouted_doc").kind
+    'shouted_doc'
+    >>> register_variant(type("Other", (VariantGenerator,), {"kind": "spelling"}))
+    Traceback (most recent call last):
+    ...
+    posixlab.errors.ConfigError: variant type 'spelling' is registered already \
+(by posixlab.variants.spelling.SpellingVariants): give yours another kind
+    >>> _ = VARIANT_TYPES.pop("shouted_doc")
+    """
+    kind = getattr(cls, "kind", "")
+    if not (isinstance(cls, type) and issubclass(cls, VariantGenerator)) or not kind:
+        raise ConfigError(f"register_variant takes a VariantGenerator subclass with a kind, not {cls!r}")
+    taken = VARIANT_TYPES.get(kind)
+    if kind in RESERVED or (taken is not None and (taken.__module__, taken.__qualname__)
+                            != (cls.__module__, cls.__qualname__)):  # the same class again: its module reloaded
+        by = f"by {taken.__module__}.{taken.__qualname__}" if taken else "by posixlab"
+        raise ConfigError(f"variant type {kind!r} is registered already ({by}): give yours another kind")
+    VARIANT_TYPES[kind] = cls
+    return cls
+
+
+def variant_type(name: str) -> type[VariantGenerator]:
+    """The variant type registered as ``name``; a plug-in's is imported on its first use."""
+    if name not in VARIANT_TYPES:
+        from posixlab.plugins import HOW, load_plugins, not_imported_note
+
+        load_plugins()
+        if name not in VARIANT_TYPES:
+            raise ConfigError(f"unknown variant type {name!r}; the types are {', '.join(VARIANT_TYPES)}, or "
+                              f"{HOW}{not_imported_note()}")
+    return VARIANT_TYPES[name]
