@@ -453,8 +453,8 @@ def load_chosen_variants(argv: list[str]) -> None:
     >>> load_chosen_variants(["variant=speling"])
     Traceback (most recent call last):
     ...
-    posixlab.errors.ConfigError: unknown variant type 'speling'; the types are spelling, template, paraphrase, \
-mixture, format, or one from a plug-in (a backend, task or variant type): name its module in \
+    posixlab.errors.ConfigError: unknown variant type 'speling' (did you mean spelling?); the types are spelling, \
+template, paraphrase, mixture, format, or one from a plug-in (a backend, task or variant type): name its module in \
 POSIXLAB_PLUGINS=MODULE[,MODULE...] (a MODULE.py in this folder or an installed module), or install a package that \
 declares it under the entry point group posixlab.plugins
     """

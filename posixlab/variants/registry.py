@@ -4,6 +4,8 @@ up without importing the package that imports it."""
 
 from __future__ import annotations
 
+import difflib
+
 from posixlab.errors import ConfigError
 from posixlab.variants.base import VariantGenerator
 
@@ -49,6 +51,7 @@ def variant_type(name: str) -> type[VariantGenerator]:
 
         load_plugins()
         if name not in VARIANT_TYPES:
-            raise ConfigError(f"unknown variant type {name!r}; the types are {', '.join(VARIANT_TYPES)}, or "
-                              f"{HOW}{not_imported_note()}")
+            close = difflib.get_close_matches(name, list(VARIANT_TYPES), n=1)
+            raise ConfigError(f"unknown variant type {name!r}" + (f" (did you mean {close[0]}?)" if close else "")
+                              + f"; the types are {', '.join(VARIANT_TYPES)}, or {HOW}{not_imported_note()}")
     return VARIANT_TYPES[name]
