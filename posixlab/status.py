@@ -214,12 +214,13 @@ class JobStatusCallback(Callback):
         failed = {cell: state for cell, state in cells.items() if state.get("state") == "failed"}
         if not failed:
             return
-        again = "" if all(state.get("exit_status") == 1 for state in failed.values()) else \
+        gates_only = all(state.get("exit_status") == 1 for state in failed.values())
+        again = "" if gates_only else \
             "\nposixlab: the same command with skip_done=true runs again only the cells that did not finish"
         print(f"\nposixlab: the sweep ended; {len(failed)} of {len(cells)} cells failed (posixlab status {sweep}):\n"
               + "\n".join(_failed_line(cell, state) for cell, state in failed.items()) + again, file=sys.stderr,
               flush=True)
-        raise GateFailed(1) if all(state.get("exit_status") == 1 for state in failed.values()) else SystemExit(2)
+        raise GateFailed(1) if gates_only else SystemExit(2)
 
 
 def _lost(path: Path, state: dict) -> dict:
