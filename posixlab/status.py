@@ -195,6 +195,8 @@ class JobStatusCallback(Callback):
         launcher = str((config.hydra.get("launcher") or {}).get("_target_", ""))
         if "submitit" in launcher and config.get("fail_fast") is not True:
             _jobs_fail_alone()
+        if "SlurmLauncher" in launcher:
+            _queue_when_no_accounting()
 
     def on_multirun_end(self, config, **kwargs) -> None:
         """The sweep's end, in the process that launched it (its cells may have run on other machines): the cells
@@ -268,6 +270,36 @@ def _jobs_fail_alone() -> None:
 
     results.posixlab_wrapped = True
     core.Job.results = results
+
+
+def _queue_when_no_accounting() -> None:
+    """In the process that launches a SLURM sweep: where ``sacct`` cannot say how a job ended (a cluster without
+    accounting, or ``sacct`` failing), ``squeue``. submitit's watcher learns a job's end from ``sacct`` alone, so
+    there a job SLURM killed (out of memory, cancelled: no result, no exit handler) was waited for forever. A job the
+    watcher still waits for that ``sacct`` did not answer for and that ``squeue`` no longer lists has ended: its
+    result is read (a job that finished writes it before it leaves the queue) or its cell fails (``_lost``). When
+    ``squeue`` does not answer either, nothing changes. Added to submitit's own update, whose timing (every few
+    seconds at first, then less often) it keeps; once a process."""
+    from submitit.slurm.slurm import SlurmInfoWatcher
+
+    original = SlurmInfoWatcher.update
+    if getattr(original, "posixlab_wrapped", False):
+        return
+
+    def update(watcher):
+        original(watcher)
+        unknown = sorted(job for job in watcher._registered - watcher._finished if not watcher._info_dict.get(job))
+        queue = _squeue(unknown) if unknown else None
+        for job in [] if queue is None else unknown:
+            if job not in queue:
+                watcher._info_dict[job] = {"JobID": job, "State": LEFT_QUEUE, "NodeList": ""}
+                watcher._finished.add(job)
+
+    update.posixlab_wrapped = True
+    SlurmInfoWatcher.update = update
+
+
+LEFT_QUEUE = "ENDED, gone from squeue, no sacct to say how"  # submitit's state of such a job (no parentheses)
 
 
 def _failed_line(cell: str, state: dict) -> str:

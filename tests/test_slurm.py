@@ -199,11 +199,13 @@ def test_a_large_cell_as_a_job_array_of_shards_cancelled_resumed_and_merged(slur
     assert report["state"] == "failed" and "CANCELLED" in report["detail"], report
     assert report["log"] == sweep / ".submitit" / victim / f"{victim}_0_log.err" and report["log"].is_file()
     slurm_cluster.wait_empty(180)
-    # Without accounting (this cluster has no slurmdbd) submitit's watcher cannot learn that a task was cancelled
-    # (sacct fails) and waits for it; with accounting it raises. The user's Ctrl-C:
-    if first.poll() is None:
-        first.terminate()
-        first.wait(30)
+    # This cluster has no accounting (no slurmdbd): sacct cannot say that the task ended, squeue can (it left the
+    # queue). The sweep's command reads the other shards, then names the cancelled one and exits 2; it waited forever
+    assert first.wait(240) == 2, (tmp_path / "first.txt").read_text()[-3000:]
+    said = (tmp_path / "first.txt").read_text()
+    assert "posixlab: the sweep ended; 1 of 3 cells failed" in said and "Traceback" not in said, said[-3000:]
+    assert f"posixlab: cell {target.name} failed: its job ended before the cell was done (" in said, said[-3000:]
+    assert "CANCELLED" in said.split(f"cell {target.name} failed")[1].splitlines()[0], said[-3000:]
     again = run_py(*args)  # the same command again
     seconds = time.monotonic() - started
     assert again.returncode == 0, again.stderr[-3000:]
