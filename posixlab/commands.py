@@ -11,7 +11,8 @@ import json
 import sys
 from pathlib import Path
 
-from posixlab.errors import ConfigError, PosixlabError, usage
+from posixlab.errors import ConfigError, EndpointUnreachableError, ModelUnavailableError, PosixlabError, \
+    ServerResponseError, usage
 from posixlab.gate import GateRow, check_gate, gate_passed, gate_table, metrics, parse_gate_overrides, \
     read_summaries, thresholds_of
 from posixlab.status import cells_without_results
@@ -247,7 +248,9 @@ def _judge_parser():
 
 def judge_command(args: list[str]) -> int:
     """``posixlab judge RUN_DIR | SWEEP_DIR [--judge MODEL]``: a judge model reads POSIX runs' responses
-    (``posixlab.judge``). 0: judged; 2: an error (the verdicts written so far are kept)."""
+    (``posixlab.judge``). 0: judged; 2: an error (the verdicts written so far are kept). Of a sweep, a run that
+    cannot be judged (its folder) is named and the others are judged, then 2; the judge's own failure (its model,
+    its server) stops at once."""
     from posixlab.judge import JudgeConfig, judge_table, open_judge, other_judge
     from posixlab.report.build import run_folders
 
@@ -275,8 +278,18 @@ def judge_command(args: list[str]) -> int:
                                                     judge.max_concurrency)))
             return opened[0]
 
+        failed = []
         for cell in cells:
-            summary = judge_folder(judge, cell, out=options.out, flags=True, opener=opener)
+            try:
+                summary = judge_folder(judge, cell, out=options.out, flags=True, opener=opener)
+            except (ModelUnavailableError, EndpointUnreachableError, ServerResponseError):
+                raise  # the judge itself: no other cell would fare better
+            except (PosixlabError, OSError) as exc:
+                if len(cells) == 1:
+                    raise
+                failed.append(cell)  # this cell's folder: the sweep's other cells are judged, as a sweep runs them
+                print(f"posixlab judge: {cell.name} not judged: {exc}", file=sys.stderr)
+                continue
             if options.agree_with:
                 summary = add_agreement(summary, Path(options.out or cell), options.agree_with)
             summaries.append(summary)
@@ -290,6 +303,10 @@ def judge_command(args: list[str]) -> int:
         return 2
     if options.json:
         print(json.dumps(summaries[0] if len(summaries) == 1 else summaries, indent=1, ensure_ascii=False))
+    if failed:
+        print(f"posixlab error: {len(failed)} of {len(cells)} runs not judged: {', '.join(c.name for c in failed)} "
+              f"(each said why above; the others are judged)", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -238,6 +238,38 @@ def test_a_sweep_folder_is_judged_cell_by_cell_with_the_judge_opened_once(tmp_pa
         assert "--out with a sweep (2 POSIX runs" in capsys.readouterr().err
 
 
+def test_a_sweep_s_run_that_cannot_be_judged_fails_alone_and_a_dead_judge_stops_at_once(tmp_path, capsys):
+    """Of a sweep, a run whose folder cannot be judged (here no finished set) is named, the others are judged, and
+    the command exits 2 at the end, as a sweep's failed cell fails alone; a judge that cannot be reached stops the
+    command at its first cell (every cell would fail the same way), said once."""
+    import socket
+
+    from chat_server import ChatServer, completion
+
+    sweep = tmp_path / "sweep"
+    for name, lines in (("0_a", [record(["x", "y"])]), ("1_b", []), ("2_c", [record(["x", "x", "z"])])):
+        (sweep / name).mkdir(parents=True)
+        (sweep / name / "sets.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with ChatServer(lambda body, n: (200, {}, completion("Yes"))) as server:
+        command = [str(sweep), "--judge", "judge-model", "--base-url", server.base_url,
+                   "--api-key-env", "POSIXLAB_TEST_NO_KEY"]
+        assert judge_command(command) == 2
+    said = capsys.readouterr()
+    assert "posixlab judge: 1_b not judged:" in said.err and "holds no finished prompt set" in said.err
+    assert "posixlab error: 1 of 3 runs not judged: 1_b" in said.err
+    assert all((sweep / name / SUMMARY_FILE).is_file() for name in ("0_a", "2_c"))
+    assert not (sweep / "1_b" / SUMMARY_FILE).exists() and said.out.count("judge judge-model: ") == 2
+    with socket.socket() as free:  # a port nothing listens on
+        free.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{free.getsockname()[1]}/v1"
+    (sweep / "0_a" / SUMMARY_FILE).unlink()
+    (sweep / "0_a" / ROWS_FILE).unlink()
+    assert judge_command([*command[:4], dead, *command[5:]]) == 2
+    said = capsys.readouterr().err
+    assert said.count("posixlab error:") == 1 and "not judged" not in said, said
+    assert not (sweep / "0_a" / SUMMARY_FILE).exists()
+
+
 def test_progress_lines_print_a_plain_line_a_wave_and_no_bar(tmp_path, capsys):
     """``progress="lines"`` (a run's ``progress=lines``: sweeps, cluster logs): no bar, a plain line after each wave
     of sets, the last one counting them all; ``progress=False``: quiet."""
