@@ -730,6 +730,39 @@ def _sort_overrides(parsed, repository) -> tuple[list[str], list[tuple[str, obje
     return groups, keys, added
 
 
+def _group_of_another_task(groups: list[str], composed, typed) -> str | None:
+    """posixlab's message for a choice of a group that only another task has (``strategy=detail`` in a POSIX run),
+    where Hydra would say "Could not override 'strategy'. No match in the defaults list" and, given the ``+`` it
+    suggests, run without it; None otherwise. Looked at only where the config did not compose, or for a group added
+    with ``+`` (``+experiment=`` aside), so that a plain run composes nothing more."""
+    def group_of(line: str) -> str:
+        return line.lstrip("+~").partition("=")[0]
+
+    suspects = [line for line in groups if group_of(line) not in ("task", "experiment")
+                and (typed is None or line.startswith("+"))]
+    if not suspects:
+        return None
+    here = next((line.partition("=")[2] for line in groups if group_of(line) == "task"), None) \
+        or ((composed([]) or {}).get("task") or {}).get("name")
+    for line in suspects:
+        group, rest = group_of(line), [other for other in groups if other is not line and group_of(other) != "task"]
+        mine = composed([*rest, f"task={here}"]) if here in TASK_TYPES else None
+        if mine is None or "." in group:
+            continue
+        if group in mine:  # Hydra: "Multiple values for strategy. To override a value use 'override strategy: ...'"
+            if line.startswith("+") and (mine.get(group) or {}).get("name") is not None:
+                chosen = mine[group]["name"]
+                return f"{group} is already chosen ({group}={chosen}): write {line.lstrip('+')}, without the +"
+            continue
+        for task in TASK_TYPES:
+            other = composed([*rest, f"task={task}"]) if task != here else None
+            if other is not None and group in other:
+                return (f"{group} is a setting of task={task}, not of task={here}: add task={task} (and write "
+                        f"{group}={line.partition('=')[2]}, without a +)" if line.startswith("+") else
+                        f"{group} is a setting of task={task}, not of task={here}: add task={task}")
+    return None
+
+
 def check_override_keys(argv: list[str]) -> None:
     """A ``ConfigError`` for a command-line override that names a key the composed config does not have, with or
     without ``+``, before Hydra sees it: Hydra would answer "use +key=value", and with the ``+`` it would accept the
@@ -771,6 +804,9 @@ def check_override_keys(argv: list[str]) -> None:
             return cfg if typed else OmegaConf.to_container(cfg, resolve=False)
 
         typed = composed(groups, typed=True)
+        misplaced = _group_of_another_task(groups, composed, typed)
+        if misplaced:
+            raise ConfigError(misplaced)
         if typed is None:
             return  # a group choice that does not exist: Hydra's message names the choices
         base = OmegaConf.to_container(typed, resolve=False)

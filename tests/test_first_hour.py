@@ -198,6 +198,14 @@ def test_a_chat_run_rephrases_with_its_own_endpoint(tmp_path):
     (["model=chat", "model.server.base_ur=http://h/v1"], "did you mean model.server.base_url?"),
     (["variant=template", "variant.options.k=2"], "variant.options.k is not a setting: variant.options has none for "
                                                    "variant=template"),  # was: "did you mean variant.options?"
+    # a group only the other task has: Hydra said "Could not override 'strategy'. No match in the defaults list" and,
+    # given the + it suggested, ran without it
+    (["strategy=detail"], "strategy is a setting of task=classification, not of task=posix: add task=classification"),
+    (["-m", "strategy=simple,detail"], "strategy is a setting of task=classification"),
+    (["+strategy=detail"], "add task=classification (and write strategy=detail, without a +)"),
+    (["task=classification", "+strategy=detail"], "strategy is already chosen (strategy=simple): write "
+                                                  "strategy=detail, without the +"),  # Hydra: "Multiple values"
+    (["+variant=template"], "variant is already chosen (variant=spelling): write variant=template, without the +"),
     # a word alone: a command mistyped, or a value without its key (Hydra: "missing EQUAL at '<EOF>'")
     (["reprot", "outputs/run"], "'reprot' is neither a command (report, gate, compare, status, merge, dove, judge, gguf-path, help) "
                                 "nor a setting (write key=value, e.g. model=gemma3-270m); did you mean posixlab "
@@ -217,6 +225,8 @@ def test_a_typo_is_posixlab_s_own_error_naming_the_closest_key(argv, message):
     ["+experiment=offline_table1", "hydra/launcher=local_parallel"], ["task=classification", "task.num_rephrasings=5"],
     ["variant=mixture", "variant.options.kinds=[spelling,template]"], ["hydra.run.dir=/tmp/x", "~logger"],
     ["--cfg", "job", "seed=3"], ["model=chat", "model.name=m", "model.server.base_url=http://h/v1"],
+    ["task=classification", "strategy=detail"], ["-m", "task=classification", "strategy=simple,1shot"],
+    ["+experiment=offline_table1", "variant=template"],
 ])
 def test_valid_overrides_pass_the_key_check(argv):
     from posixlab.cli import check_override_keys, expand_moved_settings
