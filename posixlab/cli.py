@@ -730,36 +730,16 @@ def _sort_overrides(parsed, repository) -> tuple[list[str], list[tuple[str, obje
     return groups, keys, added
 
 
-def _group_of_another_task(groups: list[str], composed, typed) -> str | None:
-    """posixlab's message for a choice of a group that only another task has (``strategy=detail`` in a POSIX run),
-    where Hydra would say "Could not override 'strategy'. No match in the defaults list" and, given the ``+`` it
-    suggests, run without it; None otherwise. Looked at only where the config did not compose, or for a group added
-    with ``+`` (``+experiment=`` aside), so that a plain run composes nothing more."""
-    def group_of(line: str) -> str:
-        return line.lstrip("+~").partition("=")[0]
-
-    suspects = [line for line in groups if group_of(line) not in ("task", "experiment")
-                and (typed is None or line.startswith("+"))]
-    if not suspects:
-        return None
-    here = next((line.partition("=")[2] for line in groups if group_of(line) == "task"), None) \
-        or ((composed([]) or {}).get("task") or {}).get("name")
-    for line in suspects:
-        group, rest = group_of(line), [other for other in groups if other is not line and group_of(other) != "task"]
-        mine = composed([*rest, f"task={here}"]) if here in TASK_TYPES else None
-        if mine is None or "." in group:
-            continue
-        if group in mine:  # Hydra: "Multiple values for strategy. To override a value use 'override strategy: ...'"
-            if line.startswith("+") and (mine.get(group) or {}).get("name") is not None:
-                chosen = mine[group]["name"]
-                return f"{group} is already chosen ({group}={chosen}): write {line.lstrip('+')}, without the +"
-            continue
-        for task in TASK_TYPES:
-            other = composed([*rest, f"task={task}"]) if task != here else None
-            if other is not None and group in other:
-                return (f"{group} is a setting of task={task}, not of task={here}: add task={task} (and write "
-                        f"{group}={line.partition('=')[2]}, without a +)" if line.startswith("+") else
-                        f"{group} is a setting of task={task}, not of task={here}: add task={task}")
+def _added_group_chosen(groups: list[str], composed) -> str | None:
+    """posixlab's message for a group choice written with a ``+`` where the group is already chosen
+    (``+variant=template``), where Hydra would say "Multiple values for variant. To override a value use 'override
+    variant: template'"; None otherwise. Asked only where the config did not compose."""
+    for line in (line for line in groups if line.startswith("+")):
+        group = line.lstrip("+").partition("=")[0]
+        without = composed([other for other in groups if other is not line])
+        node = (without or {}).get(group)
+        if "." not in group and isinstance(node, dict) and node.get("name") is not None:
+            return f"{group} is already chosen ({group}={node['name']}): write {line.lstrip('+')}, without the +"
     return None
 
 
@@ -803,11 +783,17 @@ def check_override_keys(argv: list[str]) -> None:
                 return None
             return cfg if typed else OmegaConf.to_container(cfg, resolve=False)
 
+        # a group only another task reads (strategy=detail in a POSIX run): Hydra would say "Could not override
+        # 'strategy'. No match in the defaults list" and, given the + it suggests, run without it
+        task_groups = {group for task_type in TASK_TYPES.values() for group in task_type.config_groups}
+        if any(line.lstrip("+~").partition("=")[0] in task_groups for line in groups):
+            chooses_task = [line for line in groups if line.lstrip("+").partition("=")[0] in ("task", "experiment")]
+            check_task_groups(((composed(chooses_task) or {}).get("task") or {}).get("name", "posix"), groups)
         typed = composed(groups, typed=True)
-        misplaced = _group_of_another_task(groups, composed, typed)
-        if misplaced:
-            raise ConfigError(misplaced)
         if typed is None:
+            added = _added_group_chosen(groups, composed)
+            if added:
+                raise ConfigError(added)
             return  # a group choice that does not exist: Hydra's message names the choices
         base = OmegaConf.to_container(typed, resolve=False)
         def unknown(name: str) -> ConfigError:  # the other task's config is composed only for a key not found

@@ -200,9 +200,10 @@ def test_a_chat_run_rephrases_with_its_own_endpoint(tmp_path):
                                                    "variant=template"),  # was: "did you mean variant.options?"
     # a group only the other task has: Hydra said "Could not override 'strategy'. No match in the defaults list" and,
     # given the + it suggested, ran without it
-    (["strategy=detail"], "strategy is a setting of task=classification, not of task=posix: add task=classification"),
-    (["-m", "strategy=simple,detail"], "strategy is a setting of task=classification"),
-    (["+strategy=detail"], "add task=classification (and write strategy=detail, without a +)"),
+    (["strategy=detail"], "strategy is a setting of the classification task; task=posix does not use it"),
+    (["-m", "strategy=simple,detail"], "strategy is a setting of the classification task"),
+    (["+strategy=detail"], "strategy is a setting of the classification task; task=posix does not use it"),
+    (["task=classification", "embedding=none"], "embedding is a setting of the posix task"),
     (["task=classification", "+strategy=detail"], "strategy is already chosen (strategy=simple): write "
                                                   "strategy=detail, without the +"),  # Hydra: "Multiple values"
     (["+variant=template"], "variant is already chosen (variant=spelling): write variant=template, without the +"),
@@ -226,7 +227,7 @@ def test_a_typo_is_posixlab_s_own_error_naming_the_closest_key(argv, message):
     ["variant=mixture", "variant.options.kinds=[spelling,template]"], ["hydra.run.dir=/tmp/x", "~logger"],
     ["--cfg", "job", "seed=3"], ["model=chat", "model.name=m", "model.server.base_url=http://h/v1"],
     ["task=classification", "strategy=detail"], ["-m", "task=classification", "strategy=simple,1shot"],
-    ["+experiment=offline_table1", "variant=template"],
+    ["+experiment=offline_table1", "variant=template"], ["+experiment=offline_errica_table1", "strategy=detail"],
 ])
 def test_valid_overrides_pass_the_key_check(argv):
     from posixlab.cli import check_override_keys, expand_moved_settings

@@ -66,6 +66,7 @@ class ClassificationTask(Task):
     gate_ranges = app.GATE_RANGES
     gate_missing = app.GATE_MISSING
     accuracy_readings = ("greedy",)  # classification runs score no options
+    config_groups = ("strategy",)  # how the classifier is prompted (simple, detail, 1shot, structured)
     instead_of = {"task.num_sets": "its samples: dataset.num_samples",
                   "task.num_variants": "its prompts: task.num_rephrasings", "task.shots": "strategy=1shot",
                   "task.score_options": "task.probability=label_probs",
