@@ -8,7 +8,9 @@
   question, subject with underscores, choices, answer 0-3; the dev split: ``mmlu_dev_rows``), its README declaring
   the configs, as the hub's does;
 - ``tatsu-lab/alpaca`` (``data/train-*.parquet``: instruction, input, output, text) and ``lukaemon/bbh`` (one config
-  per task, ``<task>/test-*.parquet``: input, target), from tests/fixtures.
+  per task, ``<task>/test-*.parquet``: input, target), from tests/fixtures;
+- ``allenai/ai2_arc``: ARC's layout (config ``ARC-Challenge``, ``test-*.parquet``: id, question, choices {text,
+  label}, answerKey) holding tests/fixtures/questions_fixture.jsonl's questions, for ``dataset=questions``.
 
 Subprocesses reach it through ``hub_env``: HF_ENDPOINT must be in the environment before huggingface_hub, datasets and
 transformers are imported (they read it at import time), so only subprocesses are pointed at it; no test of this
@@ -158,6 +160,15 @@ def build_bbh_repo(folder: Path) -> None:
     _readme(folder, {task: ["test"] for task in BBH_TASKS})
 
 
+ARC_ID, ARC_CONFIG = "allenai/ai2_arc", "ARC-Challenge"
+
+
+def build_arc_repo(folder: Path) -> None:
+    rows = read_records(FIXTURES / "questions_fixture.jsonl")
+    _parquet(rows, folder / ARC_CONFIG / "test-00000-of-00001.parquet")
+    _readme(folder, {ARC_CONFIG: ["test"]})
+
+
 @pytest.fixture(scope="session")
 def hub(tmp_path_factory):
     """One hub stand-in for the whole session, serving the repositories above. A test that sets a fault must
@@ -165,18 +176,19 @@ def hub(tmp_path_factory):
     root = tmp_path_factory.mktemp("hub")
     sample = read_records(ROOT / "posixlab" / "data" / "mmlu_sample.jsonl")
     folders = {MODEL_ID: root / "model", "cais/mmlu": root / "mmlu", "tatsu-lab/alpaca": root / "alpaca",
-               "lukaemon/bbh": root / "bbh", ADAPTER_ID: root / "adapter"}
+               "lukaemon/bbh": root / "bbh", ADAPTER_ID: root / "adapter", ARC_ID: root / "arc"}
     for folder in folders.values():
         folder.mkdir()
     build_model_repo(folders[MODEL_ID], [f"{r['question']} {' '.join(r['choices'])}" for r in sample])
     build_mmlu_repo(folders["cais/mmlu"], sample)
     build_alpaca_repo(folders["tatsu-lab/alpaca"])
     build_bbh_repo(folders["lukaemon/bbh"])
+    build_arc_repo(folders[ARC_ID])
     build_adapter_repo(folders[ADAPTER_ID], folders[MODEL_ID])
     server = HubServer(token=TOKEN)
     server.add("model", MODEL_ID, folders[MODEL_ID], gated=True)
     server.add("model", ADAPTER_ID, folders[ADAPTER_ID])
-    for repo_id in ("cais/mmlu", "tatsu-lab/alpaca", "lukaemon/bbh"):
+    for repo_id in ("cais/mmlu", "tatsu-lab/alpaca", "lukaemon/bbh", ARC_ID):
         server.add("dataset", repo_id, folders[repo_id])
     try:
         yield Hub(server, folders)

@@ -1,4 +1,5 @@
-"""Data sets as lists of ``PromptItem``: one loader per data set (MMLU, Alpaca, BBH), for the hub or a local file."""
+"""Data sets as lists of ``PromptItem``: one loader per data set (MMLU, Alpaca, BBH, your questions), for the hub or a
+local file."""
 
 from __future__ import annotations
 
@@ -9,17 +10,18 @@ from dataclasses import dataclass, field
 from posixlab.data.alpaca import load_alpaca
 from posixlab.data.bbh import BBH_TASKS, load_bbh
 from posixlab.data.mmlu import load_mmlu
+from posixlab.data.questions import load_questions
 from posixlab.errors import ConfigError
 from posixlab.prompts import PromptItem
 
-LOADERS = {"mmlu": load_mmlu, "alpaca": load_alpaca, "bbh": load_bbh}
+LOADERS = {"mmlu": load_mmlu, "alpaca": load_alpaca, "bbh": load_bbh, "questions": load_questions}
 # data sets whose items' answers are reference outputs, never graded (``PromptItem.graded``): no accuracy
 UNGRADED = frozenset({"alpaca"})
 
 
 @dataclass(frozen=True)
 class DatasetSpec:
-    name: str  # a key of LOADERS
+    name: str  # a key of LOADERS, or (your questions) the name results give the data: see ``loader``
     source: str = "sample"  # sample (MMLU only) | hub | path
     path: str | None = None
     split: str | None = None  # None: the data set's own (MMLU, BBH: test; Alpaca: train, its only split)
@@ -36,17 +38,21 @@ class DatasetSpec:
     # without the hub), the first k of the question's subject in file order, as from the hub's dev split; None: the
     # hub's dev split for MMLU from the hub, else a seeded draw from the data's other items (data/exemplars.py)
     exemplar_path: str | None = None
+    # the key of LOADERS that reads it, where ``name`` is not one: ``dataset=questions`` names a run of your questions
+    # by its file or hub data set (``questions.data_name``) and reads it with ``load_questions``
+    loader: str | None = None
 
 
 def load_items(spec: DatasetSpec) -> list[PromptItem]:
+    kind = spec.loader or spec.name
     try:
-        loader = LOADERS[spec.name]
+        loader = LOADERS[kind]
     except KeyError:
-        raise ConfigError(f"unknown dataset {spec.name!r}; choose one of {', '.join(LOADERS)}") from None
+        raise ConfigError(f"unknown dataset {kind!r}; choose one of {', '.join(LOADERS)}") from None
     known = [p for p in inspect.signature(loader).parameters if p not in ("source", "path", "split", "subjects")]
     unknown = sorted(set(spec.options) - set(known))
     if unknown:  # a typo in dataset.options would otherwise surface as a TypeError traceback
-        raise ConfigError(f"unknown dataset.options for {spec.name}: {', '.join(unknown)}; "
+        raise ConfigError(f"unknown dataset.options for {kind}: {', '.join(unknown)}; "
                           f"it takes {', '.join(known) or 'none'}")
     split = {} if spec.split is None else {"split": spec.split}
     items = loader(source=spec.source, path=spec.path, subjects=spec.subjects, **split, **spec.options)
@@ -90,4 +96,4 @@ def select_items(items: list[PromptItem], num: int | None, seed: int,
 
 
 __all__ = ["BBH_TASKS", "DatasetSpec", "LOADERS", "UNGRADED", "load_alpaca", "load_bbh", "load_items", "load_mmlu",
-           "select_items"]
+           "load_questions", "select_items"]

@@ -1,0 +1,237 @@
+"""Your own questions, from a file or a hub data set, as ``PromptItem``s: posixlab builds their prompt sets with any
+variant type, as it does MMLU's (multiple choice) or Alpaca's (open-ended). ``dataset=questions`` (conf/dataset/).
+
+Your records keep their own field names; ``dataset.options`` names them:
+
+- ``question`` (required): the question's text;
+- ``choices``: the options of a multiple-choice question: a field holding a list of 4 strings, or an object with the
+  list under ``text`` and optionally its labels under ``label`` (the hub's common layout: ARC, OpenBookQA,
+  CommonsenseQA), or a list of 4 fields (CSV columns ``[A, B, C, D]``); null: open-ended questions;
+- ``answer``: the gold answer: an index 0-3, a letter A-D, one of the choices' labels, or the right option's text;
+- ``subject``: a field naming the subject, which opens the paper's multiple-choice prompt ("... about {subject}.");
+- ``id``: a field holding the record's id.
+
+A dotted name reaches inside a record (``question.stem``, OpenBookQA's nesting). Sources: ``path`` (a JSON, JSONL or
+CSV file) or ``hub`` (a Hugging Face data set: ``dataset.path`` its id, ``dataset.options.config`` its configuration,
+``dataset.split`` its split, test by default).
+
+Decisions.
+- The paper's multiple-choice templates take 4 options: a record with another number is left out and counted in a
+  note (ARC has a few of 3 and 5); if none is left, an error.
+- An open-ended question's answer is a reference output (few-shot exemplars show it; not graded) unless
+  ``graded=true``: short answers compared exactly, as BBH's targets are.
+- An item's id is its ``id`` field, else ``<name>/<record index>``, counted before anything is left out, so an item
+  keeps its id whatever the filter; ``<name>`` is the file's or data set's (``data_name``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from posixlab.data.files import hub_rows, read_records
+from posixlab.errors import ConfigError, DatasetUnavailableError
+from posixlab.prompts import PromptItem
+
+LETTERS = "ABCD"
+DEFAULT_NAME = "questions"  # the name of a run of your questions before dataset.path names them
+
+
+def data_name(path=None, config=None) -> str:
+    """The name results give your questions (``${posixlab.data_name:${dataset.path},${dataset.options.config}}``):
+    the file's stem or the hub data set's name, with its configuration, so that a sweep over several files or hub
+    data sets gets cells, job folders and tables of their own without a ``dataset.name``.
+
+    >>> data_name("~/data/arc_easy.jsonl"), data_name("allenai/ai2_arc", "ARC-Challenge"), data_name(None)
+    ('arc_easy', 'ai2_arc-ARC-Challenge', 'questions')
+    >>> data_name("my data (v2).csv")
+    'my_data_v2_'
+
+    """
+    if not path:
+        return DEFAULT_NAME
+    text = str(path).rstrip("/")
+    name = Path(text).stem if Path(text).suffix.lower() in (".json", ".jsonl", ".csv") else text.rpartition("/")[2]
+    name = f"{name}-{config}" if config else name
+    return re.sub(r"[^\w.-]+", "_", name) or DEFAULT_NAME  # a job folder's name: no spaces, no slashes
+
+
+_ABSENT = object()
+
+
+def field(record: dict, name: str, where: str, default=_ABSENT):
+    """The value under ``name`` in ``record``, a dotted name reaching inside nested objects; where it is missing,
+    ``default`` if one is given, else an error naming the fields there.
+
+    >>> field({"question": {"stem": "Why?"}}, "question.stem", "r")
+    'Why?'
+    >>> field({"q": 1, "id": 2}, "question", "file, record 0")
+    Traceback (most recent call last):
+    posixlab.errors.DatasetUnavailableError: file, record 0: no field 'question' (its fields: q, id); name yours with \
+dataset.options (question=..., choices=..., answer=...)
+    """
+    value, walked = record, []
+    for part in name.split("."):
+        if (not isinstance(value, dict) or part not in value) and default is not _ABSENT:
+            return default
+        if not isinstance(value, dict) or part not in value:
+            fields = ", ".join(value) if isinstance(value, dict) else type(value).__name__
+            at = f" in {'.'.join(walked)}" if walked else ""
+            raise DatasetUnavailableError(f"{where}: no field {part!r}{at} (its fields: {fields}); name yours with "
+                                          f"dataset.options (question=..., choices=..., answer=...)")
+        value, walked = value[part], [*walked, part]
+    return value
+
+
+def _json_text(value):
+    """A list or object a CSV cell holds as JSON text, parsed; anything else as it is."""
+    if isinstance(value, str) and value.strip()[:1] in "[{":
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def options_of(record: dict, choices, where: str) -> tuple[list[str], list[str] | None]:
+    """The options of a multiple-choice record and their labels (None where the data gives none).
+
+    >>> options_of({"choices": {"text": ["a", "b", "c", "d"], "label": ["1", "2", "3", "4"]}}, "choices", "r")
+    (['a', 'b', 'c', 'd'], ['1', '2', '3', '4'])
+    >>> options_of({"A": "w", "B": "x", "C": "y", "D": "z"}, ["A", "B", "C", "D"], "r")
+    (['w', 'x', 'y', 'z'], None)
+    """
+    if isinstance(choices, (list, tuple)):
+        return [str(field(record, name, where)) for name in choices], None
+    value = _json_text(field(record, choices, where))
+    labels = None
+    if isinstance(value, dict):
+        if "text" not in value:
+            raise DatasetUnavailableError(f"{where}: {choices} is an object without a 'text' list (its fields: "
+                                          f"{', '.join(value)}); name the list itself, e.g. {choices}.FIELD")
+        labels = [str(label) for label in value.get("label") or []] or None
+        value = value["text"]
+    if not isinstance(value, (list, tuple)):
+        raise DatasetUnavailableError(f"{where}: {choices} holds {type(value).__name__}, not a list of options")
+    return [str(option) for option in value], labels
+
+
+def gold_letter(value, options: list[str], labels: list[str] | None, where: str) -> str | None:
+    """The gold answer as a letter A-D; None where the record has none. A number is an index 0-3; a text is, in this
+    order, one of the choices' labels, a letter A-D, the right option's text, or an index written as text (a CSV
+    cell).
+
+    >>> opts = ["red", "green", "blue", "grey"]
+    >>> [gold_letter(v, opts, None, "r") for v in (2, "2", "c", "blue", None)]
+    ['C', 'C', 'C', 'C', None]
+    >>> gold_letter("1", opts, ["1", "2", "3", "4"], "r"), gold_letter("4", ["3", "4", "5", "6"], None, "r")
+    ('A', 'B')
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    stripped = [option.strip() for option in options]
+    if isinstance(value, int) and not isinstance(value, bool):
+        if 0 <= value < len(options):
+            return LETTERS[value]
+    else:
+        text = str(value).strip()
+        if labels and text in labels:
+            return LETTERS[labels.index(text)]
+        if len(text) == 1 and text.upper() in LETTERS[:len(options)]:
+            return text.upper()
+        if text in stripped:
+            return LETTERS[stripped.index(text)]
+        if text.isdigit() and int(text) < len(options):
+            return LETTERS[int(text)]
+    raise DatasetUnavailableError(f"{where}: answer {value!r} is none of the options (an index 0-3, a letter A-D, "
+                                  f"a label{' ' + '/'.join(labels) if labels else ''} or an option's text)")
+
+
+def items_from_records(records, source: str, name: str, *, question: str = "question", choices=None, answer=None,
+                       subject=None, id=None, graded: bool | None = None) -> list[PromptItem]:  # noqa: A002
+    """Your records as items (see the module's docstring); a note on stderr counts the multiple-choice records left
+    out for not having 4 options.
+
+    >>> rows = [{"q": "Sky?", "opts": ["red", "blue", "green", "grey"], "gold": "blue"},
+    ...         {"q": "Three?", "opts": ["a", "b", "c"], "gold": 0}]
+    >>> [(i.item_id, i.options[1], i.answer) for i in items_from_records(rows, "doc", "mine", question="q",
+    ...                                                                 choices="opts", answer="gold")]
+    [('mine/0', 'blue', 'B')]
+    """
+    if graded is not None and not isinstance(graded, bool):
+        raise ConfigError(f"dataset.options.graded must be true or false, got {graded!r}")
+    items, other_sizes, found = [], {}, {"answer": 0, "subject": 0}
+    for n, record in enumerate(records):
+        where = f"{source}, record {n}"
+        if not isinstance(record, dict):
+            raise DatasetUnavailableError(f"{where} is a {type(record).__name__}, not an object with fields")
+        text = str(field(record, question, where) or "").strip()
+        if not text:
+            raise DatasetUnavailableError(f"{where}: the question ({question}) is empty")
+        options, labels = options_of(record, choices, where) if choices else ([], None)
+        if choices and len(options) != len(LETTERS):
+            other_sizes[len(options)] = other_sizes.get(len(options), 0) + 1
+            continue
+        # a record without an answer or a subject has none (JSONL records may leave it out); no record with the
+        # field at all is an error at the end (a misspelt name)
+        gold = field(record, answer, where, None) if answer else None
+        topic = field(record, subject, where, None) if subject else None
+        found["answer"] += gold is not None
+        found["subject"] += topic is not None
+        if options:
+            gold = gold_letter(gold, options, labels, where)
+        elif gold is not None:
+            gold = str(gold).strip() or None
+        topic = None if topic is None else str(topic).replace("_", " ").strip() or None
+        item_id = str(field(record, id, where)) if id else f"{name}/{n}"
+        items.append(PromptItem(item_id=item_id, question=text, options=tuple(options), subject=topic, answer=gold,
+                                meta={"source": source}, graded=bool(options) if graded is None else graded))
+    if other_sizes:
+        counts = ", ".join(f"{count} with {size}" for size, count in sorted(other_sizes.items()))
+        if not items:
+            raise DatasetUnavailableError(f"no question with 4 options in {source} ({counts}): the paper's "
+                                          f"multiple-choice templates take 4; give choices=null for open-ended")
+        print(f"posixlab: {source}: {sum(other_sizes.values())} of {len(items) + sum(other_sizes.values())} "
+              f"multiple-choice questions left out ({counts} options; the paper's templates take 4)", file=sys.stderr)
+    if not items:
+        raise DatasetUnavailableError(f"no question in {source}")
+    for key, name in (("answer", answer), ("subject", subject)):
+        if name and not found[key]:
+            field(records[0], name, f"{source}: no record has the {key} field {name!r}; record 0")  # names its fields
+    return items
+
+
+def load_questions(source: str = "path", path: str | None = None, split: str | None = None,
+                   subjects: list[str] | None = None, config: str | None = None, question: str = "question",
+                   choices=None, answer=None, subject=None, id=None,  # noqa: A002
+                   graded: bool | None = None) -> list[PromptItem]:
+    """Your questions from a local file (``source="path"``) or a hub data set (``source="hub"``, ``path`` its id,
+    ``config`` its configuration, ``split`` its split: test by default), their fields named by the other keywords
+    (the module's docstring); ``subjects``: keep only the questions of these subjects."""
+    fields = {"question": question, "choices": choices, "answer": answer, "subject": subject, "id": id,
+              "graded": graded}
+    if not path:
+        raise ConfigError("dataset=questions needs dataset.path: a JSON, JSONL or CSV file of your questions, or a "
+                          "hub data set's id with dataset.source=hub")
+    if source == "path":
+        if split is not None:
+            raise ConfigError(f"a file has no splits (dataset.split={split}); give the split's own file")
+        items = items_from_records(read_records(Path(path).expanduser()), str(path), data_name(path), **fields)
+    elif source == "hub":
+        split = split or "test"
+        hint = (f"To run offline, save the split as a JSON, JSONL or CSV file and run with dataset.source=path "
+                f"dataset.path=FILE (the same dataset.options)")
+        rows = hub_rows(path, [config], split, path, hint)[config]
+        items = items_from_records(rows, f"{path}{':' + config if config else ''}:{split}", data_name(path, config),
+                                   **fields)
+    else:
+        raise ConfigError(f"unknown dataset.source {source!r} for your questions; choose path or hub")
+    if subjects:
+        wanted = {s.replace("_", " ") for s in subjects}
+        items = [item for item in items if item.subject in wanted]
+        if not items:
+            raise DatasetUnavailableError(f"no question has a subject in {sorted(wanted)}" + (
+                "" if subject else " (name the subject's field: dataset.options.subject=FIELD)"))
+    return items

@@ -1,0 +1,193 @@
+"""Your own questions (``dataset=questions``, posixlab/data/questions.py): records with their own field names, from a
+file or a hub data set, made into prompt sets by any variant type. The independent check: the same questions written
+in MMLU's layout and read by the MMLU loader give the same prompt sets, and on the packaged model the same ψ, bit for
+bit."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from posixlab.data import DatasetSpec, load_items
+from posixlab.data.files import read_records
+from posixlab.data.questions import data_name, items_from_records, load_questions
+from posixlab.errors import ConfigError, DatasetUnavailableError
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "tests" / "fixtures" / "questions_fixture.jsonl"  # ARC's layout: choices {text, label}, answerKey
+ARC = {"choices": "choices", "answer": "answerKey", "subject": "topic", "id": "id"}
+
+
+def mmlu_copy(path: Path) -> Path:
+    """The fixture's 4-option questions in MMLU's own layout (id, question, subject, choices, answer letter): the
+    same ids, so that variants seeded per item are the same."""
+    rows = []
+    for row in read_records(FIXTURE):
+        options, labels = row["choices"]["text"], row["choices"]["label"]
+        if len(options) == 4:
+            rows.append({"id": row["id"], "question": row["question"], "subject": row["topic"], "choices": options,
+                         "answer": "ABCD"[labels.index(row["answerKey"])]})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_arc_shaped_records_give_multiple_choice_items_and_the_others_are_counted(capsys):
+    items = load_questions(path=str(FIXTURE), **ARC)
+    said = capsys.readouterr().err
+    assert "2 of 7 multiple-choice questions left out (1 with 3, 1 with 5 options" in said
+    assert [i.item_id for i in items] == ["sci-1", "sci-2", "sci-4", "sci-5", "sci-7"]
+    first, second = items[:2]
+    assert first.options == ("oxygen", "carbon dioxide", "nitrogen", "helium") and first.answer == "B"
+    assert second.answer == "B"  # answerKey "2" among the labels 1-4: the second option, not index 2
+    assert first.subject == "biology" and items[1].subject == "earth science" and all(i.graded for i in items)
+    kept = load_questions(path=str(FIXTURE), subjects=["earth_science"], **ARC)
+    assert [i.item_id for i in kept] == ["sci-2"]  # sci-6 has 5 options: left out before the subject filter
+
+
+def test_a_csv_with_option_columns_and_answers_in_every_form(tmp_path):
+    path = tmp_path / "quiz.csv"
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, ["q", "w", "x", "y", "z", "gold"])
+        writer.writeheader()
+        for gold in ("2", "C", "c", "blue", ""):  # an index as CSV text, a letter, a letter, the option's text, none
+            writer.writerow({"q": "Colour of the sky?", "w": "red", "x": "green", "y": "blue", "z": "grey",
+                             "gold": gold})
+    items = load_questions(path=str(path), question="q", choices=["w", "x", "y", "z"], answer="gold")
+    assert [i.answer for i in items] == ["C", "C", "C", "C", None]
+    assert [i.item_id for i in items] == [f"quiz/{n}" for n in range(5)]
+    assert items[0].options == ("red", "green", "blue", "grey") and items[0].subject is None
+
+
+def test_open_ended_questions_carry_their_answer_as_a_reference_unless_graded():
+    rows = [{"prompt": {"text": "Name a primary colour."}, "reference": " Red "}, {"prompt": {"text": "Say hi."}}]
+    items = items_from_records(rows, "doc", "mine", question="prompt.text", answer="reference")
+    assert [(i.item_id, i.question, i.options, i.answer, i.graded) for i in items] == [
+        ("mine/0", "Name a primary colour.", (), "Red", False), ("mine/1", "Say hi.", (), None, False)]
+    graded = items_from_records(rows[:1], "doc", "mine", question="prompt.text", answer="reference", graded=True)
+    assert graded[0].graded and graded[0].gold == "Red"
+
+
+@pytest.mark.parametrize("rows, fields, message", [
+    ([{"q": "x"}], {}, "doc, record 0: no field 'question' (its fields: q); name yours with dataset.options"),
+    ([{"question": {"text": "x"}}], {"question": "question.stem"}, "no field 'stem' in question (its fields: text)"),
+    ([{"question": "x", "o": ["a", "b", "c", "d"], "g": "E"}], {"choices": "o", "answer": "g"},
+     "answer 'E' is none of the options"),
+    ([{"question": "x", "o": ["a", "b", "c", "d"], "g": 7}], {"choices": "o", "answer": "g"},
+     "answer 7 is none of the options"),
+    ([{"question": "x", "o": ["a", "b"]}], {"choices": "o"},
+     "no question with 4 options in doc (1 with 2): the paper's multiple-choice templates take 4"),
+    ([{"question": "x", "o": "abcd"}], {"choices": "o"}, "o holds str, not a list of options"),
+    ([{"question": "x", "o": {"texts": []}}], {"choices": "o"}, "o is an object without a 'text' list"),
+    ([{"question": "  "}], {}, "doc, record 0: the question (question) is empty"),
+    (["a question"], {}, "doc, record 0 is a str, not an object with fields"),
+])
+def test_a_record_that_does_not_fit_names_the_record_and_the_fix(rows, fields, message):
+    with pytest.raises(DatasetUnavailableError) as caught:
+        items_from_records(rows, "doc", "mine", **fields)
+    assert message in str(caught.value)
+
+
+def test_settings_that_cannot_work_are_refused_before_any_reading(tmp_path):
+    with pytest.raises(ConfigError, match="dataset=questions needs dataset.path"):
+        load_questions()
+    with pytest.raises(ConfigError, match="a file has no splits"):
+        load_questions(path=str(FIXTURE), split="test")
+    with pytest.raises(ConfigError, match="choose path or hub"):
+        load_questions(source="sample", path=str(FIXTURE))
+    with pytest.raises(ConfigError, match="graded must be true or false"):
+        load_questions(path=str(FIXTURE), graded="yes")
+    with pytest.raises(ConfigError, match="unknown dataset.options for questions: choice; it takes config, question"):
+        load_items(DatasetSpec("arc", loader="questions", path=str(FIXTURE), options={"choice": "choices"}))
+    with pytest.raises(DatasetUnavailableError, match="name the subject's field: dataset.options.subject=FIELD"):
+        load_questions(path=str(FIXTURE), subjects=["biology"], choices="choices")
+
+
+def test_the_command_line_names_results_by_the_file_and_sets_the_answer_length(tmp_path):
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from posixlab.cli import CONF_DIR, to_config
+
+    def config(*overrides):
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            return to_config(compose(config_name="config", overrides=["dataset=questions", *overrides]), str(tmp_path))
+
+    mcq = config(f"dataset.path={FIXTURE}", "dataset.options.choices=choices")
+    assert (mcq.dataset.name, mcq.dataset.loader, mcq.max_new_tokens) == ("questions_fixture", "questions", 5)
+    hub = config("dataset.source=hub", "dataset.path=allenai/ai2_arc", "dataset.options.config=ARC-Challenge")
+    assert (hub.dataset.name, hub.max_new_tokens) == ("ai2_arc-ARC-Challenge", 30)  # open-ended: Alpaca's 30
+    named = config(f"dataset.path={FIXTURE}", "dataset.name=science", "max_new_tokens=8")
+    assert (named.dataset.name, named.max_new_tokens) == ("science", 8)
+    GlobalHydra.instance().clear()
+    assert data_name(None) == "questions"
+
+
+@pytest.mark.parametrize("variant", ["template", "format", "spelling"])
+def test_the_same_questions_in_mmlu_s_layout_give_the_same_prompt_sets(tmp_path, variant, capsys):
+    from posixlab.tasks.posix import PosixConfig, build_prompt_sets
+
+    def prompts(spec: DatasetSpec):
+        built, _ = build_prompt_sets(PosixConfig(model=None, dataset=spec, variant=variant, num_sets=None,
+                                                 num_variants=4, shots=0, embedding=None), progress=False)
+        return [[p.text for p in s.prompts] for s in built], [s.item.answer for s in built]
+
+    ours = prompts(DatasetSpec("science", loader="questions", source="path", path=str(FIXTURE), options=ARC))
+    mmlu = prompts(DatasetSpec("mmlu", source="path", path=str(mmlu_copy(tmp_path / "mmlu.jsonl"))))
+    assert ours == mmlu and len(ours[0]) == 5 and len(ours[0][0]) == 5
+    assert ours[0][0][0].startswith("The following are multiple choice questions (with answers) about ")
+
+
+@pytest.mark.slow  # two runs of the packaged model in subprocesses
+def test_a_run_of_your_questions_equals_the_mmlu_loader_s_run_bit_for_bit(tmp_path):
+    common = ["variant=template", "task.num_sets=2", "task.num_variants=4", "embedding=none", "logger=none",
+              "report=false", "progress=false", "score_cache=false"]
+    ours = ["dataset=questions", f"dataset.path={FIXTURE}", "dataset.options.choices=choices",
+            "dataset.options.answer=answerKey", "dataset.options.subject=topic"]
+    mmlu = ["dataset=mmlu", "dataset.source=path", f"dataset.path={mmlu_copy(tmp_path / 'mmlu.jsonl')}"]
+    records = []
+    for name, overrides in (("ours", ours), ("mmlu", mmlu)):
+        out = tmp_path / name
+        proc = subprocess.run([sys.executable, str(ROOT / "run.py"), *overrides, *common, f"hydra.run.dir={out}"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        records.append([json.loads(line) for line in (out / "sets.jsonl").read_text().splitlines()])
+    summary = json.loads((tmp_path / "ours" / "summary.json").read_text())
+    config = (tmp_path / "ours" / "config.yaml").read_text()
+    assert summary["dataset"] == "questions_fixture" and "run_name: smollm2-135m-instruct_questions_fixture_" in config
+    for a, b in zip(*records, strict=True):
+        assert [p["text"] for p in a["prompts"]] == [p["text"] for p in b["prompts"]]
+        assert a["logprob_matrix"] == b["logprob_matrix"] and a["psi"] == b["psi"] and a["answer"] == b["answer"]
+
+
+HUB_QUESTIONS = """
+import json, sys
+from posixlab.data.questions import load_questions
+items = load_questions(**json.loads(sys.argv[1]))
+print(json.dumps([[i.item_id, i.question, list(i.options), i.answer, i.subject] for i in items]))
+"""
+
+
+@pytest.mark.slow  # the hub stand-in, datasets in subprocesses
+def test_a_hub_data_set_gives_the_items_of_its_local_copy_and_is_read_from_the_cache_offline(healthy_hub, tmp_path):
+    from hub_fixtures import ARC_CONFIG, ARC_ID, closed_port, hub_env
+
+    def items(env: dict, **where):
+        proc = subprocess.run([sys.executable, "-c", HUB_QUESTIONS, json.dumps({**where, **ARC})], cwd=ROOT,
+                              env=env, capture_output=True, text=True, timeout=120)
+        return proc.returncode, (json.loads(proc.stdout.splitlines()[-1]) if proc.returncode == 0 else proc.stderr)
+
+    env = hub_env(tmp_path / "hf", healthy_hub.url)
+    code, local = items(env, path=str(FIXTURE))
+    code_hub, hub = items(env, source="hub", path=ARC_ID, config=ARC_CONFIG)
+    assert code == code_hub == 0 and hub == local and len(hub) == 5, hub
+    offline = hub_env(tmp_path / "hf", f"http://127.0.0.1:{closed_port()}", HF_HUB_OFFLINE="1")
+    assert items(offline, source="hub", path=ARC_ID, config=ARC_CONFIG) == (0, hub)  # datasets' cache answers
+    code, said = items(env, source="hub", path=ARC_ID, config="ARC-Easy")  # a configuration it does not have
+    assert code == 1 and f"DatasetUnavailableError: dataset {ARC_ID} ({ARC_ID}, config ARC-Easy, split 'test') " \
+                          "cannot be loaded" in said and "dataset.source=path dataset.path=FILE" in said, said[-2000:]
