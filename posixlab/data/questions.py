@@ -6,7 +6,8 @@ Your records keep their own field names; ``dataset.options`` names them:
 - ``question`` (required): the question's text;
 - ``choices``: the options of a multiple-choice question: a field holding a list of 4 strings, or an object with the
   list under ``text`` and optionally its labels under ``label`` (the hub's common layout: ARC, OpenBookQA,
-  CommonsenseQA), or a list of 4 fields (CSV columns ``[A, B, C, D]``); null: open-ended questions;
+  CommonsenseQA), or a list of ``{label, text}`` objects, or a list of 4 fields (CSV columns ``[A, B, C, D]``);
+  null: open-ended questions;
 - ``answer``: the gold answer: an index 0-3, a letter A-D, one of the choices' labels, or the right option's text;
 - ``subject``: a field naming the subject, which opens the paper's multiple-choice prompt ("... about {subject}.");
 - ``id``: a field holding the record's id.
@@ -102,6 +103,8 @@ def options_of(record: dict, choices, where: str) -> tuple[list[str], list[str] 
     (['a', 'b', 'c', 'd'], ['1', '2', '3', '4'])
     >>> options_of({"A": "w", "B": "x", "C": "y", "D": "z"}, ["A", "B", "C", "D"], "r")
     (['w', 'x', 'y', 'z'], None)
+    >>> options_of({"o": [{"label": "a", "text": "w"}, {"label": "b", "text": "x"}]}, "o", "r")
+    (['w', 'x'], ['a', 'b'])
     """
     if isinstance(choices, (list, tuple)):
         return [str(field(record, name, where)) for name in choices], None
@@ -115,6 +118,9 @@ def options_of(record: dict, choices, where: str) -> tuple[list[str], list[str] 
         value = value["text"]
     if not isinstance(value, (list, tuple)):
         raise DatasetUnavailableError(f"{where}: {choices} holds {type(value).__name__}, not a list of options")
+    if value and all(isinstance(option, dict) and "text" in option for option in value):  # [{label, text}, ...]
+        labels = [str(option.get("label")) for option in value] if all("label" in o for o in value) else None
+        value = [option["text"] for option in value]
     return [str(option) for option in value], labels
 
 
