@@ -759,6 +759,22 @@ def _added_group_chosen(groups: list[str], composed) -> str | None:
     return None
 
 
+def _checked_groups(groups: list[str], composed) -> DictConfig | None:
+    """The config the group choices compose (None where they do not: Hydra's message follows), after posixlab's own
+    errors for a group only another task reads (``strategy=detail`` in a POSIX run: Hydra would say "Could not
+    override 'strategy'. No match in the defaults list" and, given the + it suggests, run without it) and for a
+    group chosen twice with a ``+`` (``_added_group_chosen``)."""
+    task_groups = {group for task_type in TASK_TYPES.values() for group in task_type.config_groups}
+    if any(line.lstrip("+~").partition("=")[0] in task_groups for line in groups):
+        chooses_task = [line for line in groups if line.lstrip("+").partition("=")[0] in ("task", "experiment")]
+        check_task_groups(((composed(chooses_task) or {}).get("task") or {}).get("name", "posix"), groups)
+    typed = composed(groups, typed=True)
+    added = _added_group_chosen(groups, composed) if typed is None else None
+    if added:
+        raise ConfigError(added)
+    return typed
+
+
 def check_override_keys(argv: list[str]) -> None:
     """A ``ConfigError`` for a command-line override that names a key the composed config does not have, with or
     without ``+``, before Hydra sees it: Hydra would answer "use +key=value", and with the ``+`` it would accept the
@@ -799,17 +815,8 @@ def check_override_keys(argv: list[str]) -> None:
                 return None
             return cfg if typed else OmegaConf.to_container(cfg, resolve=False)
 
-        # a group only another task reads (strategy=detail in a POSIX run): Hydra would say "Could not override
-        # 'strategy'. No match in the defaults list" and, given the + it suggests, run without it
-        task_groups = {group for task_type in TASK_TYPES.values() for group in task_type.config_groups}
-        if any(line.lstrip("+~").partition("=")[0] in task_groups for line in groups):
-            chooses_task = [line for line in groups if line.lstrip("+").partition("=")[0] in ("task", "experiment")]
-            check_task_groups(((composed(chooses_task) or {}).get("task") or {}).get("name", "posix"), groups)
-        typed = composed(groups, typed=True)
+        typed = _checked_groups(groups, composed)
         if typed is None:
-            added = _added_group_chosen(groups, composed)
-            if added:
-                raise ConfigError(added)
             return  # a group choice that does not exist: Hydra's message names the choices
         base = OmegaConf.to_container(typed, resolve=False)
         def unknown(name: str) -> ConfigError:  # the other task's config is composed only for a key not found

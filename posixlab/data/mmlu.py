@@ -127,9 +127,15 @@ def load_mmlu(source: str = "sample", path: str | None = None, split: str = "tes
         items = items_from_rows(rows, f"{HUB_ID}:{split}")
     else:
         raise DatasetUnavailableError(f"unknown MMLU source {source!r}; choose sample, hub or path")
-    if subjects:
-        wanted = {s.replace("_", " ") for s in subjects}
-        items = [it for it in items if it.subject in wanted]
-        if not items:
-            raise DatasetUnavailableError(f"no MMLU question has a subject in {sorted(wanted)}")
-    return items
+    return keep_subjects(items, subjects, "MMLU question")
+
+
+def keep_subjects(items: list[PromptItem], subjects: list[str] | None, what: str, hint: str = "") -> list[PromptItem]:
+    """The items of the ``subjects`` (all where None; underscores read as spaces), or an error when none is left."""
+    if not subjects:
+        return items
+    wanted = {s.replace("_", " ") for s in subjects}
+    kept = [item for item in items if item.subject in wanted]
+    if not kept:
+        raise DatasetUnavailableError(f"no {what} has a subject in {sorted(wanted)}{hint}")
+    return kept

@@ -33,6 +33,7 @@ import sys
 from pathlib import Path
 
 from posixlab.data.files import hub_rows, read_records
+from posixlab.data.mmlu import keep_subjects
 from posixlab.errors import ConfigError, DatasetUnavailableError
 from posixlab.prompts import PromptItem
 
@@ -227,17 +228,12 @@ def load_questions(source: str = "path", path: str | None = None, split: str | N
         items = items_from_records(read_records(Path(path).expanduser()), str(path), data_name(path), **fields)
     elif source == "hub":
         split = split or "test"
-        hint = (f"To run offline, save the split as a JSON, JSONL or CSV file and run with dataset.source=path "
-                f"dataset.path=FILE (the same dataset.options)")
+        hint = ("To run offline, save the split as a JSON, JSONL or CSV file and run with dataset.source=path "
+                "dataset.path=FILE (the same dataset.options)")
         rows = hub_rows(path, [config], split, path, hint)[config]
         items = items_from_records(rows, f"{path}{':' + config if config else ''}:{split}", data_name(path, config),
                                    **fields)
     else:
         raise ConfigError(f"unknown dataset.source {source!r} for your questions; choose path or hub")
-    if subjects:
-        wanted = {s.replace("_", " ") for s in subjects}
-        items = [item for item in items if item.subject in wanted]
-        if not items:
-            raise DatasetUnavailableError(f"no question has a subject in {sorted(wanted)}" + (
-                "" if subject else " (name the subject's field: dataset.options.subject=FIELD)"))
-    return items
+    return keep_subjects(items, subjects, "question",
+                         "" if subject else " (name the subject's field: dataset.options.subject=FIELD)")
