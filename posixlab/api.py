@@ -225,27 +225,36 @@ def evaluate(prompt_sets, model="smollm2-135m-instruct", *, tokenizer=None, max_
     model is closed.
     """
     given = _prompt_sets(prompt_sets)  # validated before any model is loaded
-    check_max_new_tokens(max_new_tokens)
+    path = str(prompt_sets) if isinstance(prompt_sets, (str, Path)) else None
+    dataset = DatasetSpec(USER_SETS, source="path", path=path, variants=[USER_VARIANT])
+    return evaluated(dict(dataset=dataset, variant=USER_VARIANT, num_sets=None, max_new_tokens=max_new_tokens,
+                          seed=seed, chat_template=chat_template, cache_dir=cache_dir, score_cache_dir=score_cache_dir,
+                          engine=engine or EngineOptions(), embedding=_embedding(embedding)),
+                     model, tokenizer, score_cache=score_cache, output_dir=output_dir, progress=progress, judge=judge,
+                     given=given)
+
+
+def evaluated(settings: dict, model, tokenizer=None, *, score_cache: bool | None, output_dir, progress, judge,
+              given=None) -> EvaluationResult:
+    """The run of a ``PosixConfig`` of ``settings`` (every field but the model, output folder and score cache) on
+    ``model`` (any form ``evaluate`` takes), in ``output_dir`` or a scratch folder, then ``judge``'s reading: what
+    ``evaluate`` and ``evaluate_dataset`` return. The model and the judge are resolved before anything runs."""
+    check_max_new_tokens(settings["max_new_tokens"])
     spec, lm = resolve_model(model, tokenizer)
     if judge is not None:  # a judge it cannot resolve stops here, before the run
         judge_spec, judge_lm = judge_model(judge)
         judge = judge_spec if judge_lm is None else judge_lm
     if score_cache is None:
         score_cache = lm is None
-    path = str(prompt_sets) if isinstance(prompt_sets, (str, Path)) else None
     with tempfile.TemporaryDirectory(prefix="posixlab-") as scratch:
-        cfg = PosixConfig(model=spec, dataset=DatasetSpec(USER_SETS, source="path", path=path, variants=[USER_VARIANT]),
-                        variant=USER_VARIANT, num_sets=None, max_new_tokens=max_new_tokens, seed=seed,
-                        chat_template=chat_template, output_dir=str(output_dir or scratch), cache_dir=cache_dir,
-                        score_cache=score_cache, score_cache_dir=score_cache_dir, engine=engine or EngineOptions(),
-                        embedding=_embedding(embedding))
+        cfg = PosixConfig(model=spec, output_dir=str(output_dir or scratch), score_cache=score_cache, **settings)
         summary = run(cfg, lm=lm, progress=progress, given=given)
         result = EvaluationResult(summary=summary, records=read_sets(cfg.output_dir), config=asdict(cfg),
                                   folder=None if output_dir is None else Path(output_dir))
         if output_dir is not None:
             (Path(output_dir) / CONFIG_FILE).write_text(_yaml(result.config), encoding="utf-8")
     if judge is not None:
-        result.judge(judge, cache_dir=cache_dir, progress=progress)
+        result.judge(judge, cache_dir=settings.get("cache_dir"), progress=progress)
     return result
 
 

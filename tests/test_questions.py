@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -157,6 +158,13 @@ def test_a_run_of_your_questions_equals_the_mmlu_loader_s_run_bit_for_bit(tmp_pa
                               cwd=tmp_path, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
         records.append([json.loads(line) for line in (out / "sets.jsonl").read_text().splitlines()])
+    import posixlab  # from Python: the same run, the same numbers
+
+    fields = {"choices": "choices", "answer": "answerKey", "subject": "topic"}
+    result = posixlab.evaluate_dataset(str(FIXTURE), "template", fields=fields, num_sets=2, num_variants=4,
+                                       embedding=None, score_cache=False, progress=False)
+    for a, b in zip(result.records, records[0], strict=True):
+        assert a["logprob_matrix"] == b["logprob_matrix"] and a["psi"] == b["psi"] and a["set_id"] == b["set_id"]
     summary = json.loads((tmp_path / "ours" / "summary.json").read_text())
     config = (tmp_path / "ours" / "config.yaml").read_text()
     assert summary["dataset"] == "questions_fixture" and "run_name: smollm2-135m-instruct_questions_fixture_" in config
@@ -191,3 +199,39 @@ def test_a_hub_data_set_gives_the_items_of_its_local_copy_and_is_read_from_the_c
     code, said = items(env, source="hub", path=ARC_ID, config="ARC-Easy")  # a configuration it does not have
     assert code == 1 and f"DatasetUnavailableError: dataset {ARC_ID} ({ARC_ID}, config ARC-Easy, split 'test') " \
                           "cannot be loaded" in said and "dataset.source=path dataset.path=FILE" in said, said[-2000:]
+
+
+@pytest.mark.parametrize("dataset", ["mmlu_sample", "mmlu", "alpaca", "bbh"])
+def test_evaluate_dataset_reads_a_named_data_set_as_the_command_line_composes_it(dataset, tmp_path):
+    """``posixlab.evaluate_dataset``'s reading of ``posixlab/conf`` without Hydra equals Hydra's composition, for
+    every variant type the data set allows: the data set, the variant type's options and the response length."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from posixlab.cli import CONF_DIR, to_config
+    from posixlab.dataset_api import dataset_spec, named_datasets
+
+    assert dataset in named_datasets()
+    for variant in ("spelling", "template", "paraphrase", "mixture", "format"):
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            composed = to_config(compose(config_name="config", overrides=[f"dataset={dataset}",
+                                                                          f"variant={variant}"]), str(tmp_path))
+        assert dataset_spec(dataset, variant) == (composed.dataset, composed.variant_options,
+                                                  composed.max_new_tokens), (dataset, variant)
+    GlobalHydra.instance().clear()
+
+
+def test_evaluate_dataset_refuses_what_it_cannot_read_before_any_model_loads():
+    import posixlab
+
+    for dataset, message in (("mmlu_smaple", "did you mean mmlu_sample?"),
+                             ("prompt_sets", "go to posixlab.evaluate(FILE_OR_LISTS)"),
+                             ("trec", "a classification data set: posixlab.classify('trec', ...)"),
+                             ("no_such.jsonl", "no file at no_such.jsonl")):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            posixlab.evaluate_dataset(dataset, model="no-such-model")  # the data set is read first
+    with pytest.raises(ConfigError, match="leave fields out"):
+        posixlab.evaluate_dataset("mmlu_sample", fields={"question": "q"})
+    with pytest.raises(DatasetUnavailableError, match="no field 'q'"):
+        posixlab.evaluate_dataset(str(FIXTURE), fields={"question": "q"}, progress=False)  # before the model loads
