@@ -56,11 +56,15 @@ def dataset_spec(dataset, variant: str = "spelling", fields: dict | None = None)
     >>> spec, _, tokens = dataset_spec("allenai/ai2_arc", fields={"config": "ARC-Easy", "choices": "choices"})
     >>> spec.name, spec.loader, spec.source, spec.options["config"], tokens
     ('ai2_arc-ARC-Easy', 'questions', 'hub', 'ARC-Easy', 5)
+    >>> dataset_spec(DatasetSpec("alpaca", source="path", path="my_alpaca.jsonl"))[2]   # Alpaca's 30 tokens
+    30
     """
     variant_conf = _conf("variant", variant) or {}  # a plug-in variant type has none: no options
     options = dict(variant_conf.get("options") or {})
-    if isinstance(dataset, DatasetSpec):
-        return dataset, options, 5 if dataset.loader != "questions" or dataset.options.get("choices") else 30
+    if isinstance(dataset, DatasetSpec):  # its response length: its named data set's, or your questions' rule
+        if dataset.loader == "questions":
+            return dataset, options, 5 if dataset.options.get("choices") else 30
+        return dataset, options, (_conf("dataset", dataset.name) or {}).get("max_new_tokens", 5)
     name = str(dataset)
     named = named_datasets()
     if name in named:
