@@ -38,7 +38,7 @@ from omegaconf.errors import MissingMandatoryValue
 
 from posixlab.commands import compare_command, dove_command, gate_command, gguf_path_command, judge_command, \
     judge_folder, judge_spec, judged_figures, merge_command, report_command, report_gate, write_run_report
-from posixlab.data.questions import data_name
+from posixlab.data.questions import answer_length, data_name
 from posixlab.errors import ConfigError, GateFailed, PosixlabError, check_flag
 from posixlab.gate import GateConfig, check_gate, check_gate_applies, make_gate, metrics
 from posixlab.judge import JudgeConfig
@@ -182,19 +182,8 @@ def gguf_name(path) -> str:
 OmegaConf.register_new_resolver("posixlab.gguf_name", gguf_name, replace=True)
 
 
-def answer_length(choices) -> int:
-    """``${posixlab.answer_length:${dataset.options.choices}}`` (conf/dataset/questions.yaml's ``max_new_tokens``):
-    the paper's response length for your questions, 5 tokens for multiple choice (MMLU's) and 30 for open-ended ones
-    (Alpaca's).
-
-    >>> answer_length("choices"), answer_length(None)
-    (5, 30)
-    """
-    return 5 if choices else 30
-
-
 OmegaConf.register_new_resolver("posixlab.answer_length", answer_length, replace=True)
-OmegaConf.register_new_resolver("posixlab.data_name", lambda path, config=None: data_name(path, config), replace=True)
+OmegaConf.register_new_resolver("posixlab.data_name", data_name, replace=True)
 
 def check_task_groups(task: str, overrides: list[str]) -> None:
     """A ``ConfigError`` naming the first override that chooses a config group only another task reads (a task's

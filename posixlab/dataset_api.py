@@ -21,7 +21,7 @@ from pathlib import Path
 
 from posixlab.api import EvaluationResult, _embedding, evaluated
 from posixlab.data import DatasetSpec
-from posixlab.data.questions import data_name
+from posixlab.data.questions import answer_length, data_name
 from posixlab.errors import ConfigError
 from posixlab.scoring import EngineOptions
 
@@ -63,7 +63,7 @@ def dataset_spec(dataset, variant: str = "spelling", fields: dict | None = None)
     options = dict(variant_conf.get("options") or {})
     if isinstance(dataset, DatasetSpec):  # its response length: its named data set's, or your questions' rule
         if dataset.loader == "questions":
-            return dataset, options, 5 if dataset.options.get("choices") else 30
+            return dataset, options, answer_length(dataset.options.get("choices"))
         return dataset, options, (_conf("dataset", dataset.name) or {}).get("max_new_tokens", 5)
     name = str(dataset)
     named = named_datasets()
@@ -86,7 +86,7 @@ def dataset_spec(dataset, variant: str = "spelling", fields: dict | None = None)
             raise ConfigError(f"no file at {name}: give your questions' JSON, JSONL or CSV file")
         spec = DatasetSpec(data_name(name, fields.get("config")), loader="questions", source=source, path=name,
                            split=None, options=fields)
-        return spec, options, 5 if fields.get("choices") else 30
+        return spec, options, answer_length(fields.get("choices"))
     close = difflib.get_close_matches(name, named, n=1)
     hint = {"prompt_sets": "your prompt sets, used as given, go to posixlab.evaluate(FILE_OR_LISTS)",
             "questions": "give your questions' file or hub data set itself, with fields={...}"}.get(name)

@@ -60,6 +60,17 @@ def data_name(path=None, config=None) -> str:
     return re.sub(r"[^\w.-]+", "_", name) or DEFAULT_NAME  # a job folder's name: no spaces, no slashes
 
 
+def answer_length(choices) -> int:
+    """The paper's response length for your questions (``${posixlab.answer_length:${dataset.options.choices}}``,
+    conf/dataset/questions.yaml's ``max_new_tokens``; ``evaluate_dataset``'s default): 5 tokens for multiple choice
+    (MMLU's) and 30 for open-ended ones (Alpaca's).
+
+    >>> answer_length("choices"), answer_length(None)
+    (5, 30)
+    """
+    return 5 if choices else 30
+
+
 _ABSENT = object()
 
 
