@@ -132,8 +132,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from posixlab.metrics.classification import NA
-
-LETTERS = "ABCD"
+from posixlab.prompts import OPTION_LETTERS as LETTERS  # an item's option letters: A, B, ... (up to J)
 
 
 @dataclass(frozen=True)
@@ -165,7 +164,7 @@ class Choices:
         return tuple(zip(self.labels, self.marks, self.texts))
 
     def gold_position(self, answer: str | None) -> int | None:
-        """Where the gold option (an item letter A-D) is shown; None without a gold answer."""
+        """Where the gold option (an item letter A, B, ...) is shown; None without a gold answer."""
         if answer is None or answer not in LETTERS[: len(self.order)]:
             return None
         return self.order.index(LETTERS.index(answer))
@@ -434,8 +433,8 @@ def set_answers(options: tuple[str, ...], answer: str | None, records: list[dict
     ``records`` are the prompts' variant records (they say how each prompt shows its options), ``continuations``
     the candidate strings the engine scored, ``candidate_logprobs[i, k]`` = log P(continuations[k] | prompt i),
     each the option's mark, followed by its text with ``option_text`` (``candidate_strings``). Predictions are the
-    item's own option letters (A-D as in the data), so prompts that reorder the options are compared on the option,
-    not on its position.
+    item's own option letters (A, B, ... as in the data), so prompts that reorder the options are compared on the
+    option, not on its position.
     """
     if answer is None:
         return None

@@ -1,9 +1,13 @@
 """Prompt text: the paper's original formats and its 20 templates (App. B, Tables 4 and 5), exactly as printed.
 
 A prompt is rendered from a ``PromptItem`` (the structured question) and a template. ``{}`` placeholders take the
-question, then the options A-D for multiple-choice items (or, indexed, ``{0}`` the question and ``{1}``-``{4}`` the
-options: format variants reorder them so). Multiple-choice items are preceded by the paper's
+question, then the options A, B, ... for multiple-choice items (or, indexed, ``{0}`` the question and ``{1}``-``{n}``
+the options: format variants reorder them so). Multiple-choice items are preceded by the paper's
 instruction line naming the subject.
+
+The paper's multiple-choice prompts show MMLU's 4 options. An item with another number (2-10: ARC's 3 and 5,
+CommonsenseQA's 5, MMLU-Pro's 10) is shown in the same prompts with its own run of options, ``(A){} (B){} (C){}``
+or ``(A){} ... (J){}`` in place of ``(A){} (B){} (C){} (D){}``: nothing else of a template changes (``with_options``).
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from dataclasses import dataclass, field
 
 from posixlab.errors import ConfigError
 
+OPTION_LETTERS = "ABCDEFGHIJ"  # the labels of options 0-9: up to 10 options (MMLU-Pro's)
+MIN_OPTIONS = 2
 MCQ_HEADER = "The following are multiple choice questions (with answers) about {subject}.\n\n"
 MCQ_ORIGINAL = "Q:{}\n(A){} (B){} (C){} (D){}\nA:"
 OPEN_ORIGINAL = "Q:{}\nA:"
@@ -69,7 +75,8 @@ OPEN_TEMPLATES = (
 class PromptItem:
     """One question of a data set, before any prompt variation.
 
-    ``options`` is empty for open-ended items and holds the four answer texts (A-D) for multiple-choice items.
+    ``options`` is empty for open-ended items and holds the answer texts (A, B, ...) of multiple-choice items: 4 in
+    MMLU, 2-10 in your questions.
     ``subject`` fills the multiple-choice instruction line; ``answer`` is the gold label when the data has one.
     ``graded``: whether ``answer`` grades a response (a gold label: MMLU, BBH, your sets' ``"answer"``) or is only a
     reference output that few-shot exemplars show (Alpaca's: a 30-token greedy response is not graded against a
@@ -102,15 +109,36 @@ def templates_for(item: PromptItem) -> tuple[str, ...]:
     return MCQ_TEMPLATES if item.is_mcq else OPEN_TEMPLATES
 
 
+def options_run(n: int) -> str:
+    """The options of a paper template for ``n`` options: ``(A){} (B){} ...``."""
+    return " ".join(f"({letter}){{}}" for letter in OPTION_LETTERS[:n])
+
+
+def with_options(template: str, n: int) -> str:
+    """A paper template (4 options) made to show ``n``: its run of options replaced, nothing else changed. A
+    template that places its options by index (``{1}``-``{n}``: format variants build one per item) is returned as
+    it is.
+
+    >>> with_options(MCQ_TEMPLATES[5], 3)
+    'Q: {} || (A){} (B){} (C){} || A:'
+    >>> with_options(MCQ_ORIGINAL, 5).format("Which?", "a", "b", "c", "d", "e")
+    'Q:Which?\\n(A)a (B)b (C)c (D)d (E)e\\nA:'
+    """
+    if not MIN_OPTIONS <= n <= len(OPTION_LETTERS):
+        raise ConfigError(f"a multiple-choice item has {MIN_OPTIONS}-{len(OPTION_LETTERS)} options, not {n}")
+    if n == 4 or "{0}" in template:
+        return template
+    if options_run(4) not in template:
+        raise ConfigError(f"template {template!r} shows no run of 4 options '{options_run(4)}' to fit {n} options "
+                          f"into; write its options by index ({{1}}-{{{n}}}) instead")
+    return template.replace(options_run(4), options_run(n))
+
+
 def _body(item: PromptItem, template: str | None, question: str | None) -> str:
     template = original_template(item) if template is None else template
     text = item.question if question is None else question
     if item.is_mcq:
-        if len(item.options) != 4:
-            raise ConfigError(
-                f"item {item.item_id!r} has {len(item.options)} options; the paper's multiple-choice templates take 4"
-            )
-        return template.format(text, *item.options)
+        return with_options(template, len(item.options)).format(text, *item.options)
     return template.format(text)
 
 
@@ -119,7 +147,7 @@ def gold_answer(item: PromptItem) -> str:
     if item.answer is None:
         raise ConfigError(f"item {item.item_id!r} has no gold answer, so it cannot serve as a few-shot exemplar")
     if item.is_mcq:
-        return f" ({item.answer}){item.options['ABCD'.index(item.answer)]}"
+        return f" ({item.answer}){item.options[OPTION_LETTERS.index(item.answer)]}"
     return " " + item.answer.strip()
 
 
@@ -132,14 +160,15 @@ class Shot:
 
 
 def render_turns(item: PromptItem, *, template: str | None = None, question: str | None = None,
-                 shots: tuple[Shot, ...] = (), answer_text=None) -> list[tuple[str, str | None]]:
+                 shots: tuple[Shot, ...] = (), answer_text=None, shot_template=None) -> list[tuple[str, str | None]]:
     """The prompt as (user text, assistant answer) turns: one per exemplar, then the question (answer None).
 
     Exemplars use the same template as the question they precede and carry their gold answer, written by
     ``answer_text(exemplar item)`` (default ``gold_answer``; a format variant writes it with its own marks and
-    option order). The multiple-choice header opens the first turn, once.
+    option order), in ``shot_template(exemplar item)`` (default ``template``: a format variant's exemplar with
+    another number of options than the question has its own). The multiple-choice header opens the first turn, once.
 
-    A template may place the options by index: ``{0}`` the question, ``{1}``-``{4}`` the options in the item's order.
+    A template may place the options by index: ``{0}`` the question, ``{1}``-``{n}`` the options in the item's order.
 
     >>> item = PromptItem("x", "What is 2+2?", ("3", "4", "5", "6"))
     >>> render_turns(item, template="Q: {0}\\n1. {3}\\n2. {1}\\n3. {4}\\n4. {2}\\nA:")
@@ -147,7 +176,8 @@ def render_turns(item: PromptItem, *, template: str | None = None, question: str
     """
     header = MCQ_HEADER.format(subject=item.subject) if item.is_mcq and item.subject else ""
     answer_text = gold_answer if answer_text is None else answer_text
-    turns = [(_body(s.item, template, s.question), answer_text(s.item)) for s in shots]
+    shot_template = (lambda exemplar: template) if shot_template is None else shot_template
+    turns = [(_body(s.item, shot_template(s.item), s.question), answer_text(s.item)) for s in shots]
     turns.append((_body(item, template, question), None))
     return [(header + turns[0][0], turns[0][1])] + turns[1:]
 

@@ -24,6 +24,13 @@ FIXTURE = ROOT / "tests" / "fixtures" / "questions_fixture.jsonl"  # ARC's layou
 ARC = {"choices": "choices", "answer": "answerKey", "subject": "topic", "id": "id"}
 
 
+def four_option_copy(path: Path) -> Path:
+    """The fixture's 4-option questions, in its own layout: what MMLU's loader can read too (``mmlu_copy``)."""
+    rows = [row for row in read_records(FIXTURE) if len(row["choices"]["text"]) == 4]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
 def mmlu_copy(path: Path) -> Path:
     """The fixture's 4-option questions in MMLU's own layout (id, question, subject, choices, answer letter): the
     same ids, so that variants seeded per item are the same."""
@@ -37,17 +44,29 @@ def mmlu_copy(path: Path) -> Path:
     return path
 
 
-def test_arc_shaped_records_give_multiple_choice_items_and_the_others_are_counted(capsys):
+def test_arc_shaped_records_give_multiple_choice_items_of_3_4_and_5_options(capsys):
     items = load_questions(path=str(FIXTURE), **ARC)
-    said = capsys.readouterr().err
-    assert "2 of 7 multiple-choice questions left out (1 with 3, 1 with 5 options" in said
-    assert [i.item_id for i in items] == ["sci-1", "sci-2", "sci-4", "sci-5", "sci-7"]
-    first, second = items[:2]
+    assert capsys.readouterr().err == ""
+    assert [i.item_id for i in items] == [f"sci-{n}" for n in range(1, 8)]
+    first, second, third = items[:3]
     assert first.options == ("oxygen", "carbon dioxide", "nitrogen", "helium") and first.answer == "B"
     assert second.answer == "B"  # answerKey "2" among the labels 1-4: the second option, not index 2
     assert first.subject == "biology" and items[1].subject == "earth science" and all(i.graded for i in items)
+    assert (third.options, third.answer) == (("shark", "whale", "trout"), "B")
+    assert (len(items[5].options), items[5].answer) == (5, "C")  # Mercury, the third of five
     kept = load_questions(path=str(FIXTURE), subjects=["earth_science"], **ARC)
-    assert [i.item_id for i in kept] == ["sci-2"]  # sci-6 has 5 options: left out before the subject filter
+    assert [i.item_id for i in kept] == ["sci-2", "sci-6"]
+
+
+def test_questions_with_fewer_than_2_or_more_than_10_options_are_left_out_and_counted(capsys):
+    rows = [{"q": f"Q{n}?", "o": [f"o{k}" for k in range(size)], "g": 0} for n, size in enumerate((1, 2, 10, 11, 4))]
+    items = items_from_records(rows, "doc", "mine", question="q", choices="o", answer="g")
+    assert [(i.item_id, len(i.options)) for i in items] == [("mine/1", 2), ("mine/2", 10), ("mine/4", 4)]
+    said = capsys.readouterr().err
+    assert "doc: 2 of 5 multiple-choice questions left out (1 with 1, 1 with 11 options; a question has 2-10)" in said
+    ten = items_from_records([{"q": "Q?", "o": list("abcdefghij"), "g": "J"}], "d", "m", question="q", choices="o",
+                             answer="g")
+    assert ten[0].answer == "J" and ten[0].options[9] == "j"
 
 
 def test_a_csv_with_option_columns_and_answers_in_every_form(tmp_path):
@@ -77,11 +96,13 @@ def test_open_ended_questions_carry_their_answer_as_a_reference_unless_graded():
     ([{"q": "x"}], {}, "doc, record 0: no field 'question' (its fields: q); name yours with dataset.options"),
     ([{"question": {"text": "x"}}], {"question": "question.stem"}, "no field 'stem' in question (its fields: text)"),
     ([{"question": "x", "o": ["a", "b", "c", "d"], "g": "E"}], {"choices": "o", "answer": "g"},
-     "answer 'E' is none of the options"),
+     "answer 'E' is none of the 4 options (an index 0-3, a letter A-D, a label or an option's text)"),
     ([{"question": "x", "o": ["a", "b", "c", "d"], "g": 7}], {"choices": "o", "answer": "g"},
-     "answer 7 is none of the options"),
-    ([{"question": "x", "o": ["a", "b"]}], {"choices": "o"},
-     "no question with 4 options in doc (1 with 2): the paper's multiple-choice templates take 4"),
+     "answer 7 is none of the 4 options"),
+    ([{"question": "x", "o": ["a", "b", "c", "d", "e"], "g": "F"}], {"choices": "o", "answer": "g"},
+     "answer 'F' is none of the 5 options (an index 0-4, a letter A-E"),
+    ([{"question": "x", "o": ["a"]}], {"choices": "o"},
+     "no question with 2-10 options in doc (1 with 1); give choices=null for open-ended questions"),
     ([{"question": "x", "o": "abcd"}], {"choices": "o"}, "o holds str, not a list of options"),
     ([{"question": "x", "o": {"texts": []}}], {"choices": "o"}, "o is an object without a 'text' list"),
     ([{"question": "  "}], {}, "doc, record 0: the question (question) is empty"),
@@ -138,7 +159,8 @@ def test_the_same_questions_in_mmlu_s_layout_give_the_same_prompt_sets(tmp_path,
                                                  num_variants=4, shots=0, embedding=None), progress=False)
         return [[p.text for p in s.prompts] for s in built], [s.item.answer for s in built]
 
-    ours = prompts(DatasetSpec("science", loader="questions", source="path", path=str(FIXTURE), options=ARC))
+    ours = prompts(DatasetSpec("science", loader="questions", source="path",
+                               path=str(four_option_copy(tmp_path / "science.jsonl")), options=ARC))
     mmlu = prompts(DatasetSpec("mmlu", source="path", path=str(mmlu_copy(tmp_path / "mmlu.jsonl"))))
     assert ours == mmlu and len(ours[0]) == 5 and len(ours[0][0]) == 5
     assert ours[0][0][0].startswith("The following are multiple choice questions (with answers) about ")
@@ -148,7 +170,8 @@ def test_the_same_questions_in_mmlu_s_layout_give_the_same_prompt_sets(tmp_path,
 def test_a_run_of_your_questions_equals_the_mmlu_loader_s_run_bit_for_bit(tmp_path):
     common = ["variant=template", "task.num_sets=2", "task.num_variants=4", "embedding=none", "logger=none",
               "report=false", "progress=false", "score_cache=false"]
-    ours = ["dataset=questions", f"dataset.path={FIXTURE}", "dataset.options.choices=choices",
+    four = four_option_copy(tmp_path / "questions_fixture.jsonl")  # MMLU's loader reads 4 options only
+    ours = ["dataset=questions", f"dataset.path={four}", "dataset.options.choices=choices",
             "dataset.options.answer=answerKey", "dataset.options.subject=topic"]
     mmlu = ["dataset=mmlu", "dataset.source=path", f"dataset.path={mmlu_copy(tmp_path / 'mmlu.jsonl')}"]
     records = []
@@ -161,7 +184,7 @@ def test_a_run_of_your_questions_equals_the_mmlu_loader_s_run_bit_for_bit(tmp_pa
     import posixlab  # from Python: the same run, the same numbers
 
     fields = {"choices": "choices", "answer": "answerKey", "subject": "topic"}
-    result = posixlab.evaluate_dataset(str(FIXTURE), "template", fields=fields, num_sets=2, num_variants=4,
+    result = posixlab.evaluate_dataset(str(four), "template", fields=fields, num_sets=2, num_variants=4,
                                        embedding=None, score_cache=False, progress=False)
     for a, b in zip(result.records, records[0], strict=True):
         assert a["logprob_matrix"] == b["logprob_matrix"] and a["psi"] == b["psi"] and a["set_id"] == b["set_id"]
@@ -193,7 +216,7 @@ def test_a_hub_data_set_gives_the_items_of_its_local_copy_and_is_read_from_the_c
     env = hub_env(tmp_path / "hf", healthy_hub.url)
     code, local = items(env, path=str(FIXTURE))
     code_hub, hub = items(env, source="hub", path=ARC_ID, config=ARC_CONFIG)
-    assert code == code_hub == 0 and hub == local and len(hub) == 5, hub
+    assert code == code_hub == 0 and hub == local and len(hub) == 7, hub
     offline = hub_env(tmp_path / "hf", f"http://127.0.0.1:{closed_port()}", HF_HUB_OFFLINE="1")
     assert items(offline, source="hub", path=ARC_ID, config=ARC_CONFIG) == (0, hub)  # datasets' cache answers
     code, said = items(env, source="hub", path=ARC_ID, config="ARC-Easy")  # a configuration it does not have

@@ -4,11 +4,12 @@ variant type, as it does MMLU's (multiple choice) or Alpaca's (open-ended). ``da
 Your records keep their own field names; ``dataset.options`` names them:
 
 - ``question`` (required): the question's text;
-- ``choices``: the options of a multiple-choice question: a field holding a list of 4 strings, or an object with the
+- ``choices``: the options of a multiple-choice question: a field holding a list of strings, or an object with the
   list under ``text`` and optionally its labels under ``label`` (the hub's common layout: ARC, OpenBookQA,
-  CommonsenseQA), or a list of ``{label, text}`` objects, or a list of 4 fields (CSV columns ``[A, B, C, D]``);
+  CommonsenseQA), or a list of ``{label, text}`` objects, or a list of fields (CSV columns ``[A, B, C, D]``);
   null: open-ended questions;
-- ``answer``: the gold answer: an index 0-3, a letter A-D, one of the choices' labels, or the right option's text;
+- ``answer``: the gold answer: an index from 0, a letter A, B, ..., one of the choices' labels, or the right option's
+  text;
 - ``subject``: a field naming the subject, which opens the paper's multiple-choice prompt ("... about {subject}.");
 - ``id``: a field holding the record's id.
 
@@ -17,8 +18,10 @@ CSV file) or ``hub`` (a Hugging Face data set: ``dataset.path`` its id, ``datase
 ``dataset.split`` its split, test by default).
 
 Decisions.
-- The paper's multiple-choice templates take 4 options: a record with another number is left out and counted in a
-  note (ARC has a few of 3 and 5); if none is left, an error.
+- A question has 2 to 10 options (MMLU's 4, ARC's 3-5, CommonsenseQA's 5, MMLU-Pro's up to 10), shown as the
+  paper's templates show MMLU's 4, with a run of options of its own length (``posixlab.prompts``) and labelled
+  A, B, ...; format variants enumerate, reorder and balance them alike. A record with fewer or more is left out and
+  counted in a note; if none is left, an error.
 - An open-ended question's answer is a reference output (few-shot exemplars show it; not graded) unless
   ``graded=true``: short answers compared exactly, as BBH's targets are.
 - An item's id is its ``id`` field, else ``<name>/<record index>``, counted before anything is left out, so an item
@@ -35,9 +38,9 @@ from pathlib import Path
 from posixlab.data.files import hub_rows, read_records
 from posixlab.data.mmlu import keep_subjects
 from posixlab.errors import ConfigError, DatasetUnavailableError
-from posixlab.prompts import PromptItem
+from posixlab.prompts import MIN_OPTIONS, OPTION_LETTERS, PromptItem
 
-LETTERS = "ABCD"
+LETTERS = OPTION_LETTERS
 DEFAULT_NAME = "questions"  # the name of a run of your questions before dataset.path names them
 
 
@@ -137,9 +140,9 @@ def options_of(record: dict, choices, where: str) -> tuple[list[str], list[str] 
 
 
 def gold_letter(value, options: list[str], labels: list[str] | None, where: str) -> str | None:
-    """The gold answer as a letter A-D; None where the record has none. A number is an index 0-3; a text is, in this
-    order, one of the choices' labels, a letter A-D, the right option's text, or an index written as text (a CSV
-    cell).
+    """The gold answer as a letter (A for the first option); None where the record has none. A number is an index
+    from 0; a text is, in this order, one of the choices' labels, a letter A, B, ..., the right option's text, or an
+    index written as text (a CSV cell).
 
     >>> opts = ["red", "green", "blue", "grey"]
     >>> [gold_letter(v, opts, None, "r") for v in (2, "2", "c", "blue", None)]
@@ -163,20 +166,21 @@ def gold_letter(value, options: list[str], labels: list[str] | None, where: str)
             return LETTERS[stripped.index(text)]
         if text.isdigit() and int(text) < len(options):
             return LETTERS[int(text)]
-    raise DatasetUnavailableError(f"{where}: answer {value!r} is none of the options (an index 0-3, a letter A-D, "
-                                  f"a label{' ' + '/'.join(labels) if labels else ''} or an option's text)")
+    raise DatasetUnavailableError(f"{where}: answer {value!r} is none of the {len(options)} options (an index "
+                                  f"0-{len(options) - 1}, a letter A-{LETTERS[len(options) - 1]}, a label"
+                                  f"{' ' + '/'.join(labels) if labels else ''} or an option's text)")
 
 
 def items_from_records(records, source: str, name: str, *, question: str = "question", choices=None, answer=None,
                        subject=None, id=None, graded: bool | None = None) -> list[PromptItem]:  # noqa: A002
     """Your records as items (see the module's docstring); a note on stderr counts the multiple-choice records left
-    out for not having 4 options.
+    out for having fewer than 2 or more than 10 options.
 
     >>> rows = [{"q": "Sky?", "opts": ["red", "blue", "green", "grey"], "gold": "blue"},
-    ...         {"q": "Three?", "opts": ["a", "b", "c"], "gold": 0}]
+    ...         {"q": "Three?", "opts": ["a", "b", "c"], "gold": 2}]
     >>> [(i.item_id, i.options[1], i.answer) for i in items_from_records(rows, "doc", "mine", question="q",
     ...                                                                 choices="opts", answer="gold")]
-    [('mine/0', 'blue', 'B')]
+    [('mine/0', 'blue', 'B'), ('mine/1', 'b', 'C')]
     """
     if graded is not None and not isinstance(graded, bool):
         raise ConfigError(f"dataset.options.graded must be true or false, got {graded!r}")
@@ -189,7 +193,7 @@ def items_from_records(records, source: str, name: str, *, question: str = "ques
         if not text:
             raise DatasetUnavailableError(f"{where}: the question ({question}) is empty")
         options, labels = options_of(record, choices, where) if choices else ([], None)
-        if choices and len(options) != len(LETTERS):
+        if choices and not MIN_OPTIONS <= len(options) <= len(LETTERS):
             other_sizes[len(options)] = other_sizes.get(len(options), 0) + 1
             continue
         # a record without an answer or a subject has none (JSONL records may leave it out); no record with the
@@ -209,10 +213,11 @@ def items_from_records(records, source: str, name: str, *, question: str = "ques
     if other_sizes:
         counts = ", ".join(f"{count} with {size}" for size, count in sorted(other_sizes.items()))
         if not items:
-            raise DatasetUnavailableError(f"no question with 4 options in {source} ({counts}): the paper's "
-                                          f"multiple-choice templates take 4; give choices=null for open-ended")
+            raise DatasetUnavailableError(f"no question with {MIN_OPTIONS}-{len(LETTERS)} options in {source} "
+                                          f"({counts}); give choices=null for open-ended questions")
         print(f"posixlab: {source}: {sum(other_sizes.values())} of {len(items) + sum(other_sizes.values())} "
-              f"multiple-choice questions left out ({counts} options; the paper's templates take 4)", file=sys.stderr)
+              f"multiple-choice questions left out ({counts} options; a question has {MIN_OPTIONS}-{len(LETTERS)})",
+              file=sys.stderr)
     if not items:
         raise DatasetUnavailableError(f"no question in {source}")
     for key, name in (("answer", answer), ("subject", subject)):

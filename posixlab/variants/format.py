@@ -7,13 +7,15 @@ Variant ``v`` of an item draws one value per dimension from its own stream ``rng
 in this order:
 
 - **option order**: where the gold option is shown is balanced, as SCORE (Nalbandyan et al. 2025) puts the correct
-  answer at every position: the variants are taken in blocks of four (``v // 4``), each block has its own seeded
-  permutation of the four positions (``rng_for(seed, item_id, "format/gold", v // 4)``) and variant ``v`` puts the
-  gold option at position ``permutation[v % 4]``. So every 4 consecutive variants show the gold at each position
-  once, and a set of 20 variants shows it 5 times at each (4m variants: m times; otherwise as evenly as the count
-  allows, at most one apart). The other three options fill the other positions in a seeded random order. An item
-  without a gold answer balances its first option the same way (``gold_position`` is then None).
-- **enumerator**: ``A B C D``, ``1 2 3 4``, ``a b c d`` or ``i ii iii iv`` (uniform).
+  answer at every position: with n options (4 in MMLU), the variants are taken in blocks of n (``v // n``), each
+  block has its own seeded permutation of the n positions (``rng_for(seed, item_id, "format/gold", v // n)``) and
+  variant ``v`` puts the gold option at position ``permutation[v % n]``. So every n consecutive variants show the
+  gold at each position once, and a set of 20 variants of a 4-option item shows it 5 times at each (nm variants:
+  m times; otherwise as evenly as the count allows, at most one apart). The other options fill the other positions
+  in a seeded random order. An item without a gold answer balances its first option the same way (``gold_position``
+  is then None).
+- **enumerator**: ``A B C D``, ``1 2 3 4``, ``a b c d`` or ``i ii iii iv`` (uniform; as far as the item's options
+  go: ``A-C``, ``1-5``, ``i-x``).
 - **mark style**: how a label is written before its option: ``(A)text`` (the paper's), ``A. text``, ``A) text`` or
   ``A: text`` (uniform).
 - **separator**: what joins the options: ``" "`` (the paper's), ``"\\n"`` (one per line), ``"; "`` or ``" | "``.
@@ -31,24 +33,26 @@ written before its option: ``(A)``, ``1.``, ``a)``, ``iv:``) and ``gold_position
 
 Few-shot exemplars are shown in the variant's format (every variant type's exemplars take its template): their
 options in the same order (``option_order`` applied to the exemplar's options) and their answer written with the
-variant's mark: `` 2. text`` instead of the paper's `` (B)text``. Format variants never change a question's text,
-so ``perturb_shots`` changes nothing for them. The original prompt (index -1) keeps the paper's format.
+variant's mark: `` 2. text`` instead of the paper's `` (B)text``. An exemplar with another number of options than
+the question (your questions may mix 3, 4 and 5) is shown in the variant's enumerator, marks, separator and casing,
+its options in their own order. Format variants never change a question's text, so ``perturb_shots`` changes
+nothing for them. The original prompt (index -1) keeps the paper's format.
 """
 
 from __future__ import annotations
 
 from posixlab.errors import ConfigError
-from posixlab.prompts import PromptItem, Shot, gold_answer, join_turns, render_turns
+from posixlab.prompts import MIN_OPTIONS, OPTION_LETTERS, PromptItem, Shot, gold_answer, join_turns, render_turns
 from posixlab.seeding import rng_for
 from posixlab.variants.base import Edit, PromptVariant, VariantGenerator
 
-NUM_OPTIONS = 4
-LETTERS = "ABCD"
-ENUMERATORS = {  # name -> the labels of positions 0-3
-    "A-D": ("A", "B", "C", "D"),
-    "1-4": ("1", "2", "3", "4"),
-    "a-d": ("a", "b", "c", "d"),
-    "i-iv": ("i", "ii", "iii", "iv"),
+NUM_OPTIONS = 4  # MMLU's; your questions' items have 2-10 (``posixlab.data.questions``)
+LETTERS = OPTION_LETTERS
+ENUMERATORS = {  # name (as it reads for 4 options) -> the labels of positions 0-9
+    "A-D": tuple(OPTION_LETTERS),
+    "1-4": tuple(str(k) for k in range(1, 11)),
+    "a-d": tuple(OPTION_LETTERS.lower()),
+    "i-iv": ("i", "ii", "iii", "iv", "v", "vi", "vii", "viii", "ix", "x"),
 }
 MARK_STYLES = {  # name (as it reads with label A) -> (mark pattern, gap between mark and option text)
     "(A)text": ("({})", ""),
@@ -82,11 +86,39 @@ def format_template(order: list[int], marks: list[str], gap: str, separator: str
     return f"{_literal(fields[0])}: {{0}}\n{options}\n{_literal(fields[1])}:"
 
 
-def gold_position_of(seed: int, item_id: str, index: int) -> int:
-    """Where variant ``index`` shows the gold option: position ``permutation[index % 4]`` of its block's seeded
-    permutation, so each block of 4 consecutive variants uses every position once."""
-    permutation = rng_for(seed, item_id, "format/gold", index // NUM_OPTIONS).sample(range(NUM_OPTIONS), NUM_OPTIONS)
-    return permutation[index % NUM_OPTIONS]
+def enumerator_name(name: str, n: int) -> str:
+    """An enumerator's name for ``n`` options, from its first and n-th label.
+
+    >>> enumerator_name("A-D", 4), enumerator_name("i-iv", 5), enumerator_name("1-4", 10)
+    ('A-D', 'i-v', '1-10')
+    """
+    labels = ENUMERATORS[name]
+    return f"{labels[0]}-{labels[n - 1]}"
+
+
+def gold_position_of(seed: int, item_id: str, index: int, n: int = NUM_OPTIONS) -> int:
+    """Where variant ``index`` of an item with ``n`` options shows the gold option: position
+    ``permutation[index % n]`` of its block's seeded permutation, so each block of n consecutive variants uses every
+    position once."""
+    return rng_for(seed, item_id, "format/gold", index // n).sample(range(n), n)[index % n]
+
+
+def layout_for(record: dict, n: int) -> tuple[list[int], list[str]]:
+    """The option order and marks a variant shows ``n`` options in: its own for its item's number of options; for an
+    exemplar with another number, the options in their own order behind the variant's enumerator and mark style."""
+    if n == len(record["option_order"]):
+        return record["option_order"], record["option_marks"]
+    labels = next(ENUMERATORS[name] for name in ENUMERATORS if enumerator_name(name, len(record["option_labels"]))
+                  == record["enumerator"])
+    return list(range(n)), [MARK_STYLES[record["mark_style"]][0].format(label) for label in labels[:n]]
+
+
+def exemplar_template(record: dict, exemplar: PromptItem) -> str:
+    """The template an exemplar is shown in: the variant's own, or for another number of options ``layout_for``'s."""
+    if len(exemplar.options) == len(record["option_order"]):
+        return record["template"]
+    order, marks = layout_for(record, len(exemplar.options))
+    return format_template(order, marks, record["mark_gap"], record["separator"], tuple(record["fields"]))
 
 
 def exemplar_answer(record: dict, exemplar: PromptItem) -> str:
@@ -95,20 +127,21 @@ def exemplar_answer(record: dict, exemplar: PromptItem) -> str:
     if exemplar.answer is None or exemplar.answer not in LETTERS[: len(exemplar.options)]:
         return gold_answer(exemplar)  # raises the same error as every other variant type (or writes open answers)
     gold = LETTERS.index(exemplar.answer)
-    position = record["option_order"].index(gold)
-    return " " + record["option_marks"][position] + record["mark_gap"] + exemplar.options[gold]
+    order, marks = layout_for(record, len(exemplar.options))
+    return " " + marks[order.index(gold)] + record["mark_gap"] + exemplar.options[gold]
 
 
 def require_options(item: PromptItem) -> None:
-    """Format variants reorder and relabel answer options: an item without exactly four is refused."""
+    """Format variants reorder and relabel answer options: an open-ended item, or one with fewer than 2 or more than
+    10 options, is refused."""
     dataset = item.item_id.split("/")[0]
     if not item.is_mcq:
         raise ConfigError(f"variant=format reorders and relabels answer options, so it needs multiple-choice items; "
                           f"data set {dataset!r} has open-ended items (item {item.item_id!r} has no options). Use "
                           f"variant=spelling, template or paraphrase for it, or a multiple-choice data set (mmlu)")
-    if len(item.options) != NUM_OPTIONS:
-        raise ConfigError(f"variant=format takes items with {NUM_OPTIONS} options; item {item.item_id!r} of data set "
-                          f"{dataset!r} has {len(item.options)}")
+    if not MIN_OPTIONS <= len(item.options) <= len(LETTERS):
+        raise ConfigError(f"variant=format takes items with {MIN_OPTIONS}-{len(LETTERS)} options; item "
+                          f"{item.item_id!r} of data set {dataset!r} has {len(item.options)}")
 
 
 class FormatVariants(VariantGenerator):
@@ -120,26 +153,28 @@ class FormatVariants(VariantGenerator):
 
     def edit(self, item: PromptItem, index: int, seed: int) -> Edit:
         require_options(item)
-        anchor = LETTERS.index(item.answer) if item.answer in tuple(LETTERS) else 0  # the option to balance
-        gold_position = gold_position_of(seed, item.item_id, index)
+        n = len(item.options)
+        graded = item.answer in tuple(LETTERS[:n])
+        anchor = LETTERS.index(item.answer) if graded else 0  # the option to balance
+        gold_position = gold_position_of(seed, item.item_id, index, n)
         rng = rng_for(seed, item.item_id, self.kind, index)
-        others = [k for k in range(NUM_OPTIONS) if k != anchor]
+        others = [k for k in range(n) if k != anchor]
         rng.shuffle(others)
         order = others[:gold_position] + [anchor] + others[gold_position:]
         enumerator = rng.choice(list(ENUMERATORS))
         mark_style = rng.choice(list(MARK_STYLES))
         separator = rng.choice(SEPARATORS)
         casing = rng.choice(list(CASINGS))
-        labels = list(ENUMERATORS[enumerator])
+        labels = list(ENUMERATORS[enumerator][:n])
         pattern, gap = MARK_STYLES[mark_style]
         marks = [pattern.format(label) for label in labels]
         fields = CASINGS[casing]
         template = format_template(order, marks, gap, separator, fields)
         record = {
             "option_order": order, "option_labels": labels, "option_marks": marks,
-            "gold_position": gold_position if item.answer in tuple(LETTERS) else None,
-            "enumerator": enumerator, "mark_style": mark_style, "mark_gap": gap, "separator": separator,
-            "casing": casing, "fields": list(fields), "template": template,
+            "gold_position": gold_position if graded else None,
+            "enumerator": enumerator_name(enumerator, n), "mark_style": mark_style, "mark_gap": gap,
+            "separator": separator, "casing": casing, "fields": list(fields), "template": template,
         }
         return Edit(template=template, record=record)
 
@@ -147,12 +182,14 @@ class FormatVariants(VariantGenerator):
         # like base.make_prompt, but the exemplars' answers are written in the variant's marks and order
         edit = self.edit(item, index, seed)
         turns = render_turns(item, template=edit.template, shots=tuple(Shot(ex) for ex in shots),
-                             answer_text=lambda exemplar: exemplar_answer(edit.record, exemplar))
+                             answer_text=lambda exemplar: exemplar_answer(edit.record, exemplar),
+                             shot_template=lambda exemplar: exemplar_template(edit.record, exemplar))
         return PromptVariant(text=join_turns(turns), kind=self.kind, index=index, record=dict(edit.record),
                              turns=tuple(turns) if shots else ())
 
     def describe(self) -> dict:
         return {"enumerators": list(ENUMERATORS), "mark_styles": list(MARK_STYLES), "separators": list(SEPARATORS),
                 "casings": list(CASINGS),
-                "gold_positions": "balanced: each block of 4 consecutive variants shows the gold option at every "
-                                  "position once (a seeded permutation per block)"}
+                "gold_positions": "balanced: each block of n consecutive variants (n: the item's options, 4 in "
+                                  "MMLU) shows the gold option at every position once (a seeded permutation per "
+                                  "block)"}
