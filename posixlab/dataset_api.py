@@ -99,7 +99,8 @@ def dataset_spec(dataset, variant: str = "spelling", fields: dict | None = None)
 
 def evaluate_dataset(dataset="mmlu_sample", variant: str = "spelling", model="smollm2-135m-instruct", *,
                      fields: dict | None = None, num_sets: int | None = 20, num_variants: int = 20, shots: int = 0,
-                     split: str | None = None, subjects: list[str] | None = None, tokenizer=None,
+                     split: str | None = None, subjects: list[str] | None = None,
+                     exemplar_split: str | None = None, tokenizer=None,
                      max_new_tokens: int | None = None, seed: int = 0, chat_template: bool = False,
                      cache_dir: str | None = None, score_cache: bool | None = None,
                      score_cache_dir: str | None = None, embedding="all-MiniLM-L6-v2",
@@ -113,14 +114,13 @@ def evaluate_dataset(dataset="mmlu_sample", variant: str = "spelling", model="sm
     ``dataset``: a name (``mmlu_sample``, ``mmlu``, ``alpaca``, ``bbh``; ``named_datasets()``), your questions' JSON,
     JSONL or CSV file or hub data set (``owner/name``) with ``fields`` naming their fields (``question``, ``choices``,
     ``answer``, ``subject``, ``id``, and the hub's ``config``: ``posixlab/data/questions.py``), or a ``DatasetSpec``.
-    ``split`` and ``subjects`` as ``dataset.split`` and ``dataset.subjects``; ``max_new_tokens`` None: the data
+    ``split``, ``subjects`` and ``exemplar_split`` as ``dataset.``'s keys; ``max_new_tokens`` None: the data
     set's (5 for multiple choice, 30 open-ended). ``model``, ``judge`` and the rest: as ``posixlab.evaluate``.
     Bad input raises ``posixlab.ConfigError`` before any model loads.
     """
     spec, options, tokens = dataset_spec(dataset, variant, fields)
-    if split is not None or subjects is not None:
-        spec = replace(spec, **({} if split is None else {"split": split}),
-                       **({} if subjects is None else {"subjects": list(subjects)}))
+    given = {"split": split, "subjects": None if subjects is None else list(subjects), "exemplar_split": exemplar_split}
+    spec = replace(spec, **{key: value for key, value in given.items() if value is not None})
     settings = dict(dataset=spec, variant=variant, variant_options=options, num_sets=num_sets,
                     num_variants=num_variants, shots=shots, max_new_tokens=tokens if max_new_tokens is None
                     else max_new_tokens, seed=seed, chat_template=chat_template, cache_dir=cache_dir,

@@ -10,7 +10,8 @@
 - ``tatsu-lab/alpaca`` (``data/train-*.parquet``: instruction, input, output, text) and ``lukaemon/bbh`` (one config
   per task, ``<task>/test-*.parquet``: input, target), from tests/fixtures;
 - ``allenai/ai2_arc``: ARC's layout (config ``ARC-Challenge``, ``test-*.parquet``: id, question, choices {text,
-  label}, answerKey) holding tests/fixtures/questions_fixture.jsonl's questions, for ``dataset=questions``.
+  label}, answerKey) holding tests/fixtures/questions_fixture.jsonl's questions, for ``dataset=questions``, and a
+  ``train`` split of them reworded (``arc_train_rows``).
 
 Subprocesses reach it through ``hub_env``: HF_ENDPOINT must be in the environment before huggingface_hub, datasets and
 transformers are imported (they read it at import time), so only subprocesses are pointed at it; no test of this
@@ -163,10 +164,17 @@ def build_bbh_repo(folder: Path) -> None:
 ARC_ID, ARC_CONFIG = "allenai/ai2_arc", "ARC-Challenge"
 
 
+def arc_train_rows(rows: list[dict]) -> list[dict]:
+    """The stand-in's train split (few-shot exemplars: ``dataset.exemplar_split=train``): the test questions in
+    reverse order, each worded apart from every test question and with an id of its own."""
+    return [{**r, "id": f"{r['id']}-train", "question": f"{r['question']} (train)"} for r in reversed(rows)]
+
+
 def build_arc_repo(folder: Path) -> None:
     rows = read_records(FIXTURES / "questions_fixture.jsonl")
     _parquet(rows, folder / ARC_CONFIG / "test-00000-of-00001.parquet")
-    _readme(folder, {ARC_CONFIG: ["test"]})
+    _parquet(arc_train_rows(rows), folder / ARC_CONFIG / "train-00000-of-00001.parquet")
+    _readme(folder, {ARC_CONFIG: ["test", "train"]})
 
 
 @pytest.fixture(scope="session")

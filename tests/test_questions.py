@@ -204,9 +204,22 @@ print(json.dumps([[i.item_id, i.question, list(i.options), i.answer, i.subject] 
 """
 
 
+EXEMPLARS_FROM_A_SPLIT = """
+import json, sys
+from posixlab.data import DatasetSpec
+from posixlab.tasks.posix import PosixConfig, build_prompt_sets
+fields = {"config": sys.argv[2], "choices": "choices", "answer": "answerKey", "subject": "topic", "id": "id"}
+spec = DatasetSpec("arc", loader="questions", source="hub", path=sys.argv[1], options=fields, exemplar_split="train",
+                   subjects=["biology", "physics"])
+built, about = build_prompt_sets(PosixConfig(model=None, dataset=spec, variant="template", num_sets=None,
+                                             num_variants=2, shots=1, embedding=None), progress=False)
+print(json.dumps([{s.item.item_id: [e.item_id for e in s.shots] for s in built}, about["exemplar_pool"]]))
+"""
+
+
 @pytest.mark.slow  # the hub stand-in, datasets in subprocesses
 def test_a_hub_data_set_gives_the_items_of_its_local_copy_and_is_read_from_the_cache_offline(healthy_hub, tmp_path):
-    from hub_fixtures import ARC_CONFIG, ARC_ID, closed_port, hub_env
+    from hub_fixtures import ARC_CONFIG, ARC_ID, arc_train_rows, closed_port, hub_env
 
     def items(env: dict, **where):
         proc = subprocess.run([sys.executable, "-c", HUB_QUESTIONS, json.dumps({**where, **ARC})], cwd=ROOT,
@@ -222,6 +235,18 @@ def test_a_hub_data_set_gives_the_items_of_its_local_copy_and_is_read_from_the_c
     code, said = items(env, source="hub", path=ARC_ID, config="ARC-Easy")  # a configuration it does not have
     assert code == 1 and f"DatasetUnavailableError: dataset {ARC_ID} ({ARC_ID}, config ARC-Easy, split 'test') " \
                           "cannot be loaded" in said and "dataset.source=path dataset.path=FILE" in said, said[-2000:]
+    # few-shot exemplars from the train split: the first of the question's subject, in the split's order
+    proc = subprocess.run([sys.executable, "-c", EXEMPLARS_FROM_A_SPLIT, ARC_ID, ARC_CONFIG], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    exemplars, pool = json.loads(proc.stdout.splitlines()[-1])
+    train = arc_train_rows(read_records(FIXTURE))
+    first_of = {topic: next(f"train:{r['id']}" for r in train if r["topic"] == topic) for topic in ("biology",
+                                                                                                   "physics")}
+    by_topic = {r["id"]: r["topic"] for r in read_records(FIXTURE)}
+    assert exemplars == {i: [first_of[by_topic[i]]] for i in exemplars} and len(exemplars) == 5, exemplars
+    assert pool == f"the train split of {ARC_ID}: the first task.shots questions of the question's subject, in " \
+                   f"split order"
 
 
 @pytest.mark.parametrize("dataset", ["mmlu_sample", "mmlu", "alpaca", "bbh"])
@@ -258,3 +283,21 @@ def test_evaluate_dataset_refuses_what_it_cannot_read_before_any_model_loads():
         posixlab.evaluate_dataset("mmlu_sample", fields={"question": "q"})
     with pytest.raises(DatasetUnavailableError, match="no field 'q'"):
         posixlab.evaluate_dataset(str(FIXTURE), fields={"question": "q"}, progress=False)  # before the model loads
+
+
+@pytest.mark.parametrize("spec, shots, message", [
+    (DatasetSpec("science", loader="questions", source="path", path=str(FIXTURE), options=ARC, exemplar_split="train"),
+     1, "dataset.exemplar_split=train names a split of a hub data set; science is read from path (dataset.source), "
+        "which has no splits: give the exemplars' file as dataset.exemplar_path=FILE"),
+    (DatasetSpec("mmlu", exemplar_split="dev", exemplar_path="dev.jsonl"), 1,
+     "few-shot exemplars come from one place: dataset.exemplar_path=dev.jsonl or dataset.exemplar_split=dev"),
+    (DatasetSpec("prompt_sets", source="path", path="sets.jsonl", exemplar_split="train"), 0,
+     "your prompt sets are used as given, so dataset.exemplar_split=train cannot add exemplars"),
+])
+def test_exemplars_from_a_split_need_a_hub_data_set_and_one_source_before_anything_loads(spec, shots, message):
+    from posixlab.tasks.posix import USER_VARIANT, PosixConfig, build_prompt_sets
+
+    variant = USER_VARIANT if spec.name == "prompt_sets" else "template"
+    cfg = PosixConfig(model=None, dataset=spec, variant=variant, shots=shots, embedding=None)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        build_prompt_sets(cfg, progress=False)  # nothing read: the files named do not exist

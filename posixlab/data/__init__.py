@@ -38,6 +38,10 @@ class DatasetSpec:
     # without the hub), the first k of the question's subject in file order, as from the hub's dev split; None: the
     # hub's dev split for MMLU from the hub, else a seeded draw from the data's other items (data/exemplars.py)
     exemplar_path: str | None = None
+    # few-shot exemplars from this split of a hub data set (ARC's train, MMLU-Pro's validation, CommonsenseQA's
+    # train), the first k of the question's subject in split order, as MMLU's dev split is used from the hub (its
+    # default); None: that default, else a seeded draw from the evaluated items (data/exemplars.py)
+    exemplar_split: str | None = None
     # the key of LOADERS that reads it, where ``name`` is not one: ``dataset=questions`` names a run of your questions
     # by its file or hub data set (``questions.data_name``) and reads it with ``load_questions``
     loader: str | None = None

@@ -2,7 +2,9 @@
 
 The paper does not say where its exemplars come from. We take MMLU's ``dev`` split when MMLU comes from the hub:
 five questions per subject, the first ``k`` of the question's subject, as the MMLU harnesses do. Offline, the same
-split saved as a file does the same (``dataset.exemplar_path``: the first ``k`` of the subject, in file order). The
+split saved as a file does the same (``dataset.exemplar_path``: the first ``k`` of the subject, in file order).
+Another hub data set's split of its own does the same (``dataset.exemplar_split``: ARC's or CommonsenseQA's train,
+MMLU-Pro's validation). The
 bundled sample and local files without one have no dev split, so exemplars are drawn there from the other questions
 of the same subject (or, for data without subjects, the other items): a seeded draw per question, never the question
 itself. That is a deviation from the hub setting (exemplars may be questions that are also evaluated in other sets);
@@ -80,6 +82,11 @@ def exemplar_pool(dataset, items: list[PromptItem]) -> ExemplarPool:
         digest = f" (sha256 {hashlib.sha256(path.read_bytes()).hexdigest()})" if path.is_file() else ""
         return ExemplarPool(split_items(shots, path.name), f"{dataset.exemplar_path}{digest}: the first task.shots "
                             f"questions of the question's subject, in file order", ordered=True)
+    if dataset.exemplar_split:
+        split = load_items(replace(dataset, split=dataset.exemplar_split, max_question_chars=None))
+        return ExemplarPool(split_items(split, dataset.exemplar_split), f"the {dataset.exemplar_split} split of "
+                            f"{dataset.path or dataset.name}: the first task.shots questions of the question's "
+                            f"subject, in split order", ordered=True)
     if dataset.name == "mmlu" and dataset.source == "hub":
         dev = load_items(replace(dataset, split="dev", max_question_chars=None))
         return ExemplarPool(split_items(dev, "dev"), "the MMLU dev split (cais/mmlu)", ordered=True)

@@ -106,9 +106,20 @@ def make_generator(cfg: PosixConfig) -> VariantGenerator:
 SHARED_POOLS = ("template", "format")  # variant types whose prompt j is one prompt for every item
 
 
+def _exemplar_source(cfg: PosixConfig) -> str:
+    return "path" if cfg.dataset.exemplar_path else "split"
+
+
 def check_settings(cfg: PosixConfig) -> None:
     """Settings that are wrong whatever the data: caught before anything is loaded."""
     parse_shard(cfg.shard)
+    if cfg.dataset.exemplar_split and cfg.dataset.exemplar_path:
+        raise ConfigError(f"few-shot exemplars come from one place: dataset.exemplar_path={cfg.dataset.exemplar_path}"
+                          f" or dataset.exemplar_split={cfg.dataset.exemplar_split}, not both")
+    if cfg.dataset.exemplar_split and cfg.dataset.source != "hub" and cfg.dataset.name != USER_SETS:
+        raise ConfigError(f"dataset.exemplar_split={cfg.dataset.exemplar_split} names a split of a hub data set; "
+                          f"{cfg.dataset.name} is read from {cfg.dataset.source} (dataset.source), which has no "
+                          f"splits: give the exemplars' file as dataset.exemplar_path=FILE")
     share = cfg.prompt_share
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
         raise ConfigError(f"prompt_share is the share of each set's prompts to answer, above 0 and at most 1, not "
@@ -172,8 +183,9 @@ def _user_prompt_sets(cfg: PosixConfig, given: list[UserPromptSet] | None) -> tu
     if cfg.variant != USER_VARIANT:
         raise ConfigError(f"your prompt sets are used as given, so no variant type applies (variant={cfg.variant} "
                           f"was asked); leave variant unset or set variant={USER_VARIANT}")
-    if cfg.shots or cfg.dataset.exemplar_path:
-        asked = f"shots={cfg.shots}" if cfg.shots else f"dataset.exemplar_path={cfg.dataset.exemplar_path}"
+    exemplars = cfg.dataset.exemplar_path or cfg.dataset.exemplar_split
+    if cfg.shots or exemplars:
+        asked = f"shots={cfg.shots}" if cfg.shots else f"dataset.exemplar_{_exemplar_source(cfg)}={exemplars}"
         raise ConfigError(f"your prompt sets are used as given, so {asked} cannot add exemplars; write the "
                           f"exemplars into your prompts and run with shots=0 (and no exemplar_path)")
     if given is None:
@@ -201,8 +213,9 @@ def build_prompt_sets(cfg: PosixConfig, progress: bool = True,
     if cfg.perturb_shots and not cfg.shots:
         print("posixlab: task.perturb_shots=true changes nothing with task.shots=0 (there are no exemplars to edit)",
               file=sys.stderr)
-    if cfg.dataset.exemplar_path and not cfg.shots:
-        print(f"posixlab: dataset.exemplar_path={cfg.dataset.exemplar_path} changes nothing with task.shots=0 (no "
+    exemplars = cfg.dataset.exemplar_path or cfg.dataset.exemplar_split
+    if exemplars and not cfg.shots:
+        print(f"posixlab: dataset.exemplar_{_exemplar_source(cfg)}={exemplars} changes nothing with task.shots=0 (no "
               f"exemplar precedes a question)", file=sys.stderr)
     generator = make_generator(cfg)
     all_items = load_items(cfg.dataset)
