@@ -7,14 +7,16 @@
 
 The twin of ``posixlab.evaluate``, which takes prompt sets as they are: here posixlab builds them from the questions,
 as ``posixlab dataset=NAME variant=KIND`` does, and the numbers equal that command's, bit for bit.
-A data set is named as the command line names it (``mmlu_sample``, ``mmlu``, ``alpaca``, ``bbh``: their settings are
-read from ``posixlab/conf/dataset/``), or is your questions' file or hub data set with ``fields`` naming their fields
-(``posixlab/data/questions.py``), or a ``DatasetSpec``.
+A data set is named as the command line names it (``mmlu_sample``, ``mmlu``, ``alpaca``, ``bbh``,
+``alpaca_selfinstruct``: their settings are read from ``posixlab/conf/dataset/``), or is your questions' file or hub
+data set with ``fields`` naming their fields (``posixlab/data/questions.py``), or a ``DatasetSpec``.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
+import re
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
@@ -36,11 +38,30 @@ def _conf(group: str, name: str) -> dict | None:
     return yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
+_ENV = re.compile(r"\$\{oc\.env:(\w+),([^}]*)\}")
+
+
+def _dataset_conf(name: str) -> dict | None:
+    """A data set's YAML as Hydra composes it, for the two things our data set YAMLs use: a defaults list of other
+    data sets, then ``_self_`` (alpaca_selfinstruct is alpaca's settings with its own file), and an environment
+    variable with a default (``${oc.env:POSIXLAB_SELFINSTRUCT,...}``)."""
+    conf = _conf("dataset", name)
+    if conf is None:
+        return None
+    merged = {}
+    for parent in conf.pop("defaults", None) or []:
+        if parent != "_self_":
+            merged.update(_dataset_conf(parent) or {})
+    merged.update(conf)
+    return {key: _ENV.sub(lambda m: os.environ.get(m.group(1), m.group(2)), value) if isinstance(value, str) else value
+            for key, value in merged.items()}
+
+
 def named_datasets() -> list[str]:
     """The POSIX data sets named as on the command line (``dataset=NAME``) that ``evaluate_dataset`` reads by name."""
     folder = resources.files("posixlab") / "conf" / "dataset"
     names = sorted(entry.name[:-5] for entry in folder.iterdir() if entry.name.endswith(".yaml"))
-    return [n for n in names if (c := _conf("dataset", n)) and c.get("task", "posix") == "posix" and "defaults" not in c
+    return [n for n in names if (c := _dataset_conf(n)) and c.get("task", "posix") == "posix"
             and n not in ("prompt_sets", "questions")]
 
 
@@ -64,14 +85,14 @@ def dataset_spec(dataset, variant: str = "spelling", fields: dict | None = None)
     if isinstance(dataset, DatasetSpec):  # its response length: its named data set's, or your questions' rule
         if dataset.loader == "questions":
             return dataset, options, answer_length(dataset.options.get("choices"))
-        return dataset, options, (_conf("dataset", dataset.name) or {}).get("max_new_tokens", 5)
+        return dataset, options, (_dataset_conf(dataset.name) or {}).get("max_new_tokens", 5)
     name = str(dataset)
     named = named_datasets()
     if name in named:
         if fields:
             raise ConfigError(f"fields name the fields of your own questions; {name} is a data set posixlab reads "
                               f"itself: leave fields out")
-        conf = _conf("dataset", name)
+        conf = _dataset_conf(name)
         tokens = conf["max_new_tokens"]
         conf = {k: v for k, v in conf.items() if k not in _NOT_DATASET_KEYS}
         for key, value in conf.items():  # ${oc.select:variant.KEY,null}: the variant type's setting, as Hydra reads it
@@ -111,9 +132,10 @@ def evaluate_dataset(dataset="mmlu_sample", variant: str = "spelling", model="sm
     with ``seed``, with ``shots`` few-shot exemplars; then as ``posixlab.evaluate`` (greedy responses, the N×N
     scores, ψ per set and POSIX), with every keyword the command line's key of the same name.
 
-    ``dataset``: a name (``mmlu_sample``, ``mmlu``, ``alpaca``, ``bbh``; ``named_datasets()``), your questions' JSON,
-    JSONL or CSV file or hub data set (``owner/name``) with ``fields`` naming their fields (``question``, ``choices``,
-    ``answer``, ``subject``, ``id``, and the hub's ``config``: ``posixlab/data/questions.py``), or a ``DatasetSpec``.
+    ``dataset``: a name (``mmlu_sample``, ``mmlu``, ``alpaca``, ``bbh``, ``alpaca_selfinstruct``;
+    ``named_datasets()``), your questions' JSON, JSONL or CSV file or hub data set (``owner/name``) with ``fields``
+    naming their fields (``question``, ``choices``, ``answer``, ``subject``, ``id``, and the hub's ``config``:
+    ``posixlab/data/questions.py``), or a ``DatasetSpec``.
     ``split``, ``subjects`` and ``exemplar_split`` as ``dataset.``'s keys; ``max_new_tokens`` None: the data
     set's (5 for multiple choice, 30 open-ended). ``model``, ``judge`` and the rest: as ``posixlab.evaluate``.
     Bad input raises ``posixlab.ConfigError`` before any model loads.

@@ -249,8 +249,10 @@ def test_a_hub_data_set_gives_the_items_of_its_local_copy_and_is_read_from_the_c
                    f"split order"
 
 
-@pytest.mark.parametrize("dataset", ["mmlu_sample", "mmlu", "alpaca", "bbh"])
-def test_evaluate_dataset_reads_a_named_data_set_as_the_command_line_composes_it(dataset, tmp_path):
+@pytest.mark.parametrize("dataset, env", [("mmlu_sample", None), ("mmlu", None), ("alpaca", None), ("bbh", None),
+                                          ("alpaca_selfinstruct", None), ("alpaca_selfinstruct", "seeds.jsonl")])
+def test_evaluate_dataset_reads_a_named_data_set_as_the_command_line_composes_it(dataset, env, tmp_path,
+                                                                                  monkeypatch):
     """``posixlab.evaluate_dataset``'s reading of ``posixlab/conf`` without Hydra equals Hydra's composition, for
     every variant type the data set allows: the data set, the variant type's options and the response length."""
     from hydra import compose, initialize_config_dir
@@ -259,6 +261,9 @@ def test_evaluate_dataset_reads_a_named_data_set_as_the_command_line_composes_it
     from posixlab.cli import CONF_DIR, to_config
     from posixlab.dataset_api import dataset_spec, named_datasets
 
+    monkeypatch.delenv("POSIXLAB_SELFINSTRUCT", raising=False)  # its file: the variable's, or the default path
+    if env:
+        monkeypatch.setenv("POSIXLAB_SELFINSTRUCT", str(tmp_path / env))
     assert dataset in named_datasets()
     for variant in ("spelling", "template", "paraphrase", "mixture", "format"):
         GlobalHydra.instance().clear()
