@@ -42,6 +42,9 @@ from posixlab.prompts import MIN_OPTIONS, OPTION_LETTERS, PromptItem
 
 LETTERS = OPTION_LETTERS
 DEFAULT_NAME = "questions"  # the name of a run of your questions before dataset.path names them
+# the data sets posixlab reads itself, whose names tables and figures compare with the paper's numbers and group cells
+# by: a file of your questions named so gets another name, so its numbers are not taken for the paper's setting
+OWN_NAMES = ("mmlu", "mmlu_sample", "alpaca", "bbh")
 
 
 def data_name(path=None, config=None) -> str:
@@ -51,8 +54,8 @@ def data_name(path=None, config=None) -> str:
 
     >>> data_name("~/data/arc_easy.jsonl"), data_name("allenai/ai2_arc", "ARC-Challenge"), data_name(None)
     ('arc_easy', 'ai2_arc-ARC-Challenge', 'questions')
-    >>> data_name("my data (v2).csv")
-    'my_data_v2_'
+    >>> data_name("my data (v2).csv"), data_name("exports/mmlu.jsonl")    # not the paper's MMLU
+    ('my_data_v2_', 'mmlu-questions')
 
     """
     if not path:
@@ -60,7 +63,8 @@ def data_name(path=None, config=None) -> str:
     text = str(path).rstrip("/")
     name = Path(text).stem if Path(text).suffix.lower() in (".json", ".jsonl", ".csv") else text.rpartition("/")[2]
     name = f"{name}-{config}" if config else name
-    return re.sub(r"[^\w.-]+", "_", name) or DEFAULT_NAME  # a job folder's name: no spaces, no slashes
+    name = re.sub(r"[^\w.-]+", "_", name) or DEFAULT_NAME  # a job folder's name: no spaces, no slashes
+    return f"{name}-{DEFAULT_NAME}" if name in OWN_NAMES else name
 
 
 def answer_length(choices) -> int:
