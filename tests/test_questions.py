@@ -306,3 +306,31 @@ def test_exemplars_from_a_split_need_a_hub_data_set_and_one_source_before_anythi
     cfg = PosixConfig(model=None, dataset=spec, variant=variant, shots=shots, embedding=None)
     with pytest.raises(ConfigError, match=re.escape(message)):
         build_prompt_sets(cfg, progress=False)  # nothing read: the files named do not exist
+
+
+def test_two_option_questions_whose_answer_names_a_field_by_its_label_from_the_command_line(tmp_path):
+    """Winogrande's layout: the options in two fields, the answer "1" or "2" naming them (not an index 0-1), read
+    through the mapping ``{option1: 1, option2: 2}`` of fields to labels, as the command line writes it."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from posixlab.cli import CONF_DIR, to_config
+
+    path = tmp_path / "wino.jsonl"
+    rows = [{"sentence": "The trophy did not fit in the case because _ was too big.", "option1": "the trophy",
+             "option2": "the case", "answer": "1"},
+            {"sentence": "The trophy did not fit in the case because _ was too small.", "option1": "the trophy",
+             "option2": "the case", "answer": "2"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = to_config(compose(config_name="config", overrides=[
+            "dataset=questions", f"dataset.path={path}", "dataset.options.question=sentence",
+            "dataset.options.choices={option1:1,option2:2}", "dataset.options.answer=answer"]), str(tmp_path))
+    GlobalHydra.instance().clear()
+    assert (cfg.dataset.name, cfg.max_new_tokens) == ("wino", 5)
+    items = load_items(cfg.dataset)
+    assert [(i.options, i.answer) for i in items] == [(("the trophy", "the case"), "A"), (("the trophy", "the case"),
+                                                                                          "B")]
+    from posixlab.prompts import render
+    assert render(items[0]).endswith("_ was too big.\n(A)the trophy (B)the case\nA:")

@@ -6,8 +6,9 @@ Your records keep their own field names; ``dataset.options`` names them:
 - ``question`` (required): the question's text;
 - ``choices``: the options of a multiple-choice question: a field holding a list of strings, or an object with the
   list under ``text`` and optionally its labels under ``label`` (the hub's common layout: ARC, OpenBookQA,
-  CommonsenseQA), or a list of ``{label, text}`` objects, or a list of fields (CSV columns ``[A, B, C, D]``);
-  null: open-ended questions;
+  CommonsenseQA), or a list of ``{label, text}`` objects, or a list of fields (CSV columns ``[A, B, C, D]``), or a
+  mapping of fields to the labels the answer uses (Winogrande: ``{option1: 1, option2: 2}``); null: open-ended
+  questions;
 - ``answer``: the gold answer: an index from 0, a letter A, B, ..., one of the choices' labels, or the right option's
   text;
 - ``subject``: a field naming the subject, which opens the paper's multiple-choice prompt ("... about {subject}.");
@@ -124,7 +125,11 @@ def options_of(record: dict, choices, where: str) -> tuple[list[str], list[str] 
     (['w', 'x', 'y', 'z'], None)
     >>> options_of({"o": [{"label": "a", "text": "w"}, {"label": "b", "text": "x"}]}, "o", "r")
     (['w', 'x'], ['a', 'b'])
+    >>> options_of({"option1": "the cat", "option2": "the dog"}, {"option1": 1, "option2": 2}, "r")   # Winogrande
+    (['the cat', 'the dog'], ['1', '2'])
     """
+    if isinstance(choices, dict):  # fields and the labels the answer names them by
+        return [str(field(record, name, where)) for name in choices], [str(label) for label in choices.values()]
     if isinstance(choices, (list, tuple)):
         return [str(field(record, name, where)) for name in choices], None
     value = _json_text(field(record, choices, where))
