@@ -132,6 +132,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from posixlab.metrics.classification import NA
+from posixlab.metrics.position import position_bias
 from posixlab.prompts import OPTION_LETTERS as LETTERS  # an item's option letters: A, B, ... (up to J)
 
 
@@ -531,7 +532,34 @@ def accuracy_summary(records: list[dict], seed: int = 0) -> dict | None:
                                           for r in scored for a in r["answers"]):
             block["parse_rate"] = _parse_rates(scored, width)
         out[reading] = block
+    bias = {reading: position_bias(position_rows(scored, reading)) for reading in ("by_options", "by_greedy")}
+    if any(bias.values()):  # format variants: the gold shown equally often at every position
+        out["position_bias"] = bias
     return out
+
+
+def position_rows(records: list[dict], reading: str) -> list[tuple[int, int, int | None, bool]]:
+    """Per answered prompt that says where it shows the gold option (a format variant's ``gold_position``): its
+    number of options, that position, the position of the option ``reading`` picked (None: none) and whether it was
+    right, as ``posixlab.metrics.position.position_bias`` takes them.
+
+    >>> record = {"option_order": [2, 0, 1], "gold_position": 2}   # the gold, item option B, shown third
+    >>> sets = [{"prompts": [{"record": {}}, {"record": record}],
+    ...          "answers": [{"by_greedy": {"pred": "B", "correct": True}},
+    ...                      {"by_greedy": {"pred": "C", "correct": False}}]}]
+    >>> position_rows(sets, "by_greedy")    # the original prompt says nothing of positions; C is shown first
+    [(3, 2, 0, False)]
+    """
+    rows = []
+    for r in records:
+        for prompt, answer in zip(r["prompts"], r.get("answers") or []):
+            shown, read = prompt.get("record") or {}, answer.get(reading)
+            if shown.get("gold_position") is None or not read or read.get("correct") is None:
+                continue
+            order, pred = shown["option_order"], read.get("pred")
+            picked = order.index(LETTERS.index(pred)) if pred else None
+            rows.append((len(order), shown["gold_position"], picked, bool(read["correct"])))
+    return rows
 
 
 def accuracy_block(correct, preds, seed: int, shared_prompts: bool = False) -> dict:

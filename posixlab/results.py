@@ -167,13 +167,22 @@ def line_index(line: bytes, index_key: str) -> int | None:
     return record.get(index_key) if isinstance(record, dict) else None
 
 
+def _positions(shown: dict | None) -> dict:
+    """What ``answers.position_rows`` reads of a prompt's variant record, where it says where the gold is shown."""
+    if not shown or shown.get("gold_position") is None:
+        return {}
+    return {"record": {"option_order": shown["option_order"], "gold_position": shown["gold_position"]}}
+
+
 def without_texts(record: dict) -> dict:
     """A set's record without what only its page's detail and the summary's most sensitive sets read: its prompts
-    keep their kind and index, its responses whether they ended with EOS, its answers their readings without the
-    options' log-likelihoods, and its exemplars go (texts, chat turns, token ids)."""
+    keep their kind and index (and a format variant's option order and gold position: position bias), its responses
+    whether they ended with EOS, its answers their readings without the options' log-likelihoods, and its exemplars
+    go (texts, chat turns, token ids)."""
     light = {key: value for key, value in record.items() if key not in ("prompts", "responses", "exemplars")}
     if "prompts" in record:
-        light["prompts"] = [{"kind": p.get("kind"), "index": p.get("index")} for p in record["prompts"]]
+        light["prompts"] = [{"kind": p.get("kind"), "index": p.get("index"), **_positions(p.get("record"))}
+                            for p in record["prompts"]]
     if "responses" in record:
         light["responses"] = [{"ends_with_eos": r.get("ends_with_eos")} for r in record["responses"]]
     if record.get("answers"):  # the readings' answers, not the options' log-likelihoods
@@ -397,6 +406,7 @@ def accuracy_table_lines(accuracy: dict | None, fmt) -> list[str]:
         lines += [f"Within noise of the best prompt ({best[0][1]['confidence']:.0%}; exact paired McNemar tests, "
                   f"Bonferroni over the rivals): " + "; ".join(f"{name}: {best_set_words(b, True)}" for name, b in best)
                   + ".", ""]
+    lines += position_bias_table_lines(accuracy.get("position_bias"), fmt)
     estimated = [(name, accuracy[reading]["estimated"]) for reading, name in (("by_options", "options"),
                  ("by_greedy", "greedy response, parsed")) if (accuracy.get(reading) or {}).get("estimated")]
     if estimated:  # prompt_share < 1: each prompt over every set, not only the sets that asked it
@@ -425,12 +435,53 @@ def accuracy_lines(accuracy: dict | None) -> list[str]:
         if b.get("best_prompts"):
             lines.append(f"  within noise of the best ({b['best_prompts']['confidence']:.0%}): "
                          f"{best_set_words(b['best_prompts'], True)}")
+        bias = ((accuracy or {}).get("position_bias") or {}).get(reading)
+        if bias:
+            lines.append(position_bias_line(bias))
         est = b.get("estimated")
         if est:  # prompt_share < 1
             lines.append(f"  estimated over every set ({est['scored']:.0%} of the cells asked): {est['mean']:.3f} · "
                          f"over prompts {est['min']:.3f} to {est['max']:.3f} · best prompt {est['argmax']}, worst "
                          f"{est['argmin']}")
     return lines
+
+
+def position_bias_table_lines(bias: dict | None, fmt) -> list[str]:
+    """Position bias in ``summary.md`` (format variants): per reading, accuracy by where the gold is shown, RStd and
+    the picks against no preference (``posixlab.metrics.position``)."""
+    readings = [(name, bias[reading]) for reading, name in (("by_options", "options' log-likelihoods"),
+                ("by_greedy", "greedy response, parsed")) if (bias or {}).get(reading)]
+    if not readings:
+        return []
+    lines = ["| position bias, from | format prompts (with the gold at 1, 2, ...) | accuracy with the gold shown at "
+             "1, 2, ... | RStd | share of picks at 1, 2, ... | with no preference | χ² p |", "|---|---|---|---|---|---|---|"]
+    for name, b in readings:
+        p_value = "n/a" if b["p_value"] is None else f"{b['p_value']:.3g}"
+        lines.append(f"| {name} | {b['prompts']} ({' / '.join(str(g['prompts']) for g in b['by_gold_position'])}) | "
+                     f"{' / '.join(fmt(g['accuracy']) for g in b['by_gold_position'])} | {fmt(b['rstd'])} | "
+                     f"{' / '.join(fmt(p['share']) for p in b['picks'])} | "
+                     f"{' / '.join(fmt(p['expected']) for p in b['picks'])} | {p_value} |")
+    return lines + ["", "Format variants show the gold option equally often at every position, so a model without "
+                        "position bias is as accurate wherever it is shown and picks every position as often (RStd: "
+                        "the sd of the accuracies over positions, Zheng et al. 2024; χ²: the picks against no "
+                        "preference).", ""]
+
+
+def position_bias_line(bias: dict) -> str:
+    """Position bias, one printed line: accuracy by where the gold is shown, RStd, and the picks against uniform.
+
+    >>> from posixlab.metrics.position import position_bias
+    >>> position_bias_line(position_bias([(2, 0, 0, True), (2, 0, 1, False), (2, 1, 1, True), (2, 1, 1, True)]))
+    '  by where the gold is shown (4 format prompts): accuracy 0.500 1.000 at 1, 2 · RStd 0.250 · picks 0.25 0.75 \
+(no preference: 0.50 0.50) · χ² p 0.317'
+    """
+    fmt = lambda value, spec: "n/a" if value is None else format(value, spec)  # noqa: E731
+    accuracy = " ".join(fmt(g["accuracy"], ".3f") for g in bias["by_gold_position"])
+    picks = " ".join(fmt(p["share"], ".2f") for p in bias["picks"])
+    expected = " ".join(fmt(p["expected"], ".2f") for p in bias["picks"])
+    where = ", ".join(str(g["position"]) for g in bias["by_gold_position"])
+    return (f"  by where the gold is shown ({bias['prompts']} format prompts): accuracy {accuracy} at {where} · RStd "
+            f"{bias['rstd']:.3f} · picks {picks} (no preference: {expected}) · χ² p {fmt(bias['p_value'], '.3g')}")
 
 
 def prompt_choice_lines(choice: dict | None, fmt) -> list[str]:

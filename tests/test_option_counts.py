@@ -111,3 +111,9 @@ def test_a_run_of_questions_with_3_4_and_5_options_few_shot_under_format_variant
         assert [len(a["by_options"]["logprobs"]) for a in record["answers"]] == [count] * 6
         assert {a["by_options"]["pred"] for a in record["answers"]} <= set("ABCDE"[:count])
     assert "(E)Jupiter" in by_item["sci-6"]["prompts"][0]["text"]  # the original prompt: the paper's, with 5
+    bias = result.summary["accuracy"]["position_bias"]["by_options"]  # position bias over the three counts
+    shown = [(len(p["record"]["option_order"]), p["record"]["gold_position"], a["by_options"]["correct"])
+             for r in result.records for p, a in zip(r["prompts"], r["answers"]) if p["kind"] == "format"]
+    assert bias["prompts"] == len(shown) == 7 * 5 and len(bias["by_gold_position"]) == 5
+    assert [g["prompts"] for g in bias["by_gold_position"]] == [sum(g == p for _, g, _ in shown) for p in range(5)]
+    assert bias["by_gold_position"][4]["prompts"] == 1  # only sci-6 has a fifth position, once in 5 variants

@@ -470,4 +470,8 @@ def accuracy_metrics(accuracy: dict | None) -> dict:
         for key in ("mean", "min", "max", "q05", "q50", "q95", "scored"):  # prompt_share < 1
             if block.get("estimated"):
                 out[f"accuracy/{reading}/estimated_{key}"] = block["estimated"][key]
+        bias = ((accuracy or {}).get("position_bias") or {}).get(reading)
+        if bias:  # format variants: position bias (posixlab.metrics.position)
+            out[f"accuracy/{reading}/position_rstd"] = bias["rstd"]
+            out[f"accuracy/{reading}/position_p_value"] = bias["p_value"]
     return out

@@ -96,6 +96,15 @@ ESTIMATED_ROWS = (("estimated.mean", "estimated over every set (PromptEval): mea
                   ("estimated.scored", "share of cells asked"))
 
 
+POSITION_ROWS = (  # position bias (format variants: the gold shown equally often at every position)
+    ("accuracy with the gold shown at 1, 2, ... (format prompts)",
+     lambda b: " / ".join(h.fmt(g["accuracy"], 3) for g in b["by_gold_position"])),
+    ("position bias: RStd of those accuracies", lambda b: h.fmt(b["rstd"])),
+    ("share of picks at 1, 2, ...", lambda b: " / ".join(h.fmt(p["share"], 3) for p in b["picks"])),
+    ("... with no preference", lambda b: " / ".join(h.fmt(p["expected"], 3) for p in b["picks"])),
+    ("picks against no preference: χ² p", lambda b: h.fmt(None) if b["p_value"] is None else f"{b['p_value']:.3g}"))
+
+
 def _judged(summary: dict | None, stale: str | None) -> str:
     """What ``posixlab judge`` found, where the run's folder holds its summary (judge.json) for this run
     (``judge.read_judged``: ``summary``, or why the one there is not shown, ``stale``)."""
@@ -128,6 +137,10 @@ def _accuracy(summary: dict) -> str:
     if any(block[r].get("best_prompts") for r in readings):  # template and format pools
         rows.append([h.cell(None, "within noise of the best (95%, paired exact tests)"),
                      *[h.cell(None, h.esc(best_set_words(block[r].get("best_prompts"), True))) for r in readings]])
+    bias = block.get("position_bias") or {}
+    for label, value in POSITION_ROWS if any(bias.get(r) for r in readings) else ():  # format variants
+        rows.append([h.cell(None, h.esc(label)), *[h.cell(None, h.esc(value(bias[r]))) if bias.get(r) else None
+                                                   for r in readings]])
     race = race_words(summary.get("race"))  # task.race_sets: what the race left and asked
     return h.section("Accuracy across prompts", h.table(
         [("measure", "measure"), *[(r, r.replace("by_", "")) for r in readings]], rows, sortable=False)
