@@ -132,7 +132,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from posixlab.metrics.classification import NA
-from posixlab.metrics.position import position_bias
+from posixlab.metrics.position import position_bias, position_row
 from posixlab.prompts import OPTION_LETTERS as LETTERS  # an item's option letters: A, B, ... (up to J)
 
 
@@ -556,9 +556,7 @@ def position_rows(records: list[dict], reading: str) -> list[tuple[int, int, int
             shown, read = prompt.get("record") or {}, answer.get(reading)
             if shown.get("gold_position") is None or not read or read.get("correct") is None:
                 continue
-            order, pred = shown["option_order"], read.get("pred")
-            picked = order.index(LETTERS.index(pred)) if pred else None
-            rows.append((len(order), shown["gold_position"], picked, bool(read["correct"])))
+            rows.append(position_row(shown["option_order"], shown["gold_position"], read.get("pred"), read["correct"]))
     return rows
 
 

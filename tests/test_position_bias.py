@@ -90,3 +90,30 @@ def test_format_variants_of_a_model_that_always_picks_the_first_option():
     assert keys["accuracy/by_greedy/position_rstd"] == pytest.approx(math.sqrt(0.1875))
     assert keys["accuracy/by_greedy/position_p_value"] == bias["p_value"] and "accuracy/by_options/position_rstd" \
         not in keys
+
+
+def test_a_sweep_s_accuracy_table_reads_the_run_s_position_bias_from_per_set_csv(lm, tmp_path):
+    """The analysis path (per_set.csv's ``positions`` strings -> accuracy table) and the run's own summary agree, on
+    the fixture's questions of 3, 4 and 5 options."""
+    from pathlib import Path
+
+    from posixlab.analysis.accuracy import accuracy_table
+    from posixlab.analysis.collect import load_rows, write_rows
+    from posixlab.data import DatasetSpec
+    from posixlab.models import ModelSpec
+    from posixlab.runner import run
+    from posixlab.tasks.posix import PosixConfig
+
+    fixture = Path(__file__).resolve().parent / "fixtures" / "questions_fixture.jsonl"
+    spec = DatasetSpec("science", loader="questions", source="path", path=str(fixture),
+                       options={"choices": "choices", "answer": "answerKey", "subject": "topic", "id": "id"})
+    out = tmp_path / "format"
+    summary = run(PosixConfig(model=ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct"),
+                              dataset=spec, variant="format", num_sets=None, num_variants=4, max_new_tokens=3,
+                              output_dir=str(out), score_cache=False, embedding=None), lm=lm, progress=False)
+    markdown, records = accuracy_table(load_rows(write_rows(load_rows(out), tmp_path / "per_set.csv")))
+    for row in records:
+        bias = summary["accuracy"]["position_bias"][f"by_{row['reading']}"]
+        assert row["position_rstd"] == pytest.approx(bias["rstd"]) and row["position_p"] == pytest.approx(
+            bias["p_value"])
+    assert {r["reading"] for r in records} == {"options", "greedy"} and "| position RStd | picks χ² p |" in markdown

@@ -37,12 +37,14 @@ from posixlab.results import SETS_FILE, SUMMARY_FILE, iter_records
 CELL = ("model", "dataset", "variant", "shots")
 # per prompt of the set, one character each ("-": not scored): correctness "1"/"0", predicted option letters
 PER_PROMPT = ("correct_options", "correct_greedy", "pred_options", "pred_greedy")
+# per prompt, ";"-joined: where a format variant shows the options and the gold ("2013:1"; "-": a prompt that does
+# not balance the gold's position), for position bias (analysis/accuracy.py)
 # judged_share: the share of the set's variants a judge of the run called the same as the original's response
 # (posixlab judge, judge=: judge.jsonl beside the records); judge: who judged (none: the run was not judged)
 ROW_FIELDS = (*CELL, "item_id", "subject", "psi", "psi_reference_compat", *FACTOR_NAMES, *PER_PROMPT,
-              "psi_per_prompt", "judged_share", "judge", "data", "source")
+              "psi_per_prompt", "judged_share", "judge", "data", "source", "positions")
 STRING_FIELDS = ("model", "dataset", "variant", "item_id", "subject", "data", "source", *PER_PROMPT, "psi_per_prompt",
-                 "judge")
+                 "judge", "positions")
 PER_SET_CSV = "per_set.csv"
 SHARED_FIELDS = ("model", "dataset", "variant", "subject", "data", "source", "judge")  # the same in many rows
 PARALLEL_READ_BYTES = 256 * 2**20  # records of a sweep above which its run folders are read in parallel
@@ -186,7 +188,8 @@ def _rows_from_run(folder: Path, records=None) -> list[dict]:
         subject = subjects.setdefault(record.get("subject"), record.get("subject"))
         if answers_only:
             row = {**base, "item_id": record["item_id"], "subject": subject, "answers_only": True,
-                   **{k: v for k, v in per_prompt_columns(record).items() if k.endswith("_greedy")}}
+                   **{k: v for k, v in per_prompt_columns(record).items() if k.endswith("_greedy") or
+                      k == "positions"}}
         else:
             factors = record.get("factors")
             if factors is None:  # results written before factors were stored: the three that need no embedding
@@ -247,7 +250,19 @@ def per_prompt_columns(record: dict) -> dict:
                                          for p in picked) if has else None
     psis = record.get("psi_per_prompt")
     out["psi_per_prompt"] = ";".join(repr(float(v)) for v in psis) if psis else None
+    shown = [p.get("record") or {} for p in record.get("prompts") or []]
+    if any(s.get("gold_position") is not None for s in shown):  # format variants: position bias
+        out["positions"] = ";".join("-" if s.get("gold_position") is None else
+                                    "".join(map(str, s["option_order"])) + f":{s['gold_position']}" for s in shown)
     return out
+
+
+def decode_positions(text: str | None) -> list[tuple[list[int], int] | None] | None:
+    """``"-;2013:1"`` -> ``[None, ([2, 0, 1, 3], 1)]``: per prompt, the option order shown and the gold's place."""
+    if not text:
+        return None
+    return [None if code == "-" else ([int(c) for c in code.split(":")[0]], int(code.split(":")[1]))
+            for code in text.split(";")]
 
 
 def decode_correct(text: str | None) -> list[float | None] | None:

@@ -33,6 +33,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
+from posixlab.prompts import OPTION_LETTERS
+
 Row = tuple[int, int, "int | None", bool]  # (options shown, gold position, picked position or None, right)
 
 
@@ -60,6 +62,16 @@ def position_bias(rows: Iterable[Sequence]) -> dict | None:
             "picks": [{"position": p + 1, "share": observed[p] / total if total else None,
                        "expected": expected[p] / total if total else None} for p in range(width)],
             "chi2": chi2, "p_value": p_value}
+
+
+def position_row(order: Sequence[int], gold: int, pred: str | None, right) -> tuple[int, int, int | None, bool]:
+    """One prompt's row: ``order`` the item options it shows at positions 0, 1, ... (a format variant's
+    ``option_order``), ``gold`` the position it shows the gold at, ``pred`` the item letter picked (None: none).
+
+    >>> position_row([2, 0, 1], 2, "C", False)    # item option C is shown first
+    (3, 2, 0, False)
+    """
+    return len(order), gold, None if pred is None else list(order).index(OPTION_LETTERS.index(pred)), bool(right)
 
 
 def _chisquare(observed: list[int], expected: list[float]) -> tuple[float | None, float | None]:
