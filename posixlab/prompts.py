@@ -12,6 +12,7 @@ or ``(A){} ... (J){}`` in place of ``(A){} (B){} (C){} (D){}``: nothing else of 
 
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass, field
 
 from posixlab.errors import ConfigError
@@ -126,7 +127,12 @@ def with_options(template: str, n: int) -> str:
     """
     if not MIN_OPTIONS <= n <= len(OPTION_LETTERS):
         raise ConfigError(f"a multiple-choice item has {MIN_OPTIONS}-{len(OPTION_LETTERS)} options, not {n}")
-    if n == 4 or "{0}" in template:
+    if "{0}" in template:
+        shown = max((int(f) for _, f, _, _ in string.Formatter().parse(template) if f and f.isdigit()), default=0)
+        if shown != n:  # str.format would leave the item's other options out, or fail on the missing ones
+            raise ConfigError(f"template {template!r} places options {{1}}-{{{shown}}}; this item has {n}")
+        return template
+    if n == 4:
         return template
     if options_run(4) not in template:
         raise ConfigError(f"template {template!r} shows no run of 4 options '{options_run(4)}' to fit {n} options "

@@ -117,3 +117,11 @@ def test_a_run_of_questions_with_3_4_and_5_options_few_shot_under_format_variant
     assert bias["prompts"] == len(shown) == 7 * 5 and len(bias["by_gold_position"]) == 5
     assert [g["prompts"] for g in bias["by_gold_position"]] == [sum(g == p for _, g, _ in shown) for p in range(5)]
     assert bias["by_gold_position"][4]["prompts"] == 1  # only sci-6 has a fifth position, once in 5 variants
+
+
+def test_a_template_that_places_options_by_index_must_place_every_option():
+    with pytest.raises(ConfigError, match=r"places options \{1\}-\{4\}; this item has 5"):
+        render(FIVE, template="Q: {0}\n1. {1} 2. {2} 3. {3} 4. {4}\nA:")
+    with pytest.raises(ConfigError, match=r"places options \{1\}-\{4\}; this item has 3"):
+        render(THREE, template="Q: {0}\n1. {1} 2. {2} 3. {3} 4. {4}\nA:")
+    assert render(THREE, template="Q: {0}\n1. {3} 2. {1} 3. {2}\nA:").endswith("1. Mercury 2. Venus 3. Earth\nA:")
