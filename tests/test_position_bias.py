@@ -117,3 +117,9 @@ def test_a_sweep_s_accuracy_table_reads_the_run_s_position_bias_from_per_set_csv
         assert row["position_rstd"] == pytest.approx(bias["rstd"]) and row["position_p"] == pytest.approx(
             bias["p_value"])
     assert {r["reading"] for r in records} == {"options", "greedy"} and "| position RStd | picks χ² p |" in markdown
+    from posixlab.analysis.figures import run_figures
+
+    paths = run_figures(load_rows(out), tmp_path / "figures")  # the run's figures: position bias among them
+    assert paths["position_bias"].is_file() and paths["position_bias"].stat().st_size > 10_000
+    rows = [{k: v for k, v in r.items() if k != "positions"} for r in load_rows(out)]  # no format prompts: none
+    assert "position_bias" not in run_figures(rows, tmp_path / "figures_without")

@@ -23,11 +23,12 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from posixlab.analysis import style
-from posixlab.analysis.accuracy import accuracy_rows
+from posixlab.analysis.accuracy import accuracy_rows, position_rows
 from posixlab.analysis.collect import GridWarning, data_caption, decode_correct, finite
 from posixlab.analysis.paper import MAIN_MODELS, dataset_label, label, size
 from posixlab.analysis.tables import VARIANT_ORDER
 from posixlab.metrics import accuracy as acc
+from posixlab.metrics.position import position_bias
 from posixlab.metrics.stats import spearman
 from posixlab.metrics.where import most_moved_pair, psi_terms
 from posixlab.results import SETS_FILE, iter_records, most_sensitive
@@ -373,6 +374,8 @@ def run_figures(rows: list[dict], folder: Path, records: list[dict] | None = Non
     paths["factors"] = save(fig, folder, "factors")[0]
     if any(r.get("correct_options") or r.get("correct_greedy") for r in rows):
         paths["accuracy_per_prompt"] = save(run_accuracy_figure(rows), folder, "accuracy_per_prompt")[0]
+    if any(r.get("positions") for r in rows):  # format variants
+        paths["position_bias"] = save(position_bias_figure(rows), folder, "position_bias")[0]
     if records is None:
         sources = {r.get("source") for r in rows}
         source = Path(sources.pop()) if len(sources) == 1 and None not in sources else None
@@ -454,6 +457,42 @@ def run_accuracy_figure(rows: list[dict]):
     ax.xaxis.set_major_locator(MaxNLocator(nbins=8, integer=True))
     ax.set(xlabel="prompt j (0: the original)", ylabel="accuracy", ylim=(-0.03, 1.03))
     style.legend_below(fig, ax, ncols=6)
+    return fig
+
+
+def position_bias_figure(rows: list[dict]):
+    """Position bias of one run's format prompts (``metrics.position``, from the rows' ``positions``): per reading,
+    the accuracy with the gold shown at each position, and the share of picks at each position, the share with no
+    preference marked in black (``sns.barplot``, hue = reading; RStd and the χ² p in the legend)."""
+    style.apply_theme()
+    records = []
+    for reading, name in (("options", "options' log-likelihoods"), ("greedy", "greedy response, parsed")):
+        bias = position_bias(position_rows(rows, reading))
+        if bias is None:
+            continue
+        p_value = "n/a" if bias["p_value"] is None else f"{bias['p_value']:.2g}"
+        records += [{"reading": f"{name}: RStd {bias['rstd']:.3f}, χ² p {p_value}", "position": g["position"],
+                     "accuracy": g["accuracy"], "picks": p["share"], "expected": p["expected"]}
+                    for g, p in zip(bias["by_gold_position"], bias["picks"])]
+    data = pd.DataFrame(records, columns=["reading", "position", "accuracy", "picks", "expected"])
+    readings = list(dict.fromkeys(data["reading"]))
+    colours = dict(zip(readings, style.palette(len(readings))))
+    first = rows[0]
+    fig, axes = _grid(style.TWO_COLUMNS, style.PANEL_HEIGHT, f"Position bias: {label(first['model'])} · "
+                      f"{first['dataset']} · {first['variant']} · {first['shots']}-shot ({len(rows)} sets)", 2,
+                      legend_rows=len(readings))
+    for ax, column, ylabel, xlabel in (
+            (axes[0], "accuracy", "accuracy, the gold shown there", "position the gold is shown at"),
+            (axes[1], "picks", "share of the picks", "position picked (black: with no preference)")):
+        sns.barplot(data=data, x="position", y=column, hue="reading", hue_order=readings, palette=colours,
+                    errorbar=None, ax=ax, legend=ax is axes[0])
+        ax.set(xlabel=xlabel, ylabel=ylabel, ylim=(0, 1.03))
+    width = 0.8 / len(readings)  # seaborn's dodged bars: each reading's no-preference share on its own bar
+    for k, reading in enumerate(readings):
+        shares = data.loc[data["reading"] == reading, "expected"].to_numpy()
+        axes[1].scatter(np.arange(len(shares)) - 0.4 + (k + 0.5) * width, shares, marker="_", s=120 * width,
+                        color="black", zorder=3)
+    style.legend_below(fig, axes[0], ncols=1)
     return fig
 
 

@@ -22,7 +22,8 @@ from posixlab.tasks.base import model_name
 
 TOP_PAIRS = 5  # per set: the pairs whose terms of ψ are largest
 CONTEXT = 40  # characters kept on each side of a variant's edit (the rest of the shared prompt is an ellipsis)
-FIGURES = (("psi_histogram.png", "ψ per set"),)  # the page shows the rest itself (the matrices, the accuracy block)
+# the page shows the rest itself (the matrices, the accuracy block); a figure the run did not draw is left out
+FIGURES = (("psi_histogram.png", "ψ per set"), ("position_bias.png", "position bias (format variants)"))
 JUDGED_FIGURE = ("psi_vs_judged.png", "ψ against judged inconsistency (1 − judged share), a point a set")
 
 
