@@ -4,11 +4,10 @@ The paper does not say where its exemplars come from. We take MMLU's ``dev`` spl
 five questions per subject, the first ``k`` of the question's subject, as the MMLU harnesses do. Offline, the same
 split saved as a file does the same (``dataset.exemplar_path``: the first ``k`` of the subject, in file order).
 Another hub data set's split of its own does the same (``dataset.exemplar_split``: ARC's or CommonsenseQA's train,
-MMLU-Pro's validation). The
-bundled sample and local files without one have no dev split, so exemplars are drawn there from the other questions
-of the same subject (or, for data without subjects, the other items): a seeded draw per question, never the question
-itself. That is a deviation from the hub setting (exemplars may be questions that are also evaluated in other sets);
-results record each set's exemplar ids and the pool they came from.
+MMLU-Pro's validation). The bundled sample and local files without one have no dev split, so exemplars are drawn
+there from the other questions of the same subject (or, for data without subjects, the other items): a seeded draw
+per question, never the question itself. That is a deviation from the hub setting (exemplars may be questions that
+are also evaluated in other sets); results record each set's exemplar ids and the pool they came from.
 
 Exemplars from a split or file of their own carry its name in their ids (``dev:mmlu/anatomy/0``): the loaders number
 every split's questions alike, so without it the dev split's first anatomy question would share its id with the test

@@ -154,8 +154,8 @@ class FormatVariants(VariantGenerator):
     def edit(self, item: PromptItem, index: int, seed: int) -> Edit:
         require_options(item)
         n = len(item.options)
-        graded = item.answer in tuple(LETTERS[:n])
-        anchor = LETTERS.index(item.answer) if graded else 0  # the option to balance
+        has_gold = item.answer in tuple(LETTERS[:n])
+        anchor = LETTERS.index(item.answer) if has_gold else 0  # the option to balance
         gold_position = gold_position_of(seed, item.item_id, index, n)
         rng = rng_for(seed, item.item_id, self.kind, index)
         others = [k for k in range(n) if k != anchor]
@@ -172,7 +172,7 @@ class FormatVariants(VariantGenerator):
         template = format_template(order, marks, gap, separator, fields)
         record = {
             "option_order": order, "option_labels": labels, "option_marks": marks,
-            "gold_position": gold_position if graded else None,
+            "gold_position": gold_position if has_gold else None,
             "enumerator": enumerator_name(enumerator, n), "mark_style": mark_style, "mark_gap": gap,
             "separator": separator, "casing": casing, "fields": list(fields), "template": template,
         }
