@@ -442,11 +442,8 @@ def run_accuracy_figure(rows: list[dict]):
         per_prompt = acc.accuracy_per_prompt([m + [None] * (width - len(m)) for m in matrix])
         records += [{"reading": name, "prompt": j, "accuracy": float(a)} for j, a in enumerate(per_prompt)]
     data = pd.DataFrame(records, columns=["reading", "prompt", "accuracy"])
-    readings = list(dict.fromkeys(data["reading"]))
-    colours = dict(zip(readings, style.palette(len(readings))))
-    first = rows[0]
-    fig, axes = _grid(style.COLUMN, style.PANEL_HEIGHT, f"Accuracy of each prompt: {label(first['model'])} · "
-                      f"{first['dataset']} · {first['variant']} · {first['shots']}-shot ({len(rows)} sets)", 1,
+    readings, colours = _hues(data["reading"])
+    fig, axes = _grid(style.COLUMN, style.PANEL_HEIGHT, _run_title("Accuracy of each prompt", rows), 1,
                       legend_rows=len(readings))
     ax = axes[0]
     sns.pointplot(data=data, x="prompt", y="accuracy", hue="reading", hue_order=readings, palette=colours,
@@ -475,11 +472,8 @@ def position_bias_figure(rows: list[dict]):
                      "accuracy": g["accuracy"], "picks": p["share"], "expected": p["expected"]}
                     for g, p in zip(bias["by_gold_position"], bias["picks"])]
     data = pd.DataFrame(records, columns=["reading", "position", "accuracy", "picks", "expected"])
-    readings = list(dict.fromkeys(data["reading"]))
-    colours = dict(zip(readings, style.palette(len(readings))))
-    first = rows[0]
-    fig, axes = _grid(style.TWO_COLUMNS, style.PANEL_HEIGHT, f"Position bias: {label(first['model'])} · "
-                      f"{first['dataset']} · {first['variant']} · {first['shots']}-shot ({len(rows)} sets)", 2,
+    readings, colours = _hues(data["reading"])
+    fig, axes = _grid(style.TWO_COLUMNS, style.PANEL_HEIGHT, _run_title("Position bias", rows), 2,
                       legend_rows=len(readings))
     for ax, column, ylabel, xlabel in (
             (axes[0], "accuracy", "accuracy, the gold shown there", "position the gold is shown at"),
@@ -494,6 +488,19 @@ def position_bias_figure(rows: list[dict]):
                         color="black", zorder=3)
     style.legend_below(fig, axes[0], ncols=1)
     return fig
+
+
+def _hues(values) -> tuple[list[str], dict]:
+    """The distinct ``values`` in their order, and a colour each (a hue's order and palette)."""
+    hues = list(dict.fromkeys(values))
+    return hues, dict(zip(hues, style.palette(len(hues))))
+
+
+def _run_title(what: str, rows: list[dict]) -> str:
+    """``what``, then the run the rows are of: model, data set, variant type, shots and sets."""
+    first = rows[0]
+    return (f"{what}: {label(first['model'])} · {first['dataset']} · {first['variant']} · {first['shots']}-shot "
+            f"({len(rows)} sets)")
 
 
 def _values(rows: list[dict], **match) -> dict[str, list[float]]:
