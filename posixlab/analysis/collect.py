@@ -261,8 +261,8 @@ def decode_positions(text: str | None) -> list[tuple[list[int], int] | None] | N
     """``"-;2013:1"`` -> ``[None, ([2, 0, 1, 3], 1)]``: per prompt, the option order shown and the gold's place."""
     if not text:
         return None
-    return [None if code == "-" else ([int(c) for c in code.split(":")[0]], int(code.split(":")[1]))
-            for code in text.split(";")]
+    placed = [None if code == "-" else code.partition(":") for code in text.split(";")]
+    return [None if p is None else ([int(c) for c in p[0]], int(p[2])) for p in placed]
 
 
 def decode_correct(text: str | None) -> list[float | None] | None:

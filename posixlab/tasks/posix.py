@@ -106,8 +106,12 @@ def make_generator(cfg: PosixConfig) -> VariantGenerator:
 SHARED_POOLS = ("template", "format")  # variant types whose prompt j is one prompt for every item
 
 
-def _exemplar_source(cfg: PosixConfig) -> str:
-    return "path" if cfg.dataset.exemplar_path else "split"
+def _exemplars_named(cfg: PosixConfig) -> str | None:
+    """The setting that names where few-shot exemplars come from (``dataset.exemplar_path=...`` or
+    ``dataset.exemplar_split=...``), as a message quotes it; None when neither is set."""
+    d = cfg.dataset
+    return f"dataset.exemplar_path={d.exemplar_path}" if d.exemplar_path else \
+        f"dataset.exemplar_split={d.exemplar_split}" if d.exemplar_split else None
 
 
 def check_settings(cfg: PosixConfig) -> None:
@@ -183,9 +187,9 @@ def _user_prompt_sets(cfg: PosixConfig, given: list[UserPromptSet] | None) -> tu
     if cfg.variant != USER_VARIANT:
         raise ConfigError(f"your prompt sets are used as given, so no variant type applies (variant={cfg.variant} "
                           f"was asked); leave variant unset or set variant={USER_VARIANT}")
-    exemplars = cfg.dataset.exemplar_path or cfg.dataset.exemplar_split
+    exemplars = _exemplars_named(cfg)
     if cfg.shots or exemplars:
-        asked = f"shots={cfg.shots}" if cfg.shots else f"dataset.exemplar_{_exemplar_source(cfg)}={exemplars}"
+        asked = f"shots={cfg.shots}" if cfg.shots else exemplars
         raise ConfigError(f"your prompt sets are used as given, so {asked} cannot add exemplars; write the "
                           f"exemplars into your prompts and run with shots=0 (and no exemplar_path)")
     if given is None:
@@ -213,10 +217,10 @@ def build_prompt_sets(cfg: PosixConfig, progress: bool = True,
     if cfg.perturb_shots and not cfg.shots:
         print("posixlab: task.perturb_shots=true changes nothing with task.shots=0 (there are no exemplars to edit)",
               file=sys.stderr)
-    exemplars = cfg.dataset.exemplar_path or cfg.dataset.exemplar_split
+    exemplars = _exemplars_named(cfg)
     if exemplars and not cfg.shots:
-        print(f"posixlab: dataset.exemplar_{_exemplar_source(cfg)}={exemplars} changes nothing with task.shots=0 (no "
-              f"exemplar precedes a question)", file=sys.stderr)
+        print(f"posixlab: {exemplars} changes nothing with task.shots=0 (no exemplar precedes a question)",
+              file=sys.stderr)
     generator = make_generator(cfg)
     all_items = load_items(cfg.dataset)
     items = select_items(all_items, cfg.num_sets, cfg.seed, cfg.dataset.exclude_items)
