@@ -24,6 +24,16 @@ def test_bundled_sample_is_stratified_over_the_57_subjects():
     assert "MIT" in provenance["licence"] and provenance["questions"] == 285
 
 
+def test_subjects_match_as_written_with_underscores_or_any_case_and_a_typo_among_them_is_an_error_not_a_drop():
+    kept = load_mmlu("sample", subjects=["High_School_Physics", "astronomy"])
+    assert sorted({it.subject for it in kept}) == ["astronomy", "high school physics"] and len(kept) == 10
+    with pytest.raises(DatasetUnavailableError) as error:  # before, the run went on with astronomy's 5 alone
+        load_mmlu("sample", subjects=["astronomy", "high_school_physcis"])
+    message = str(error.value)
+    assert "'high school physcis', which no MMLU question has (did you mean 'high school physics'?)" in message
+    assert "the data's 57 subjects: abstract algebra, anatomy," in message and message.endswith(", ...")
+
+
 def test_selection_is_seeded():
     items = load_mmlu("sample")
     assert [i.item_id for i in select_items(items, 20, 0)] == [i.item_id for i in select_items(items, 20, 0)]

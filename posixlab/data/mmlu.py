@@ -8,6 +8,7 @@ names them; the hub's underscores are replaced.
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import json
 from collections import defaultdict
@@ -22,6 +23,7 @@ HUB_ID = "cais/mmlu"
 LOCAL_HINT = ("Use the bundled sample (dataset=mmlu_sample), or save the test split as JSONL with fields question, "
               "subject, choices, answer and run with dataset.source=path dataset.path=<file>.")
 LETTERS = "ABCD"
+SUBJECTS_LISTED = 12  # an unknown subject's error lists this many of the data's
 
 
 # The hub's ``all`` configuration is the 57 subjects' test questions one after another, subjects in alphabetical order,
@@ -131,11 +133,29 @@ def load_mmlu(source: str = "sample", path: str | None = None, split: str = "tes
 
 
 def keep_subjects(items: list[PromptItem], subjects: list[str] | None, what: str, hint: str = "") -> list[PromptItem]:
-    """The items of the ``subjects`` (all where None; underscores read as spaces), or an error when none is left."""
+    """The items of the ``subjects`` (all where None; underscores read as spaces, case ignored), or an error naming
+    every subject no item has: a typo in one of several subjects would otherwise drop that subject without a word.
+
+    >>> items = [PromptItem("a", "q", subject="astronomy"), PromptItem("b", "q", subject="high school physics")]
+    >>> [item.item_id for item in keep_subjects(items, ["High_School_Physics"], "question")]
+    ['b']
+    >>> keep_subjects(items, ["astronomy", "high_school_physcis"], "question")
+    Traceback (most recent call last):
+    posixlab.errors.DatasetUnavailableError: dataset.subjects names 'high school physcis', which no question has (did \
+you mean 'high school physics'?); the data's 2 subjects: astronomy, high school physics
+    """
     if not subjects:
         return items
-    wanted = {s.replace("_", " ") for s in subjects}
-    kept = [item for item in items if item.subject in wanted]
-    if not kept:
-        raise DatasetUnavailableError(f"no {what} has a subject in {sorted(wanted)}{hint}")
-    return kept
+    present = {item.subject.lower(): item.subject for item in items if item.subject}
+    wanted = {str(s).replace("_", " ").strip().lower() for s in subjects}
+    unknown = sorted(wanted - present.keys())
+    if unknown:
+        near = [close for s in unknown for close in difflib.get_close_matches(s, list(present), n=1)]
+        listed = sorted(present.values())
+        raise DatasetUnavailableError(
+            f"dataset.subjects names {', '.join(map(repr, unknown))}, which no {what} has"
+            + (f" (did you mean {', '.join(repr(present[s]) for s in near)}?)" if near else "")
+            + (f"; the data's {len(listed)} subjects: {', '.join(listed[:SUBJECTS_LISTED])}"
+               f"{', ...' if len(listed) > SUBJECTS_LISTED else ''}" if listed else "; the data has no subjects")
+            + hint)
+    return [item for item in items if item.subject and item.subject.lower() in wanted]
