@@ -353,7 +353,8 @@ def test_a_gguf_file_split_in_parts_on_the_hub_downloads_every_part_once_and_run
     assert f"{names[0]} and its other 2 parts downloaded from" in run.stderr
     assert len([line for line in run.stdout.splitlines() if line.startswith("POSIX = ")]) == 1
     got = sorted(path for method, path, _ in gguf_hub.requests if method == "GET" and path.endswith(".gguf"))
-    assert got == [f"/{SPLIT_REPO}/resolve/main/{name}" for name in names]  # every part, once
+    commit = gguf_hub.repos[("model", SPLIT_REPO)].sha  # the parts of one commit, downloaded side by side
+    assert got == [f"/{SPLIT_REPO}/resolve/{commit}/{name}" for name in names]  # every part, once
     model = json.loads((tmp_path / "run" / "summary.json").read_text())["model"]
     served = [gguf_hub.repos[("model", SPLIT_REPO)].folder / name for name in names]
     assert model["file"] == names[0] and model["parts"] == 3
@@ -466,6 +467,34 @@ def test_a_gguf_download_cut_off_part_way_is_one_message_and_the_next_try_comple
     again = subprocess.run(gguf_path, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     assert __import__("pathlib").Path(again.stdout.strip()).stat().st_size == size
+
+
+@pytest.mark.slow
+def test_a_split_gguf_download_cut_off_in_one_part_is_one_message_and_the_next_try_fetches_only_what_is_missing(
+        gguf_hub, tmp_path):
+    from hub_fixtures import hub_env
+
+    env = hub_env(tmp_path / "hf", gguf_hub.url, POSIXLAB_CACHE=str(tmp_path / "posixlab"))
+    names = [f"{SPLIT_STEM}-0000{n}-of-00003.gguf" for n in (1, 2, 3)]
+    size = (gguf_hub.repos[("model", SPLIT_REPO)].folder / names[1]).stat().st_size
+    gguf_path = [sys.executable, "-m", "posixlab", "gguf-path", f"{SPLIT_REPO}:Q4_1"]
+    gguf_hub.fault("stop", match=names[1], method="GET", after_bytes=size // 2)  # the second part dies half way
+    try:
+        cut = subprocess.run(gguf_path, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert cut.returncode == 2 and "Traceback" not in cut.stderr, cut.stderr[-3000:]
+        assert "could not be downloaded from the Hugging Face Hub" in cut.stderr and "run again" in cut.stderr
+        assert not list((tmp_path / "hf").rglob(names[1]))  # no half part where a whole one is read
+    finally:
+        gguf_hub.clear()
+    whole = {path.name for path in (tmp_path / "hf").rglob("*.gguf")}  # parts that finished before it died
+    gguf_hub.requests.clear()
+    again = subprocess.run(gguf_path, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    first = __import__("pathlib").Path(again.stdout.strip())
+    assert first.name == names[0] and all((first.parent / name).is_file() for name in names)
+    fetched = sorted(path.rsplit("/", 1)[1] for method, path, _ in gguf_hub.requests
+                     if method == "GET" and path.endswith(".gguf"))
+    assert names[1] in fetched and fetched == sorted(set(names) - whole)  # what was missing, once each
 
 
 # --- replies to chats: a rephraser's and a judge's ---------------------------------------------------------------

@@ -7,12 +7,14 @@ repository's only one. The file is downloaded once into the Hugging Face cache (
 progress bar, HF_TOKEN for a gated repository, ``model.revision`` to pin a commit) and later runs read it from there
 without asking the network, as a cached ``transformers`` model is read. A file split in parts
 (``...-00001-of-00003.gguf``, ``posixlab/llamacpp/parts.py``) is one file here: a tag or any part's name picks it, and
-every part is downloaded into the same snapshot folder, where llama.cpp finds them from the first.
+every part is downloaded into the same snapshot folder (several at a time), where llama.cpp finds them from the
+first.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import glob
 import re
 import sys
 from pathlib import Path
@@ -27,6 +29,7 @@ GGUF_COPY = "model=<file.gguf>"  # a local copy of a hub GGUF file
 # (path, revision) -> the file the hub said it would serve, in this process: a run's checks before any work (twice:
 # before W&B starts, and in the runner) and its download ask the hub once
 SERVABLE: dict[tuple[str, str | None], str] = {}
+PARALLEL_PARTS = 4  # a split file's parts downloaded at a time
 
 
 def gguf_label(path: str) -> str:
@@ -161,16 +164,28 @@ def check_hub_gguf(spec) -> str | None:
     return file
 
 
+def _download(repo: str, file: str, revision: str | None) -> Path:
+    """``file`` downloaded into the Hugging Face cache; a file split in parts: every part, up to ``PARALLEL_PARTS``
+    at a time (huggingface_hub's own parallel snapshot download: a 70B model's parts are tens of GB), its first part
+    returned."""
+    from huggingface_hub import hf_hub_download, snapshot_download
+
+    parts = all_parts(file)
+    if len(parts) == 1:
+        return Path(hf_hub_download(repo, file, revision=revision))
+    folder = snapshot_download(repo, revision=revision, allow_patterns=[glob.escape(part) for part in parts],
+                               max_workers=min(PARALLEL_PARTS, len(parts)))
+    return Path(folder) / file
+
+
 def hub_gguf(spec) -> tuple[Path, dict]:
     """(the GGUF file in the local Hugging Face cache, downloaded first if it is not there, its identity); a file
     split in parts: its first part, every part downloaded beside it."""
-    from huggingface_hub import hf_hub_download
-
     path = _cached(spec)
     if path is None:
         repo, file = parse_hub_path(spec.path)[0], check_hub_gguf(spec)
         try:  # parts already in the cache are not fetched again
-            path = [Path(hf_hub_download(repo, part, revision=spec.revision)) for part in all_parts(file)][0]
+            path = _download(repo, file, spec.revision)
         except Exception as exc:  # noqa: BLE001 - a download the hub agreed to, cut off part way
             raise ModelUnavailableError(download_failed(spec, exc)) from None
         others = len(all_parts(file)) - 1
