@@ -53,6 +53,7 @@ from posixlab.results import SAMPLES_FILE, SETS_FILE, SUMMARY_FILE, iter_records
 
 CONFIDENCE = 0.95
 # settings that say where a run wrote or cached, not what it computed: left out of "what changed"
+ITEM_SETTINGS = ("num_sets", "num_samples", "seed")  # besides dataset.*: what draws the items a run asks
 UNCOMPARED = {"output_dir", "score_cache", "score_cache_dir", "cache_dir", "shard", "dry_run", "progress"}
 
 
@@ -210,6 +211,20 @@ def config_changes(base: dict, new: dict) -> dict:
             if flat_base.get(k) != flat_new.get(k) and not set(k.split(".")) & UNCOMPARED}
 
 
+def item_settings_changed(base: dict | None, new: dict | None) -> str:
+    """Words for a refusal of two runs that share no unit: the settings that choose the items (the data set's, the
+    number of units, the seed) and differ between the runs, base → new.
+
+    >>> item_settings_changed({"num_sets": 20, "dataset": {"max_question_chars": None}, "variant": "spelling"},
+    ...                       {"num_sets": 6, "dataset": {"max_question_chars": 130}, "variant": "mixture"})
+    '; the settings that choose the items differ: dataset.max_question_chars null → 130, num_sets 20 → 6'
+    """
+    changed = {key: values for key, values in config_changes(base or {}, new or {}).items()
+               if key.split(".")[0] == "dataset" or key.rpartition(".")[2] in ITEM_SETTINGS}
+    return "; the settings that choose the items differ: " + ", ".join(
+        f"{key} {json.dumps(old)} → {json.dumps(now)}" for key, (old, now) in changed.items()) if changed else ""
+
+
 def flatten(node: dict, prefix: str = "") -> dict:
     """A nested configuration's leaves by dotted key, in its order (an empty mapping has none)."""
     out = {}
@@ -253,7 +268,8 @@ def compare_values(base_run: tuple, new_run: tuple, seed: int = 0, confidence: f
     if not shared:
         raise ConfigError(f"{base_folder} and {new_folder} share no {units.name} (by {units.name}_id"
                           + (f" or {units.shared_by}_id" if units.shared_by else "")
-                          + "): compare runs of the same data set, sample and seed")
+                          + "): compare runs of the same data set, sample and seed"
+                          + item_settings_changed(base_summary.get("config"), new_summary.get("config")))
     base, new, notes = judged_alike(base, new, (base_folder, new_folder))
     compared = paired_metrics(base, new, seed, confidence, metrics, units)
     missing = [m for m in dict.fromkeys(metrics or ()) if m not in {c["metric"] for c in compared}]

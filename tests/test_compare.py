@@ -245,6 +245,11 @@ def test_runs_that_cannot_be_compared_are_refused(tmp_path):
         compare_runs(base, write_samples(tmp_path / "samples", [write_sample("a", 0.1, "x", ["x"])]))
     with pytest.raises(ConfigError, match="share no set"):
         compare_runs(base, write_run(tmp_path / "other", [0.1, 0.2], ids=["a", "b"]))
+    longer = write_run(tmp_path / "longer", [0.1, 0.2], ids=["a", "b"], config={"dataset": {"max_question_chars": 130},
+                                                                                "seed": 1, "shots": 1})
+    with pytest.raises(ConfigError, match="share no set .* the settings that choose the items differ: "
+                                          "dataset.max_question_chars null → 130, seed null → 1$"):
+        compare_runs(base, longer)  # the shots choose exemplars, not the items
     with pytest.raises(ConfigError, match="the same set_id"):
         compare_runs(base, write_run(tmp_path / "twice", [0.1, 0.2], ids=["mmlu/q0", "mmlu/q0"]))
     with pytest.raises(ConfigError, match="unknown metric"):
