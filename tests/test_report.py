@@ -451,6 +451,16 @@ def test_a_grid_tables_the_judge_s_shares_where_its_runs_were_judged(posix_run, 
     assert page.count("judge.json was written for an earlier run in this folder") == 1
 
 
+def test_an_empty_or_whitespace_response_is_said_so_not_left_a_blank_cell(posix_run, tmp_path):
+    run_dir = shutil.copytree(posix_run, tmp_path / "run")
+    sets = records(run_dir, "sets.jsonl")
+    sets[0]["responses"][1]["text"], sets[0]["responses"][2]["text"] = "", "\n\n "  # EOS first; line breaks
+    (run_dir / "sets.jsonl").write_text("".join(json.dumps(r) + "\n" for r in sets), encoding="utf-8")
+    page = page_of(run_dir)
+    assert '<td class="response"><span class="blank">(empty: the first token ended it)</span></td>' in page
+    assert '<td class="response"><span class="blank">(whitespace only: ⏎⏎␣)</span></td>' in page
+
+
 def judged_copy(posix_run, folder, variants=lambda i: ("agree", "disagree")):
     """A copy of the run whose set i answers its original prompt "original i", its first two variants
     ``variants(i)`` and its last the original's response again, judged (``posixlab judge``, through a scripted chat

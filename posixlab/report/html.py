@@ -38,6 +38,28 @@ def esc(text) -> str:
     return html.escape("" if text is None else str(text), quote=True)
 
 
+WHITESPACE_SHOWN = {"\n": "⏎", "\t": "⇥", " ": "␣", "\r": "␍"}
+
+
+def response_text(text) -> str:
+    """A model's response as HTML: as written (its cell keeps the line breaks), or, where a cell would show nothing,
+    what it is: empty (the model's first token ended it) or whitespace only, each character named.
+
+    >>> response_text("a < b"), response_text(None)
+    ('a &lt; b', '')
+    >>> response_text("")
+    '<span class="blank">(empty: the first token ended it)</span>'
+    >>> response_text("\\n\\n ")
+    '<span class="blank">(whitespace only: ⏎⏎␣)</span>'
+    """
+    if text is None or str(text).strip():
+        return esc(text)
+    if not text:
+        return '<span class="blank">(empty: the first token ended it)</span>'
+    shown = "".join(WHITESPACE_SHOWN.get(c, f"U+{ord(c):04X} ") for c in str(text))
+    return f'<span class="blank">(whitespace only: {esc(shown.strip())})</span>'
+
+
 def fmt(value, digits: int = 4) -> str:
     """A number as the report writes it: ``digits`` decimals for a float, as is for an int, "—" for a missing one.
 
@@ -482,6 +504,7 @@ cursor:pointer}.prompt{white-space:pre-wrap;font:12px/1.4 ui-monospace,Menlo,Con
 border-bottom:1px dashed var(--line);padding:3px 0}.prompt .tag{color:var(--muted);font-family:system-ui}
 mark{background:#ffd76a;padding:0 1px}del{background:#f6c3c0;color:#7a1c16}.gap{color:var(--muted)}
 .response{font:12px ui-monospace,Menlo,Consolas,monospace;white-space:pre-wrap;color:#234}
+.blank{color:#8a8f98;font-style:italic}
 .answer.differs{background:#ffe3c2;font-weight:600}.fail{color:var(--warn);font-weight:600}.pass{color:var(--ok)}
 tr.fail td{background:#fdecea}.banner{padding:10px 14px;border-radius:6px;margin:0 0 16px;border:1px solid}
 .banner.warn{background:#fff4e5;border-color:#f0b45a}.banner.note{background:#eef3fb;border-color:#b9cbe9}

@@ -171,7 +171,7 @@ def _where(summary: dict, prefix: str) -> str:
         link = h.unit_link(prefix, t["set_index"], t.get("set_id"))
         rows.append([t["set_index"], h.cell(None, link), t["psi"], t.get("i"), t.get("j"), t.get("logp_i"),
                      t.get("logp_j"), t.get("length"), t.get("term"),
-                     h.cell(None, h.esc(t.get("response_j")), cls="response")])
+                     h.cell(None, h.response_text(t.get("response_j")), cls="response")])
     return h.section("Where ψ comes from: the most sensitive sets", h.table(
         [("set", "set"), ("set_id", "set id"), ("psi", "ψ"), ("i", "prompt i"), ("j", "response j"),
          ("logp_i", "log P(y_j | x_i)"), ("logp_j", "log P(y_j | x_j)"), ("length", "L_j"), ("term", "term"),
@@ -269,7 +269,7 @@ def _prompts(record: dict, judged: dict | None = None) -> str:
         mark = "" if answer.get("correct") is None else ("✓" if answer["correct"] else "✗")
         verdict = f'<td class="small">{h.esc(verdict_words(by_prompt.get(k), k))}</td>' if judged else ""
         rows.append(f'<tr><td>{k}</td><td class="small">{h.esc(p.get("kind"))}</td>'
-                    f'<td class="prompt">{text}</td><td class="response">{h.esc(response)}</td>'
+                    f'<td class="prompt">{text}</td><td class="response">{h.response_text(response)}</td>'
                     f'<td>{h.esc(answer.get("pred"))} {mark}</td>{verdict}</tr>')
     control = (judged or {}).get("control")
     return ('<h4>Prompts (each variant\'s edit against the original: <mark>added</mark>, <del>removed</del>), '
@@ -334,7 +334,8 @@ def _pairs(record: dict) -> str:
         return ""
     responses = record.get("responses") or []
     rows = [[p["i"], p["j"], p["logp_i"], p["logp_j"], p["length"], p["log_ratio"], p["term"],
-             h.cell(None, h.esc(responses[p["j"]].get("text") if p["j"] < len(responses) else ""), cls="response")]
+             h.cell(None, h.response_text(responses[p["j"]].get("text") if p["j"] < len(responses) else None),
+                    cls="response")]
             for p in top_pairs(record["logprob_matrix"], record["lengths"])]
     return ("<h4>The pairs that contribute most to ψ</h4>" + h.table(
         [("i", "prompt i"), ("j", "response j"), ("logp_i", "log P(y_j | x_i)"), ("logp_j", "log P(y_j | x_j)"),
