@@ -32,6 +32,7 @@ from pathlib import Path
 import hydra
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
@@ -47,6 +48,7 @@ from posixlab.models.allocator import prefer_expandable_segments
 from posixlab.models.loading import ModelSpec
 from posixlab.paths import default_cache_dir
 from posixlab.plugins import load_recorded_plugins, record_plugins
+from posixlab.report.build import sweep_summary
 from posixlab.runner import run
 from posixlab.scoring.options import EngineOptions
 from posixlab.status import note_done_before, note_error, status_command
@@ -278,6 +280,24 @@ def main(cfg: DictConfig) -> float | None:
                            for row in rows if not row.passed)
         cell_failed(output_dir, f"missed its gate: {missed}", 1, keep_going)
     return task_type.headline(summary)  # None when the run has none (psi=false)
+
+
+class SweepEndCallback(Callback):
+    """A sweep's end, in the process that launched it (its cells may have run on other machines): what its cells
+    found, as a grid printed and written to ``grid.md``, and its page (``report.html``), before
+    ``JobStatusCallback`` names the cells that failed (``conf/config.yaml`` lists this one after it: Hydra calls the
+    callbacks of a sweep's end last to first). Never fails the sweep: ``posixlab report SWEEP`` writes the page too."""
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        sweep = str(config.hydra.sweep.dir)
+        try:
+            lines = sweep_summary(sweep)
+        except Exception as exc:  # noqa: BLE001 - the cells' results are written; only the summary of them is lost
+            print(f"posixlab: warning: the sweep's grid and page were not written ({type(exc).__name__}: {exc}); "
+                  f"posixlab report {sweep} writes the page", file=sys.stderr)
+            return
+        if lines:
+            print("\n" + "\n".join(lines), flush=True)
 
 
 def cell_failed(output_dir: str, error: str, status: int, keep_going: bool) -> None:

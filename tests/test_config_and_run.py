@@ -105,6 +105,9 @@ def test_sweep_runs_every_job(tmp_path):
     # no bars with progress=lines, not the libraries' either ("Loading weights"), but one plain line per finished set
     assert "posixlab: smollm2-135m-instruct · template: 1/1 sets" in proc.stderr
     assert "\r" not in proc.stderr and "it/s]" not in proc.stderr, proc.stderr[-2000:]
+    # its end (SweepEndCallback): the grid of its cells printed and in grid.md, and its page
+    assert f"posixlab: the sweep's grid (2 runs; {tmp_path / 'grid.md'}):\nPOSIX by variant" in proc.stdout
+    assert "| spelling | " in (tmp_path / "grid.md").read_text() and (tmp_path / "report.html").is_file()
 
 
 @pytest.mark.slow

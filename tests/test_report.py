@@ -726,6 +726,30 @@ def test_a_grid_s_page_tables_its_headline_by_the_settings_that_differ(tiny_lm, 
     assert h1(page) == f"PARTIAL · 6 runs · POSIX {min(values):.4f} to {max(values):.4f}"
 
 
+def test_a_sweep_s_end_prints_and_writes_its_grid_and_writes_its_page(posix_run, tmp_path):
+    """What ``SweepEndCallback`` prints at a sweep's end (``sweep_summary``): the headline grid as Markdown, each value
+    with its interval and the paper's where it has one, also in ``grid.md``; the sweep's page beside it."""
+    from posixlab.analysis.paper import PAPER
+    from posixlab.report.build import sweep_summary
+
+    assert sweep_summary(tmp_path / "empty") == []  # a dry run's sweep: no run, nothing written
+    for name in ("llama2-7b", "my-model"):
+        shutil.copytree(posix_run, tmp_path / "sweep" / name)
+        summary = json.loads((tmp_path / "sweep" / name / "summary.json").read_text(encoding="utf-8"))
+        summary["model"]["name"] = name
+        (tmp_path / "sweep" / name / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    lines = sweep_summary(tmp_path / "sweep")
+    value = "{:.4f} [{:.4f}, {:.4f}]".format(summary["psi"]["posix"], *summary["psi"]["ci95"])
+    grid = ["POSIX by model", "", "| model | POSIX |", "|---|---|",
+            "| llama2-7b | {} paper {:.3f} ± {:.3f} |".format(value, *PAPER[("llama2-7b", "mmlu", "spelling", 0)]),
+            f"| my-model | {value} |"]
+    sweep = tmp_path / "sweep"
+    assert lines == [f"posixlab: the sweep's grid (2 runs; {sweep / 'grid.md'}):", *grid,
+                     f"posixlab: the sweep's page: {sweep / 'report.html'}"]
+    assert (sweep / "grid.md").read_text(encoding="utf-8") == "\n".join(grid) + "\n"
+    assert "<h3>POSIX by model</h3>" in (sweep / "report.html").read_text(encoding="utf-8")
+
+
 def test_a_grid_cell_carries_the_paper_s_value_for_its_model_and_setting(posix_run, tmp_path):
     """A run named as one of the paper's models (its summary's model renamed: the tiny model stands in) gets, under
     its value in the grid and its 95% interval, the paper's POSIX for that model, data set, variant type and shots; a

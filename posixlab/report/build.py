@@ -23,13 +23,14 @@ from posixlab.compare import UNITS, checked_values, compare_values, interval_wor
 from posixlab.errors import ConfigError, PosixlabError
 from posixlab.metrics.stats import holm_adjust
 from posixlab.report import html as h
-from posixlab.report.grid import grid_section, one_setting_pairs, task_settings
+from posixlab.report.grid import grid_markdown, grid_section, one_setting_pairs, task_settings
 from posixlab.results import SCHEMA_VERSION, SUMMARY_FILE
 from posixlab.status import cells_without_results
 from posixlab.tasks import TASK_TYPES, task_named, task_of_records, task_of_summary
 from posixlab.tasks.base import Task, model_name, records_read_once
 
 REPORT_FILE = "report.html"
+GRID_FILE = "grid.md"  # a sweep's headline grid, written at its end (sweep_summary)
 HEADLINES = 4  # runs on a page whose headlines its title lists one by one
 
 
@@ -187,6 +188,31 @@ def build_report(folders, out, gate_rows=None, *, gate=None) -> Path:
         page = render(runs, gates, absent)
     out.write_text(page, encoding="utf-8")
     return out
+
+
+def sweep_summary(sweep: str | Path) -> list[str]:
+    """A sweep's end: its grid (``grid_markdown``) written to ``grid.md`` and its page to ``report.html`` in its
+    folder; the lines to print (the grid, the cells without results, where the files are). Nothing where the folder
+    holds no run yet (a dry run's sweep)."""
+    sweep = Path(sweep)
+    runs = []
+    for folder in run_folders(sweep):
+        try:
+            runs.append(read_run(folder))
+        except ConfigError:  # a cell that left nothing readable: named below with the others without results
+            pass
+    if not runs:
+        return []
+    absent = cells_without_results(sweep, {Path(run.folder).resolve() for run in runs})
+    grid = grid_markdown(runs) + ([""] if absent else []) + [f"No results: {cell}" for cell in absent]
+    lines = []
+    if grid:
+        (sweep / GRID_FILE).write_text("\n".join(grid) + "\n", encoding="utf-8")
+        lines = [f"posixlab: the sweep's grid ({len(runs)} runs; {sweep / GRID_FILE}):", *grid]
+    try:
+        return lines + [f"posixlab: the sweep's page: {build_report([sweep], sweep / REPORT_FILE)}"]
+    except PosixlabError as exc:  # a cell's folder the page cannot read: the grid stands, the page says what is wrong
+        return lines + [f"posixlab: the sweep's page was not written: {exc}"]
 
 
 def _gates(runs: list[Run], gate_rows, gate) -> list[list]:

@@ -127,6 +127,40 @@ def grid_section(runs: list, numbers: list[int], sections: list[str]) -> str:
                      "headline's other measures (accuracy, consistency) open below it.</p>", id="grid")
 
 
+def grid_markdown(runs: list) -> list[str]:
+    """The grid section's headline tables as Markdown lines (what a sweep prints at its end and writes to
+    ``grid.md``): per task with two runs or more that differ in a setting, its headline by rows and columns, a table
+    per combination of the other settings; each value with its 95% interval and what its task reads it against, "—"
+    where no run is; a partial run's value starred. Empty when no task has such runs."""
+    out = []
+    for task in dict.fromkeys(run.task for run in runs):
+        mine = [i for i, run in enumerate(runs) if run.task is task]
+        rows, names = task_settings(runs, mine)
+        if len(mine) < 2 or not names:
+            continue
+        row_key, column_key, split = pivot_axes(names, tuple(task.grid_columns))
+        name, key, interval = task.grid_measures()[0]
+        for combination in dict.fromkeys(tuple(row[n] for n in split) for row in rows):
+            members = [(i, row) for i, row in zip(mine, rows) if tuple(row[n] for n in split) == combination]
+            columns = list(dict.fromkeys(row[column_key] for _, row in members)) if column_key else [None]
+            caption = "".join(f" · {n} = {value}" for n, value in zip(split, combination))
+            out += ["", f"{name} by {row_key}" + (f" and {column_key}" if column_key else "") + caption, "",
+                    "| " + " | ".join([row_key] + [f"{column_key} = {c}" if column_key else name for c in columns])
+                    + " |", "|---" * (len(columns) + 1) + "|"]
+            for row_value in dict.fromkeys(row[row_key] for _, row in members):
+                cells = [" / ".join(_markdown_value(runs[i], key, interval) for i, row in members
+                                    if row[row_key] == row_value and (column_key is None or row[column_key] == c))
+                         or "—" for c in columns]
+                out.append("| " + " | ".join([row_value, *cells]) + " |")
+    return out[1:]
+
+
+def _markdown_value(run, key: str, interval: str | None) -> str:
+    """A run's value in a Markdown grid: the number (starred: a partial run), its interval, its task's note."""
+    notes = [note for note in (_interval(run, interval), run.task.grid_note(run.summary)) if note]
+    return h.fmt(summary_value(run.summary, key)) + "*" * run.partial + "".join(f" {note}" for note in notes)
+
+
 def _tables(runs: list, mine: list[int], rows: list[dict], axes: tuple, measure: tuple, numbers: list[int],
             sections: list[str], headline: bool) -> str:
     """A measure (``Task.grid_measures``) of the runs ``mine``: a table per combination of the settings that split
