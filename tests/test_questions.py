@@ -83,6 +83,23 @@ def test_a_csv_with_option_columns_and_answers_in_every_form(tmp_path):
     assert items[0].options == ("red", "green", "blue", "grey") and items[0].subject is None
 
 
+def test_options_and_an_answer_the_settings_do_not_name_are_pointed_out_not_silently_dropped(tmp_path, capsys):
+    path = tmp_path / "quiz.csv"
+    path.write_text("question,A,B,C,answer\nWhat is 2+2?,3,4,5,B\nRed planet?,Venus,Mars,Jupiter,B\n")
+    items = load_questions(path=str(path))  # the defaults: choices and answer null, so open-ended and ungraded
+    assert all(i.options == () and i.answer is None for i in items)
+    assert capsys.readouterr().err == (
+        f"posixlab: note: {path}: dataset.options.choices is null, so the questions are open-ended, their options "
+        "never shown; dataset.options.choices=[A,B,C] dataset.options.answer=answer reads the fields the records "
+        "seem to have for them\n")
+    items = load_questions(path=str(path), choices=["A", "B", "C"])
+    assert items[0].options == ("3", "4", "5") and items[0].answer is None
+    note = capsys.readouterr().err
+    assert "dataset.options.answer is null, so no answer is graded; dataset.options.answer=answer" in note
+    items = load_questions(path=str(path), choices=["A", "B", "C"], answer="answer")
+    assert [i.answer for i in items] == ["B", "B"] and capsys.readouterr().err == ""  # everything read: no note
+
+
 def test_open_ended_questions_carry_their_answer_as_a_reference_unless_graded():
     rows = [{"prompt": {"text": "Name a primary colour."}, "reference": " Red "}, {"prompt": {"text": "Say hi."}}]
     items = items_from_records(rows, "doc", "mine", question="prompt.text", answer="reference")

@@ -31,6 +31,7 @@ Decisions.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import sys
@@ -46,6 +47,8 @@ DEFAULT_NAME = "questions"  # the name of a run of your questions before dataset
 # the data sets posixlab reads itself, whose names tables and figures compare with the paper's numbers and group cells
 # by: a file of your questions named so gets another name, so its numbers are not taken for the paper's setting
 OWN_NAMES = ("mmlu", "mmlu_sample", "alpaca", "bbh")
+USUAL_CHOICES = ("choices", "options", "endings")  # where records often keep their options (a note names them)
+USUAL_ANSWERS = ("answer", "answerKey", "label", "gold", "correct_answer", "target")  # ... and their gold answer
 
 
 def data_name(path=None, config=None) -> str:
@@ -180,6 +183,34 @@ def gold_letter(value, options: list[str], labels: list[str] | None, where: str)
                                   f"{' ' + '/'.join(labels) if labels else ''} or an option's text)")
 
 
+def unnamed_fields(record: dict, choices, answer) -> dict[str, str]:
+    """The settings that would read fields a record seems to have but ``dataset.options`` does not name: options in
+    letter columns (``A``, ``B``, ...) or a list under a usual name, while ``choices`` is null (the questions are then
+    read as open-ended, their options never shown); an answer under a usual name while ``answer`` is null (nothing is
+    graded). Empty where nothing is left unread.
+
+    >>> unnamed_fields({"question": "q", "A": "3", "B": "4", "C": "5", "answer": "B"}, None, None)
+    {'choices': '[A,B,C]', 'answer': 'answer'}
+    >>> unnamed_fields({"question": "q", "choices": {"text": ["x", "y"]}, "answerKey": "A"}, "choices", None)
+    {'answer': 'answerKey'}
+    >>> unnamed_fields({"instruction": "write a poem", "output": "..."}, None, None)
+    {}
+    """
+    found = {}
+    if not choices:
+        letters = list(itertools.takewhile(lambda c: c in record, OPTION_LETTERS))
+        listed = [key for key in USUAL_CHOICES if isinstance(record.get(key), (list, dict))]
+        if len(letters) >= MIN_OPTIONS:
+            found["choices"] = f"[{','.join(letters)}]"
+        elif listed:
+            found["choices"] = listed[0]
+    if answer is None and (found or choices):  # an open-ended data set's "output" is a reference, not a gold label
+        named = next((key for key in USUAL_ANSWERS if key in record), None)
+        if named is not None:
+            found["answer"] = named
+    return found
+
+
 def items_from_records(records, source: str, name: str, *, question: str = "question", choices=None, answer=None,
                        subject=None, id=None, graded: bool | None = None) -> list[PromptItem]:  # noqa: A002
     """Your records as items (see the module's docstring); a note on stderr counts the multiple-choice records left
@@ -232,6 +263,13 @@ def items_from_records(records, source: str, name: str, *, question: str = "ques
     for key, name in (("answer", answer), ("subject", subject)):
         if name and not found[key]:
             field(records[0], name, f"{source}: no record has the {key} field {name!r}; record 0")  # names its fields
+    unread = unnamed_fields(records[0], choices, answer)
+    if unread:
+        print(f"posixlab: note: {source}: " + ("dataset.options.choices is null, so the questions are open-ended, "
+                                              "their options never shown" if "choices" in unread else
+                                              "dataset.options.answer is null, so no answer is graded")
+              + "; " + " ".join(f"dataset.options.{key}={value}" for key, value in unread.items())
+              + " reads the fields the records seem to have for them", file=sys.stderr)
     return items
 
 
