@@ -344,6 +344,12 @@ def resolve_model(model, tokenizer) -> tuple[ModelSpec, TokenizedModel | None]:
         from posixlab.llamacpp.hub import gguf_label
 
         return ModelSpec(gguf_label(name), "hub", name, backend="llamacpp"), None
+    if name.startswith(("/", "./", "../", "~")) or name.endswith(".gguf"):  # meant as a path: say which is missing
+        missing = Path(name).expanduser().absolute()
+        beside = _listing(missing.parent) if missing.parent.is_dir() else None  # a typo in the last name, say
+        raise ConfigError(f"model={name}: no {'file' if name.endswith('.gguf') else 'folder'} at {missing}"
+                          + (f" ({missing.parent} holds {beside})" if beside else "")
+                          + "; give a model folder (config.json and weights), a .gguf file, or a model's name")
     import difflib
 
     configured = configured_models()
@@ -352,6 +358,15 @@ def resolve_model(model, tokenizer) -> tuple[ModelSpec, TokenizedModel | None]:
                       f"({', '.join(m for m in configured if m not in PACKAGED_MODELS)}: posixlab/conf/model/), "
                       f"a local folder, a .gguf file, a Hugging Face Hub id (owner/name) or a GGUF file on the hub "
                       f"(owner/name:Q4_K_M, owner/name/file.gguf)" + (f"; did you mean {close[0]}?" if close else ""))
+
+
+def _listing(folder: Path, most: int = 6) -> str:
+    """What a folder holds, as a missing path's message names it: its model folders and .gguf files first ("" when
+    nothing but hidden files)."""
+    entries = sorted(folder.iterdir(), key=lambda p: (not (p.suffix == ".gguf" or (p / "config.json").is_file()),
+                                                      p.name))
+    names = [p.name + "/" * p.is_dir() for p in entries if not p.name.startswith(".")]
+    return ", ".join(names[:most]) + (", ..." if len(names) > most else "")
 
 
 def judge_model(model, tokenizer=None, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",

@@ -864,7 +864,12 @@ def entry() -> None:
     if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:
         # a plug-in run's folder reads without POSIXLAB_PLUGINS: the plug-ins it was made with (posixlab/plugins.py)
         load_recorded_plugins([a for a in sys.argv[2:] if "=" not in a and not a.startswith("-") and Path(a).is_dir()])
-        sys.exit(COMMANDS[sys.argv[1]](sys.argv[2:]))
+        try:
+            sys.exit(COMMANDS[sys.argv[1]](sys.argv[2:]))
+        except OSError as exc:  # a file or folder it reads or writes where it cannot: no such folder, no permission
+            where = f"{exc.filename}: " if exc.filename else ""
+            print(f"posixlab error: posixlab {sys.argv[1]}: {where}{exc.strerror or exc}", file=sys.stderr)
+            sys.exit(2)
     if sys.argv[1:] == ["help"]:  # a word Hydra would read as an override without a value
         sys.argv[1:] = ["--help"]
     sys.argv[1:] = multirun_first(sys.argv[1:])  # a Hydra job from here on

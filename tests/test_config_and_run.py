@@ -281,7 +281,7 @@ def test_posixlab_status_says_why_a_run_stopped(tmp_path, capsys):
 @pytest.mark.parametrize("override, message", [
     ("model=llama9-1b", "model 'llama9-1b' is not a packaged model"),  # and the forms model= takes
     ("model=llama2-7B", "did you mean llama2-7b?"),
-    ("model=/nonexistent/folder", "is not a packaged model"),  # not a folder here: not taken for a hub id
+    ("model=/nonexistent/folder", "model=/nonexistent/folder: no folder at /nonexistent/folder; give a model folder"),
     ("variant=typos", "unknown variant type 'typos'; the types are spelling, template, paraphrase, mixture, format"),
     ("variant=speling", "unknown variant type 'speling' (did you mean spelling?)"),
     ("num_variants=0", "num_variants must be at least 1"),

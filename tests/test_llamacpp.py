@@ -246,8 +246,11 @@ def test_a_gguf_file_given_to_evaluate_by_path_runs_in_llama_cpp(tmp_path):
     file.write_bytes(b"GGUF")
     spec, loaded = resolve_model(str(file), None)
     assert loaded is None and spec == ModelSpec("tiny-q4", "local", str(file.resolve()), backend="llamacpp")
+    with pytest.raises(ConfigError, match=f"missing.gguf: no file at {tmp_path / 'missing.gguf'} "
+                                          f"\\({tmp_path} holds tiny-q4.gguf\\); give a model folder"):
+        resolve_model(str(tmp_path / "missing.gguf"), None)  # a typo in a file's name: what is there instead
     with pytest.raises(ConfigError, match="a local folder, a .gguf file, a Hugging Face Hub id"):
-        resolve_model(str(tmp_path / "missing.gguf"), None)
+        resolve_model("no-such-model", None)
     # a GGUF repository's file on the hub: by tag or by name
     spec, _ = resolve_model("me/SmolLM2-GGUF:Q4_1", None)
     assert spec == ModelSpec("SmolLM2-GGUF-Q4_1", "hub", "me/SmolLM2-GGUF:Q4_1", backend="llamacpp")

@@ -222,6 +222,20 @@ def test_a_partial_run_is_marked_and_a_bad_folder_is_refused(posix_run, tmp_path
     assert exit_help.value.code == 0 and "posixlab report" in capsys.readouterr().out
 
 
+def test_a_page_that_cannot_be_written_is_one_line_not_a_traceback(posix_run, tmp_path, monkeypatch, capsys):
+    from posixlab.cli import entry
+
+    (tmp_path / "a_file").write_text("")  # --out inside a file, as if it were a folder
+    assert report_command([str(posix_run), "--out", str(tmp_path / "a_file" / "r.html")]) == 2
+    assert capsys.readouterr().err == (f"posixlab error: {tmp_path / 'a_file'} is a file, not a folder: the page "
+                                       f"{tmp_path / 'a_file' / 'r.html'} cannot be written there; name another\n")
+    monkeypatch.setattr(sys, "argv", ["posixlab", "report", str(posix_run), "--out", "/proc/posixlab-test/r.html"])
+    with pytest.raises(SystemExit) as stopped:  # a folder the system will not make: the OS's reason, in one line
+        entry()
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err == "posixlab error: posixlab report: /proc/posixlab-test: No such file or directory\n"
+
+
 def test_an_older_summary_says_what_it_cannot_show(posix_run, tmp_path):
     old = tmp_path / "old"
     shutil.copytree(posix_run, old)

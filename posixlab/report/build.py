@@ -183,6 +183,9 @@ def build_report(folders, out, gate_rows=None, *, gate=None) -> Path:
     shown = {Path(run.folder).resolve() for run in runs}
     absent = [cell for folder in folders for cell in cells_without_results(Path(folder), shown)]
     out = Path(out)
+    blocking = next((folder for folder in (out.parent, *out.parent.parents) if folder.is_file()), None)
+    if blocking is not None:
+        raise ConfigError(f"{blocking} is a file, not a folder: the page {out} cannot be written there; name another")
     out.parent.mkdir(parents=True, exist_ok=True)
     with h.page_of_runs(len(runs)):  # the runs share the page's room for their units (report/html.py)
         page = render(runs, gates, absent)
