@@ -380,7 +380,12 @@ def judge_model(model, tokenizer=None, base_url: str | None = None, api_key_env:
             raise ConfigError(f"with base_url, the judge is the name of the model the endpoint serves, not a "
                               f"{type(model).__name__}")
         return chat_model(model, base_url, api_key_env=api_key_env, max_concurrency=max_concurrency), None
-    return resolve_model(model, tokenizer)
+    try:
+        return resolve_model(model, tokenizer)
+    except ConfigError as exc:  # an API's model named without its endpoint (gpt-4o, claude-...): say how to reach it
+        raise ConfigError(f"{exc}; a model an OpenAI-compatible chat endpoint serves also needs its address: "
+                          f"posixlab judge RUN --judge MODEL --base-url URL, or result.judge(MODEL, base_url=URL)") \
+            from None
 
 
 def _wrap_loaded(model, tokenizer) -> tuple[ModelSpec, CausalLM]:

@@ -461,7 +461,9 @@ def test_bad_input_fails_before_any_model_loads(tmp_path, capsys):
     assert judge_command([str(tmp_path), "--alpha", "1.5"]) == 2
     assert "alpha is the calibrated verdicts' rate" in capsys.readouterr().err
     assert judge_command([str(tmp_path), "--judge", "no-such-model"]) == 2
-    assert "is not a packaged model" in capsys.readouterr().err
+    named = capsys.readouterr().err  # and an API's model needs its endpoint's address
+    assert "is not a packaged model" in named and named.endswith("--judge MODEL --base-url URL, or "
+                                                                 "result.judge(MODEL, base_url=URL)\n")
     from hub_fixtures import build_model_repo
 
     build_model_repo(tmp_path / "base", ["a base model's tokenizer has no chat template"] * 20)
