@@ -449,6 +449,8 @@ def run_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str | None,
         for warning in judged.get("warnings") or []:
             print(f"posixlab: warning: {warning} (judge.json)", file=sys.stderr)
     print(f"results: {output_dir}")
+    if tracker.where:
+        print(tracker.where)
     return summary, judge_error
 
 

@@ -27,6 +27,7 @@ class Tracker:
     def __init__(self, settings: dict, config: dict, output_dir: str, name: str, group: str | None,
                  job_type: str = "posix"):  # the task's name
         self.run = None
+        self.where: str | None = None  # where the run went, once it is finished (``_where``)
         self.job_type = job_type
         backend = settings.get("backend", "wandb")
         if backend == "none":
@@ -74,8 +75,17 @@ class Tracker:
 
     def __exit__(self, exc_type, exc, tb):
         if self.run is not None:
+            self.where = self._where()  # read before the run is finished, as W&B lets a live run be read
             self.run.finish(exit_code=0 if exc_type is None else 1)
         return False
+
+    def _where(self) -> str:
+        """Where the run went, as a job's last lines say it (W&B itself is kept quiet): its page online; offline,
+        its folder and the command that uploads it."""
+        if self.run.settings.mode == "offline":
+            folder = Path(self.run.dir).parent  # .../wandb/offline-run-<time>-<id>/files
+            return f"W&B: offline run {folder} (wandb sync {folder} uploads it)"
+        return f"W&B: {self.run.url}"
 
     def log_run(self, tracked, figures: dict[str, Path], prefix: str = "", folder: bool = True) -> None:
         """A finished run, as its task describes it (``Task.tracked``: summary numbers, a table with a row per unit,
