@@ -339,8 +339,8 @@ def track_judge(summary: dict, out: Path, run_name: str, settings: dict) -> None
               "alpha": (summary.get("scores") or {}).get("alpha")}
     with Tracker(settings, config, str(out), name=f"judge-{run_name}", group=run_name, job_type="judge") as tracker:
         tracker.log_run(judge_tracked(summary, judged_rows(out, summary)), judged_figures(out))
-    if tracker.where:
-        print(tracker.where)
+    if tracker.where:  # stderr: the command's stdout may be its --json
+        print(tracker.where, file=sys.stderr)
 
 
 def judge_folder(judge, folder, out=None, cache_dir=None, progress: bool | str = True, flags: bool = False,
