@@ -163,14 +163,16 @@ class EvaluationResult(RunResult):
         return self.judged
 
     def to_pandas(self):
-        """One row per prompt set: id, number of prompts, ψ (both modes), answer, and the factors; with a judge's
+        """One row per prompt set: id, subject, number of prompts, ψ (both modes), answer, the share of its prompts
+        answered right in each reading (options: where the run scored them), and the factors; with a judge's
         verdicts (``judge``), each set's ``identical_share`` and ``judged_share`` too."""
         import pandas as pd
 
         judged = {row["set_id"]: row for row in self.verdicts}
-        rows = [{"id": r["item_id"], "num_prompts": len(r["prompts"]), "psi": r["psi"],
+        rows = [{"id": r["item_id"], "subject": r.get("subject"), "num_prompts": len(r["prompts"]), "psi": r["psi"],
                  "psi_reference_compat": r["psi_reference_compat"], "answer": r.get("answer"),
-                 "accuracy_greedy": _share(r, "by_greedy"), "max_new_tokens": r.get("max_new_tokens"),
+                 "accuracy_options": _share(r, "by_options"), "accuracy_greedy": _share(r, "by_greedy"),
+                 "max_new_tokens": r.get("max_new_tokens"),
                  **r["factors"], **(_judged_columns(judged, r) if self.judged else {})} for r in self.records]
         return pd.DataFrame(rows)
 

@@ -111,6 +111,11 @@ def test_a_run_of_questions_with_3_4_and_5_options_few_shot_under_format_variant
         assert [len(a["by_options"]["logprobs"]) for a in record["answers"]] == [count] * 6
         assert {a["by_options"]["pred"] for a in record["answers"]} <= set("ABCDE"[:count])
     assert "(E)Jupiter" in by_item["sci-6"]["prompts"][0]["text"]  # the original prompt: the paper's, with 5
+    frame = result.to_pandas().set_index("id")  # each set's accuracy in both readings, beside its subject
+    for item_id, record in by_item.items():
+        correct = [a["by_options"]["correct"] for a in record["answers"]]
+        assert frame.loc[item_id, "accuracy_options"] == sum(correct) / len(correct)
+        assert frame.loc[item_id, "subject"] == record["subject"]
     bias = result.summary["accuracy"]["position_bias"]["by_options"]  # position bias over the three counts
     shown = [(len(p["record"]["option_order"]), p["record"]["gold_position"], a["by_options"]["correct"])
              for r in result.records for p, a in zip(r["prompts"], r["answers"]) if p["kind"] == "format"]
