@@ -284,14 +284,15 @@ def main(cfg: DictConfig) -> float | None:
 
 class SweepEndCallback(Callback):
     """A sweep's end, in the process that launched it (its cells may have run on other machines): what its cells
-    found, as a grid printed and written to ``grid.md``, and its page (``report.html``), before
-    ``JobStatusCallback`` names the cells that failed (``conf/config.yaml`` lists this one after it: Hydra calls the
-    callbacks of a sweep's end last to first). Never fails the sweep: ``posixlab report SWEEP`` writes the page too."""
+    found, as a grid printed and written to ``grid.md``, and its page (``report.html``; not with report=false),
+    before ``JobStatusCallback`` names the cells that failed (``conf/config.yaml`` lists this one after it: Hydra
+    calls the callbacks of a sweep's end last to first). Never fails the sweep (``posixlab report SWEEP`` writes
+    the page too)."""
 
     def on_multirun_end(self, config, **kwargs) -> None:
         sweep = str(config.hydra.sweep.dir)
         try:
-            lines = sweep_summary(sweep)
+            lines = sweep_summary(sweep, page=config.get("report", True) is not False)  # report=false: no pages
         except Exception as exc:  # noqa: BLE001 - the cells' results are written; only the summary of them is lost
             print(f"posixlab: warning: the sweep's grid and page were not written ({type(exc).__name__}: {exc}); "
                   f"posixlab report {sweep} writes the page", file=sys.stderr)

@@ -43,6 +43,7 @@ except ImportError:  # pragma: no cover
     Callback = object
 
 STATE_FILE = ".posixlab_job.json"
+RUNS_DEPTH = 3  # how far below a folder status looks for sweeps and runs (outputs/<date>/<time>_<run name>)
 
 
 def _task_of(folder: Path):
@@ -351,9 +352,13 @@ class Cell:
     resubmitted: bool = False  # a SLURM sweep launched again into its folder, this cell's new job not started yet
     swept: list[str] = field(default_factory=list)  # its overrides whose values differ between the grid's cells
 
+    label: str = ""  # its name where its folder's is not enough (one of the runs below a folder: its path there)
+
     @property
     def name(self) -> str:
         """Its folder's name; a cell not started yet: its number and the swept values that make it this cell."""
+        if self.label:
+            return self.label
         return self.folder.name if self.folder is not None else f"#{self.num} " + " ".join(self.swept or
                                                                                             self.overrides)
 
@@ -667,6 +672,35 @@ def run_status(folder: str | Path) -> tuple[list[Cell], str]:
     return [cell], "run"
 
 
+def runs_below(folder: Path, depth: int = RUNS_DEPTH) -> tuple[list[Path], list[Path]]:
+    """(the sweep folders, the folders of single runs) below ``folder``, down to ``depth`` levels (``outputs/``: its
+    runs are ``<date>/<time>_<run name>``), in path order; a sweep's or a run's folder is not looked into."""
+    sweeps, runs, level = [], [], [folder]
+    for _ in range(depth):
+        below = []
+        for parent in level:
+            for child in sorted(p for p in parent.iterdir() if p.is_dir() and not p.name.startswith(".")):
+                if (child / "multirun.yaml").is_file():
+                    sweeps.append(child)
+                elif _is_run_folder(child):
+                    runs.append(child)
+                else:
+                    below.append(child)
+        level = below
+    return sweeps, runs
+
+
+def runs_status(folder: Path, runs: list[Path]) -> tuple[list[Cell], str]:
+    """Single runs below ``folder`` (``runs_below``) as the cells of one table, each named by its path there; its
+    kind is ``runs``."""
+    cells = []
+    for num, run in enumerate(runs):
+        cell = Cell(num, [], folder=run, label=run.relative_to(folder).as_posix())
+        _classify(cell, "local", None)
+        cells.append(cell)
+    return cells, "runs"
+
+
 def _is_run_folder(folder: Path) -> bool:
     """A run's folder: started by Hydra, or holding results (a merged run, one saved from Python)."""
     return any((folder / name).is_file() for name in (".hydra/hydra.yaml", STATE_FILE, "summary.json")) or \
@@ -746,8 +780,8 @@ def _classify_finished(cell: Cell, task, state: dict | None, started: float) -> 
             folder, task.records_file if task is not None else None)
     except (OSError, ValueError, KeyError, TypeError, PosixlabError):
         return False
-    if cell.total is None:  # no config.yaml (a run saved from Python): done is all there was
-        cell.total = cell.units
+    # done is all there was: no config.yaml (a run saved from Python), or a data set of fewer items than num_sets
+    cell.total = cell.units
     if state is not None and state.get("state") == "failed" and state.get("error"):
         # the run finished, its job did not: its judge failed, or (exit status 1) a gate was missed
         cell.detail = f"the run finished; then {state['error']}" if state.get("exit_status") == 1 else \
@@ -798,7 +832,7 @@ def _where(path: Path | None) -> str:
 def format_status(sweep: Path, cells: list[Cell], kind: str) -> str:
     counts = {s: sum(c.state == s for c in cells) for s in ("done", "running", "failed", "pending")}
     launcher = {"slurm": "SLURM jobs", "submitit-local": "submitit local jobs", "local": "jobs of this machine",
-                "run": "one run, not a sweep"}[kind]
+                "run": "one run, not a sweep", "runs": "single runs, not a sweep"}[kind]
     lines = [f"{sweep}: {len(cells)} cell{'s' if len(cells) != 1 else ''} ({launcher}): " +
              ", ".join(f"{n} {s}" for s, n in counts.items())]
     rows = []
@@ -818,16 +852,18 @@ def format_status(sweep: Path, cells: list[Cell], kind: str) -> str:
 
 
 def status_command(args: list[str]) -> int:
-    """``posixlab status MULTIRUN_DIR [MULTIRUN_DIR ...] [--json]``: the cells of each sweep folder (a folder that
-    holds sweep folders: each of them; a run's folder: the run) as done, running, failed or pending. Exit status: 0 every cell done; 1 some
-    still pending or running; 3 a cell failed; 2 an error."""
+    """``posixlab status MULTIRUN_DIR [MULTIRUN_DIR ...] [--json]``: the cells of each sweep folder (a run's folder:
+    the run; a folder that holds sweeps or runs, as ``multirun/`` and ``outputs/`` do: each sweep, and its single runs
+    in one table) as done, running, failed or pending. Exit status: 0 every cell done; 1 some still pending or
+    running; 3 a cell failed; 2 an error."""
     as_json = "--json" in args
     folders = [a for a in args if a != "--json"]
     if not folders or any(a in ("-h", "--help") for a in folders):
         return usage("usage: posixlab status MULTIRUN_DIR [MULTIRUN_DIR ...] [--json]\n\nLists the cells of a "
                      "sweep (python run.py -m ...; local or SLURM) as done, running, failed or pending, with POSIX (or "
                      "S and C) so far and each job's log, read from the sweep folder while its jobs run (a run's "
-                     "folder, RUN_DIR: the run as one cell).\nExit status: 0 every cell done, 1 cells pending or "
+                     "folder, RUN_DIR: the run as one cell; a folder of sweeps or runs, as outputs/: each sweep, and "
+                     "its single runs in one table).\nExit status: 0 every cell done, 1 cells pending or "
                      "running, 3 a cell failed, 2 an error.", asked=bool(folders))
     sweeps = []  # (folder, how its cells are read)
     for folder in map(Path, folders):
@@ -838,14 +874,17 @@ def status_command(args: list[str]) -> int:
             sweeps.append((folder, sweep_status))
         elif _is_run_folder(folder):
             sweeps.append((folder, run_status))
-        else:
-            inner = sorted(p.parent for p in folder.glob("*/multirun.yaml"))
-            if not inner:
-                print(f"posixlab error: {folder} is neither a sweep folder (no multirun.yaml in it or in its folders) "
-                      f"nor a run's (no .hydra/hydra.yaml, summary.json or records); give the folder of a sweep "
-                      f"(python run.py -m ...: hydra.sweep.dir) or of a run (hydra.run.dir)", file=sys.stderr)
+        else:  # a folder of sweeps or runs (multirun/, outputs/): each sweep, and its single runs in one table
+            inner, runs = runs_below(folder)
+            if not inner and not runs:
+                print(f"posixlab error: {folder} is neither a sweep folder (no multirun.yaml) nor a run's (no "
+                      f".hydra/hydra.yaml, summary.json or records), and holds neither {RUNS_DEPTH} levels down; give "
+                      f"the folder of a sweep (python run.py -m ...: hydra.sweep.dir) or of a run (hydra.run.dir)",
+                      file=sys.stderr)
                 return 2
             sweeps.extend((p, sweep_status) for p in inner)
+            if runs:
+                sweeps.append((folder, lambda where, runs=runs: runs_status(where, runs)))
     worst, report = 0, []
     for sweep, read in sweeps:
         cells, kind = read(sweep)

@@ -278,6 +278,31 @@ def test_posixlab_status_says_why_a_run_stopped(tmp_path, capsys):
     assert "└ a dry run (dry_run=true): it planned, nothing was computed" in capsys.readouterr().out
 
 
+def test_posixlab_status_of_a_folder_of_runs_tables_them_with_their_paths_there(tmp_path, capsys):
+    """``outputs/`` (``python run.py`` writes ``outputs/<date>/<time>_<run name>``): its single runs in one table,
+    each by its path there; a finished run's units are what it ran, though num_sets asked more of a smaller data
+    set; a sweep below it, as a sweep; a folder with neither, an error."""
+    from posixlab.status import status_command
+
+    day = tmp_path / "outputs" / "2026-12-07"
+    for name, sets, finished in (("09-00-00_smollm2_mmlu_spelling_0shot", 3, True), ("09-10-00_killed", 1, False)):
+        (day / name).mkdir(parents=True)
+        (day / name / "sets.jsonl").write_text("".join(json.dumps({"set_index": n, "psi": 0.25}) + "\n"
+                                                       for n in range(sets)))
+        (day / name / "config.yaml").write_text("task:\n  name: posix\n  num_sets: 20\n")
+        if finished:
+            (day / name / "summary.json").write_text(json.dumps({"task": "posix", "psi": {"posix": 0.25,
+                                                                                        "num_sets": sets}}))
+    assert status_command([str(tmp_path / "outputs")]) == 1  # the killed one reads as running (no state file)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"{tmp_path / 'outputs'}: 2 cells (single runs, not a sweep): 1 done, 1 running, 0 failed, 0 pending"
+    assert re.match(r" +2026-12-07/09-00-00_smollm2_mmlu_spelling_0shot +done +3/3 sets +POSIX 0.2500", lines[2])
+    assert re.match(r" +2026-12-07/09-10-00_killed +running +1/20 sets +POSIX 0.2500", lines[3])
+    (tmp_path / "empty" / "a" / "b").mkdir(parents=True)
+    assert status_command([str(tmp_path / "empty")]) == 2
+    assert "holds neither 3 levels down" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("override, message", [
     ("model=llama9-1b", "model 'llama9-1b' is not a packaged model"),  # and the forms model= takes
     ("model=llama2-7B", "did you mean llama2-7b?"),

@@ -762,6 +762,8 @@ def test_a_sweep_s_end_prints_and_writes_its_grid_and_writes_its_page(posix_run,
                      f"posixlab: the sweep's page: {sweep / 'report.html'}"]
     assert (sweep / "grid.md").read_text(encoding="utf-8") == "\n".join(grid) + "\n"
     assert "<h3>POSIX by model</h3>" in (sweep / "report.html").read_text(encoding="utf-8")
+    (sweep / "report.html").unlink()
+    assert sweep_summary(sweep, page=False) == lines[:-1] and not (sweep / "report.html").exists()  # report=false
 
 
 def test_a_grid_cell_carries_the_paper_s_value_for_its_model_and_setting(posix_run, tmp_path):

@@ -193,10 +193,10 @@ def build_report(folders, out, gate_rows=None, *, gate=None) -> Path:
     return out
 
 
-def sweep_summary(sweep: str | Path) -> list[str]:
-    """A sweep's end: its grid (``grid_markdown``) written to ``grid.md`` and its page to ``report.html`` in its
-    folder; the lines to print (the grid, the cells without results, where the files are). Nothing where the folder
-    holds no run yet (a dry run's sweep)."""
+def sweep_summary(sweep: str | Path, page: bool = True) -> list[str]:
+    """A sweep's end: its grid (``grid_markdown``) written to ``grid.md`` and (``page``) its page to ``report.html``
+    in its folder; the lines to print (the grid, the cells without results, where the files are). Nothing where the
+    folder holds no run yet (a dry run's sweep)."""
     sweep = Path(sweep)
     runs = []
     for folder in run_folders(sweep):
@@ -212,6 +212,8 @@ def sweep_summary(sweep: str | Path) -> list[str]:
     if grid:
         (sweep / GRID_FILE).write_text("\n".join(grid) + "\n", encoding="utf-8")
         lines = [f"posixlab: the sweep's grid ({len(runs)} runs; {sweep / GRID_FILE}):", *grid]
+    if not page:
+        return lines
     try:
         return lines + [f"posixlab: the sweep's page: {build_report([sweep], sweep / REPORT_FILE)}"]
     except PosixlabError as exc:  # a cell's folder the page cannot read: the grid stands, the page says what is wrong
