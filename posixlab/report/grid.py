@@ -97,6 +97,16 @@ def task_settings(runs: list, mine: list[int]) -> tuple[list[dict[str, str]], li
     return [{**row, **{name: row.get(name, "—") for name in names}} for row in rows], names
 
 
+def task_grids(runs: list):
+    """Each task's grid on a page of ``runs``: (the task, its runs' positions, their settings, ``pivot_axes``), for
+    each task with two runs or more that differ in a setting."""
+    for task in dict.fromkeys(run.task for run in runs):
+        mine = [i for i, run in enumerate(runs) if run.task is task]
+        rows, names = task_settings(runs, mine)
+        if len(mine) >= 2 and names:
+            yield task, mine, rows, pivot_axes(names, tuple(task.grid_columns))
+
+
 def grid_section(runs: list, numbers: list[int], sections: list[str]) -> str:
     """The "Grid" section of a page of several runs: per task with two runs or more that differ in a setting, the
     headline by rows and columns, one table per combination of the other settings, each value a link to its run's
@@ -104,12 +114,7 @@ def grid_section(runs: list, numbers: list[int], sections: list[str]) -> str:
     (``Task.grid_extra``: accuracy, consistency, a judge's shares) that some of the runs have. Empty when no task has
     such runs."""
     out = []
-    for task in dict.fromkeys(run.task for run in runs):
-        mine = [i for i, run in enumerate(runs) if run.task is task]
-        rows, names = task_settings(runs, mine)
-        if len(mine) < 2 or not names:
-            continue
-        axes = pivot_axes(names, tuple(task.grid_columns))
+    for task, mine, rows, axes in task_grids(runs):
         for n, (name, key, interval) in enumerate(task.grid_measures()):
             if n and all(summary_value(runs[i].summary, key) is None for i in mine):
                 continue  # open-ended runs have no accuracy; a measure no run has is no table
@@ -133,12 +138,7 @@ def grid_markdown(runs: list) -> list[str]:
     per combination of the other settings; each value with its 95% interval and what its task reads it against, "—"
     where no run is; a partial run's value starred. Empty when no task has such runs."""
     out = []
-    for task in dict.fromkeys(run.task for run in runs):
-        mine = [i for i, run in enumerate(runs) if run.task is task]
-        rows, names = task_settings(runs, mine)
-        if len(mine) < 2 or not names:
-            continue
-        row_key, column_key, split = pivot_axes(names, tuple(task.grid_columns))
+    for task, mine, rows, (row_key, column_key, split) in task_grids(runs):
         name, key, interval = task.grid_measures()[0]
         for combination in dict.fromkeys(tuple(row[n] for n in split) for row in rows):
             members = [(i, row) for i, row in zip(mine, rows) if tuple(row[n] for n in split) == combination]
