@@ -295,7 +295,8 @@ def test_posixlab_status_of_a_folder_of_runs_tables_them_with_their_paths_there(
                                                                                         "num_sets": sets}}))
     assert status_command([str(tmp_path / "outputs")]) == 1  # the killed one reads as running (no state file)
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == f"{tmp_path / 'outputs'}: 2 cells (single runs, not a sweep): 1 done, 1 running, 0 failed, 0 pending"
+    assert lines[0] == (f"{tmp_path / 'outputs'}: 2 cells (single runs, not a sweep): 1 done, 1 running, 0 failed, "
+                        "0 pending")
     assert re.match(r" +2026-12-07/09-00-00_smollm2_mmlu_spelling_0shot +done +3/3 sets +POSIX 0.2500", lines[2])
     assert re.match(r" +2026-12-07/09-10-00_killed +running +1/20 sets +POSIX 0.2500", lines[3])
     (tmp_path / "empty" / "a" / "b").mkdir(parents=True)

@@ -233,7 +233,8 @@ def test_a_page_that_cannot_be_written_is_one_line_not_a_traceback(posix_run, tm
     with pytest.raises(SystemExit) as stopped:  # a folder the system will not make: the OS's reason, in one line
         entry()
     assert stopped.value.code == 2
-    assert capsys.readouterr().err == "posixlab error: posixlab report: /proc/posixlab-test: No such file or directory\n"
+    said = capsys.readouterr().err
+    assert said == "posixlab error: posixlab report: /proc/posixlab-test: No such file or directory\n"
 
 
 def test_an_older_summary_says_what_it_cannot_show(posix_run, tmp_path):
