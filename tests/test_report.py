@@ -222,6 +222,23 @@ def test_a_partial_run_is_marked_and_a_bad_folder_is_refused(posix_run, tmp_path
     assert exit_help.value.code == 0 and "posixlab report" in capsys.readouterr().out
 
 
+def test_a_folder_of_runs_reports_every_run_below_it_and_names_those_it_cannot_read(posix_run, tmp_path):
+    """``outputs/`` (``outputs/<date>/<time>_<run name>``): each run below it on one page; a run stopped before its
+    first set is named in the page's banner, not an error that loses the others' page."""
+    day = tmp_path / "outputs" / "2026-12-07"
+    for name in ("09-00-00_a", "09-10-00_b"):
+        shutil.copytree(posix_run, day / name)
+    (day / "09-20-00_stopped").mkdir()
+    (day / "09-20-00_stopped" / "sets.jsonl").write_text("")  # stopped before its first set
+    page = page_of(tmp_path / "outputs", tmp_path / "page.html")
+    assert h1(page) == "POSIX = {0} · POSIX = {0}".format(h.fmt(json.loads((posix_run / "summary.json").read_text())
+                                                                 ["psi"]["posix"]))  # two runs, as two folders give
+    assert re.search(r"Not on this page</strong>: 1 run folder without results: 09-20-00_stopped: .*stopped before "
+                     r"its first set", page)
+    with pytest.raises(ConfigError, match="stopped before its first set"):  # given itself: its own error
+        page_of(day / "09-20-00_stopped", tmp_path / "stopped.html")
+
+
 def test_a_page_that_cannot_be_written_is_one_line_not_a_traceback(posix_run, tmp_path, monkeypatch, capsys):
     from posixlab.cli import entry
 

@@ -25,7 +25,7 @@ from posixlab.metrics.stats import holm_adjust
 from posixlab.report import html as h
 from posixlab.report.grid import grid_markdown, grid_section, one_setting_pairs, task_settings
 from posixlab.results import SCHEMA_VERSION, SUMMARY_FILE
-from posixlab.status import cells_without_results
+from posixlab.status import cells_without_results, runs_below
 from posixlab.tasks import TASK_TYPES, task_named, task_of_records, task_of_summary
 from posixlab.tasks.base import Task, model_name, records_read_once
 
@@ -53,7 +53,9 @@ class Run:
 # --- reading run folders -------------------------------------------------------------------------------------------
 def run_folders(folder: str | Path) -> list[Path]:
     """A run folder; or a sweep folder's runs (its sub-folders with a summary or a records file), in the sweep's
-    order. Anything else comes back as it is, for ``read_run`` to say what is wrong with it."""
+    order; or, for a folder of sweeps and runs (``multirun/``, ``outputs/<date>/<time>_<run name>``), the runs of
+    each sweep below it, then its single runs (``posixlab.status.runs_below``). Anything else comes back as it is,
+    for ``read_run`` to say what is wrong with it."""
     folder = Path(folder)
 
     def is_run(path: Path) -> bool:
@@ -67,7 +69,11 @@ def run_folders(folder: str | Path) -> list[Path]:
         return [folder]
 
     cells = [p for p in folder.iterdir() if p.is_dir() and is_run(p)]
-    return sorted(cells, key=lambda p: (job_number(p), p.name)) or [folder]
+    if cells:
+        return sorted(cells, key=lambda p: (job_number(p), p.name))
+    sweeps, runs = runs_below(folder)
+    return [cell for sweep in sweeps for cell in run_folders(sweep) if cell != sweep] + \
+        [run for run in runs if is_run(run)] or [folder]
 
 
 def read_run(folder: str | Path) -> Run:
@@ -178,17 +184,29 @@ def build_report(folders, out, gate_rows=None, *, gate=None) -> Path:
     folders = [folders] if isinstance(folders, (str, Path)) else list(folders)
     if not folders:
         raise ConfigError("give at least one run folder")
-    runs = [read_run(run) for folder in folders for run in run_folders(folder)]
+    runs, unread = [], []
+    for folder in folders:
+        found = run_folders(folder)
+        for run in found:
+            try:
+                runs.append(read_run(run))
+            except ConfigError as exc:  # a folder given is refused; one found in it is named, not shown
+                if found == [Path(folder)]:
+                    raise
+                unread.append(f"{run.name}: {exc}")
+    if not runs:
+        raise ConfigError(f"no run to report in {', '.join(map(str, folders))}: " + "; ".join(unread))
     gates = _gates(runs, gate_rows, gate)
     shown = {Path(run.folder).resolve() for run in runs}
     absent = [cell for folder in folders for cell in cells_without_results(Path(folder), shown)]
+    unread = [why for why in unread if not any(cell.startswith(why.split(":")[0] + ":") for cell in absent)]
     out = Path(out)
     blocking = next((folder for folder in (out.parent, *out.parent.parents) if folder.is_file()), None)
     if blocking is not None:
         raise ConfigError(f"{blocking} is a file, not a folder: the page {out} cannot be written there; name another")
     out.parent.mkdir(parents=True, exist_ok=True)
     with h.page_of_runs(len(runs)):  # the runs share the page's room for their units (report/html.py)
-        page = render(runs, gates, absent)
+        page = render(runs, gates, absent, unread)
     out.write_text(page, encoding="utf-8")
     return out
 
@@ -240,16 +258,18 @@ def headline(run: Run) -> str:
     return f"{run.task.headline_name} = {'n/a' if value is None else f'{value:.4f}'}"
 
 
-def render(runs: list[Run], gates: list[list], absent: list[str] = ()) -> str:
-    """The page's HTML; ``absent``: the cells of the sweeps given that have no results (``cells_without_results``)."""
+def render(runs: list[Run], gates: list[list], absent: list[str] = (), unread: list[str] = ()) -> str:
+    """The page's HTML; ``absent``: the cells of the sweeps given that have no results (``cells_without_results``);
+    ``unread``: the run folders found in a folder given that could not be read, each with why."""
     several = len(runs) > 1
     title = ("PARTIAL · " if any(r.partial for r in runs) else "") + _title(runs)
     first_partial = next((r for r in runs if r.partial), None)  # its banner is the page's #partial
     body = [_banners(run, several, run is first_partial) for run in runs]
-    if absent:
-        body.insert(0, h.banner(f"<strong>Not on this page</strong>: {len(absent)} cell{'s' * (len(absent) > 1)} of "
-                                f"the sweep without results: " + "; ".join(h.esc(cell) for cell in absent),
-                                id="absent", kind="warn"))
+    missing = [f"{len(found)} {what}{'s' * (len(found) > 1)}{where} without results: "
+               + "; ".join(h.esc(one) for one in found)
+               for found, what, where in ((absent, "cell", " of the sweep"), (unread, "run folder", "")) if found]
+    if missing:
+        body.insert(0, h.banner("<strong>Not on this page</strong>: " + "; ".join(missing), id="absent", kind="warn"))
     sections, values, paired, reads = [], [], [], {}
     plan = _pairing_plan(runs) if several else []  # from the summaries, before any records are read
     with records_read_once():  # each run's records read once for its sections, its values, its gate and pairing
