@@ -84,7 +84,7 @@ class Tracker:
         its folder and the command that uploads it."""
         if self.run.settings.mode == "offline":
             folder = Path(self.run.dir).parent  # .../wandb/offline-run-<time>-<id>/files
-            return f"W&B: offline run {folder} (wandb sync {folder} uploads it)"
+            return f"W&B: offline run {folder} (`wandb sync` of that folder uploads it)"
         return f"W&B: {self.run.url}"
 
     def log_run(self, tracked, figures: dict[str, Path], prefix: str = "", folder: bool = True) -> None:

@@ -50,7 +50,7 @@ def test_offline_run_holds_config_summary_table_figures_and_artifact(tmp_path):
     (run_dir,) = offline_run_dirs(out)
     kinds = records_by_kind(run_dir)
     # W&B's own lines are kept quiet: the job's last lines say where its run is, and how to upload it
-    assert f"\nW&B: offline run {run_dir} (wandb sync {run_dir} uploads it)\n" in proc.stdout
+    assert f"\nW&B: offline run {run_dir} (`wandb sync` of that folder uploads it)\n" in proc.stdout
 
     config = {item.key: json.loads(item.value_json) for item in kinds["run"][0].run.config.update}
     assert config["model"]["name"] == "smollm2-135m-instruct" and config["task"]["num_sets"] == 3
