@@ -51,6 +51,7 @@ from posixlab.plugins import load_recorded_plugins, record_plugins
 from posixlab.report.build import sweep_summary
 from posixlab.runner import run
 from posixlab.scoring.options import EngineOptions
+from posixlab.shards import shard_label, shard_lines
 from posixlab.status import note_done_before, note_error, status_command
 from posixlab.tasks import TASK_TYPES, task_named
 from posixlab.tracking import Tracker
@@ -184,6 +185,7 @@ def gguf_name(path) -> str:
 OmegaConf.register_new_resolver("posixlab.gguf_name", gguf_name, replace=True)
 
 
+OmegaConf.register_new_resolver("posixlab.shard", shard_label, replace=True)
 OmegaConf.register_new_resolver("posixlab.answer_length", answer_length, replace=True)
 OmegaConf.register_new_resolver("posixlab.data_name", data_name, replace=True)
 
@@ -413,7 +415,7 @@ def done_before(cfg: DictConfig, output_dir: str, judge: JudgeConfig | None = No
         return None
     note_done_before(output_dir)  # for posixlab status: the summary, older than this job, is its result
     print(f"posixlab: {output_dir} holds this run, finished: not run again (skip_done=true)")
-    for line in task_type.report_lines(summary):
+    for line in [*task_type.report_lines(summary), *shard_lines(summary, task_type.unit_name)]:
         print(line)
     if judge is not None:
         print(judge_line(judge_folder(judge, output_dir, cache_dir=run_cfg.cache_dir, progress=cfg.progress)))
@@ -443,7 +445,7 @@ def run_job(cfg: DictConfig, resolved: dict, output_dir: str, group: str | None,
         if judged is not None:
             tracker.log_run(judge_tracked(judged, judged_rows(Path(output_dir), judged)), judged_figures(output_dir),
                             prefix="judge/", folder=False)
-    for line in task_type.report_lines(summary):
+    for line in [*task_type.report_lines(summary), *shard_lines(summary, task_type.unit_name)]:
         print(line)
     if judged is not None:
         print(judge_line(judged))

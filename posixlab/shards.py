@@ -45,6 +45,32 @@ def parse_shard(shard: str | None) -> tuple[int, int] | None:
     return k, n
 
 
+def shard_label(shard) -> str:
+    """What a shard's job folder (and W&B run) adds to its name, so that a cell's shards and a whole run of it are
+    told apart at a glance (``${posixlab.shard:${shard}}`` in conf/config.yaml); a shard written wrongly keeps its
+    text, for the error its run stops with.
+
+    >>> shard_label("2/16"), shard_label(None), shard_label(" 3 / 4")
+    ('_shard2of16', '', '_shard3of4')
+    """
+    if shard is None:
+        return ""
+    return "_shard" + re.sub(r"[^0-9A-Za-z]+", "", str(shard).replace("/", "of"))
+
+
+def shard_lines(summary: dict, unit: str = "unit") -> list[str]:
+    """A shard run's result line: which slice of the cell it holds, and how the shards join (none for a whole run).
+
+    >>> shard_lines({"shard": {"index": 1, "count": 2, "num_units_total": 5, "unit_indices": [0, 2, 4]}}, "set")
+    ["shard 1/2: 3 of the cell's 5 sets (join the shards: posixlab merge OUT_DIR SHARD_DIR ...)"]
+    """
+    shard = summary.get("shard")
+    if not shard:
+        return []
+    return [f"shard {shard['index']}/{shard['count']}: {len(shard['unit_indices'])} of the cell's "
+            f"{shard['num_units_total']} {unit}s (join the shards: posixlab merge OUT_DIR SHARD_DIR ...)"]
+
+
 def shard_indices(num_sets: int, shard: str | None) -> list[int]:
     """The indices of the cell's sets that a shard runs.
 

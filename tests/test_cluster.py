@@ -37,6 +37,8 @@ def test_a_sharded_cell_as_a_submitit_job_array_merges_into_the_single_run(tmp_p
     assert len(list((sweep / ".submitit").glob("*/*_result.pkl"))) == 2
     shards = sorted(p.parent for p in sweep.glob("*/summary.json"))
     assert [json.loads((s / "summary.json").read_text())["shard"]["index"] for s in shards] == [1, 2]
+    # a shard's folder (and W&B run) says which shard it is: a cell's shards are not mistaken for whole runs
+    assert [s.name.rsplit("_", 1)[1] for s in shards] == ["shard1of2", "shard2of2"]
 
     merged = tmp_path / "merged"
     proc = posixlab("merge", str(merged), *map(str, shards))
