@@ -24,7 +24,7 @@ import numpy as np
 from posixlab.data import DatasetSpec
 from posixlab.data.prompt_sets import UserPromptSet, prompt_sets_from_lists, read_prompt_set_file
 from posixlab.embeddings import EmbeddingSpec
-from posixlab.errors import ConfigError
+from posixlab.errors import ConfigError, PromptSetFileError
 from posixlab.judge import ALPHA, DEFAULT_JUDGE, INSTRUCTION, ROWS_FILE, check_options, judge_run, judged_rows, \
     read_judged
 from posixlab.judge import SUMMARY_FILE as JUDGE_FILE
@@ -296,6 +296,11 @@ def _judged_columns(judged: dict[str, dict], record: dict) -> dict:
 
 
 def _prompt_sets(prompt_sets) -> list[UserPromptSet]:
+    if isinstance(prompt_sets, str) and Path(prompt_sets).suffix.lower() not in (".json", ".jsonl") \
+            and not Path(prompt_sets).exists():  # a prompt, not a file's name
+        raise PromptSetFileError(f"evaluate takes prompt sets (a list of lists of prompts) or a .jsonl/.json file; "
+                                 f"{prompt_sets[:60]!r} is neither. One set: posixlab.evaluate([[prompt, variant, "
+                                 f"...]]); its variants from a variant type: posixlab.evaluate_dataset")
     if isinstance(prompt_sets, (str, Path)):
         return read_prompt_set_file(prompt_sets)
     return prompt_sets_from_lists(prompt_sets)

@@ -186,6 +186,10 @@ def test_python_input_is_validated_too():
         prompt_sets_from_lists("What is 2+2?")
     with pytest.raises(PromptSetFileError, match="no prompt sets given"):
         prompt_sets_from_lists([])
+    with pytest.raises(PromptSetFileError, match=r"'What is 2\+2\?' is neither. One set: posixlab.evaluate\(\[\["):
+        posixlab.evaluate("What is 2+2?")  # a prompt where a file or sets go: not "no prompt-set file at What is..."
+    with pytest.raises(PromptSetFileError, match="no prompt-set file at nothere.jsonl"):
+        posixlab.evaluate("nothere.jsonl")
     with pytest.raises(ConfigError, match="max_new_tokens must be a whole number of at least 1"):
         posixlab.evaluate([["a", "b"]], model="no-such-model", max_new_tokens=0)
     with pytest.raises(ConfigError, match="not a packaged model"):
