@@ -13,6 +13,7 @@ Offline runs are written under the job's results folder (``<job>/wandb/offline-r
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from posixlab.errors import ConfigError
@@ -48,12 +49,24 @@ class Tracker:
         self.wandb = wandb
         self.output_dir = Path(output_dir)
         self.log_artifact = bool(settings.get("log_artifact", True))
+        timeout = settings.get("init_timeout")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+            raise ConfigError(f"logger.init_timeout takes seconds (a number above 0) or null, got {timeout!r}")
+        if mode == "online":  # W&B waits for its server silently (90 s by default): say what the wait is
+            server = os.environ.get("WANDB_BASE_URL") or "W&B's server"
+            wait = "W&B's own limit, 90 s" if timeout is None else f"{timeout} s"
+            print(f"posixlab: W&B: connecting to {server} (online mode; at most {wait}: logger.init_timeout)",
+                  file=sys.stderr)
         try:
             self.run = self._init(wandb, settings, config, name, group, mode)
         except Exception as exc:  # noqa: BLE001 - a login or network problem: say what to do, compute nothing yet
-            raise ConfigError(f"Weights & Biases could not start in {mode} mode ({type(exc).__name__}: {exc}). "
-                              f"Online mode needs WANDB_API_KEY in the environment (or wandb login); "
-                              f"logger.mode=offline needs no account; logger=none turns W&B off") from None
+            cause = "Online mode needs WANDB_API_KEY in the environment (or wandb login)" \
+                if mode == "online" and not os.environ.get("WANDB_API_KEY") else \
+                "Its server could not be reached or refused the key" if mode == "online" else "It failed here"
+            raise ConfigError(f"Weights & Biases could not start in {mode} mode ({type(exc).__name__}: "
+                              f"{str(exc).splitlines()[0] if str(exc) else ''}). {cause}; logger.mode=offline needs "
+                              f"no account or network (the run goes to its folder; `wandb sync` uploads it later); "
+                              f"logger=none turns W&B off") from None
 
     def _init(self, wandb, settings: dict, config: dict, name: str, group: str | None, mode: str):
         return wandb.init(
@@ -67,7 +80,9 @@ class Tracker:
             dir=str(self.output_dir),
             mode=mode,
             reinit="finish_previous",
-            settings=wandb.Settings(save_code=False, console="off", silent=True),
+            settings=wandb.Settings(save_code=False, console="off", silent=True,
+                                    **({} if settings.get("init_timeout") is None
+                                       else {"init_timeout": float(settings["init_timeout"])})),  # checked above
         )
 
     def __enter__(self):

@@ -4,6 +4,7 @@ still closes its run; secrets in the environment reach nothing the job wrote; jo
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -187,6 +188,20 @@ def test_online_mode_without_a_key_stops_before_any_work(tmp_path):
     assert not (out / "sets.jsonl").exists()
     proc = run_py(["logger.mode=loud", "num_sets=1", f"hydra.run.dir={tmp_path / 'bad'}"])
     assert proc.returncode == 2 and "logger.mode must be one of offline, online, disabled" in proc.stderr
+    # a key but no server (port 9 on loopback refuses): the wait is announced, bounded, and its cause named
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"  # bound, never listening: refused
+        proc = subprocess.run([sys.executable, str(ROOT / "run.py"), "logger.mode=online", "logger.init_timeout=3",
+                               "num_sets=1", "progress=false", f"hydra.run.dir={out}"], cwd=ROOT, capture_output=True,
+                              env={**env, "HOME": str(tmp_path), "WANDB_API_KEY": "k" * 40, "WANDB_BASE_URL": url},
+                              text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert f"W&B: connecting to {url} (online mode; at most 3 s" in proc.stderr
+    assert "could not be reached or refused the key" in proc.stderr and "`wandb sync` uploads it later" in proc.stderr
+    assert not (out / "sets.jsonl").exists()
+    proc = run_py(["logger.init_timeout=0", "num_sets=1", f"hydra.run.dir={tmp_path / 'bad'}"])
+    assert proc.returncode == 2 and "logger.init_timeout takes seconds (a number above 0) or null, got 0" in proc.stderr
 
 
 def test_a_judge_logs_its_numbers_and_a_table_of_sets_to_its_own_run(tmp_path, capsys, monkeypatch):
