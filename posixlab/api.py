@@ -360,11 +360,14 @@ def resolve_model(model, tokenizer) -> tuple[ModelSpec, TokenizedModel | None]:
     import difflib
 
     configured = configured_models()
-    close = difflib.get_close_matches(name.lower(), configured, n=1, cutoff=0.75)
+    # a name's beginning (model=smollm2, model=llama2) or a typo (model=gemma3-207m)
+    close = [m for m in configured if m == name.lower()] or [m for m in configured if m.startswith(name.lower())] \
+        or difflib.get_close_matches(name.lower(), configured, n=1, cutoff=0.75)
     raise ConfigError(f"model {name!r} is not a packaged model ({', '.join(PACKAGED_MODELS)}), a configured one "
                       f"({', '.join(m for m in configured if m not in PACKAGED_MODELS)}: posixlab/conf/model/), "
                       f"a local folder, a .gguf file, a Hugging Face Hub id (owner/name) or a GGUF file on the hub "
-                      f"(owner/name:Q4_K_M, owner/name/file.gguf)" + (f"; did you mean {close[0]}?" if close else ""))
+                      f"(owner/name:Q4_K_M, owner/name/file.gguf)"
+                      + (f"; did you mean {' or '.join(close)}?" if 0 < len(close) <= 4 else ""))
 
 
 def _listing(folder: Path, most: int = 6) -> str:

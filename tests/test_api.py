@@ -194,6 +194,8 @@ def test_python_input_is_validated_too():
         posixlab.evaluate([["a", "b"]], model="no-such-model", max_new_tokens=0)
     with pytest.raises(ConfigError, match="not a packaged model"):
         posixlab.evaluate([["a", "b"]], model="no-such-model")
+    with pytest.raises(ConfigError, match="did you mean llama2-13b or llama2-13b-chat or llama2-7b or llama2-7b-chat"):
+        posixlab.evaluate([["a", "b"]], model="llama2")
     for flag in ("chat_template", "score_cache"):  # "yes" ran as true; no model is loaded before the error
         with pytest.raises(ConfigError, match=f"{flag} takes true or false, not 'yes'"):
             posixlab.evaluate([["a", "b"]], **{flag: "yes"})

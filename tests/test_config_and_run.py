@@ -307,6 +307,7 @@ def test_posixlab_status_of_a_folder_of_runs_tables_them_with_their_paths_there(
 @pytest.mark.parametrize("override, message", [
     ("model=llama9-1b", "model 'llama9-1b' is not a packaged model"),  # and the forms model= takes
     ("model=llama2-7B", "did you mean llama2-7b?"),
+    ("model=smollm2", "did you mean smollm2-135m-instruct?"),  # a name's beginning
     ("model=/nonexistent/folder", "model=/nonexistent/folder: no folder at /nonexistent/folder; give a model folder"),
     ("variant=typos", "unknown variant type 'typos'; the types are spelling, template, paraphrase, mixture, format"),
     ("variant=speling", "unknown variant type 'speling' (did you mean spelling?)"),
