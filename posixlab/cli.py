@@ -789,6 +789,28 @@ def _checked_groups(groups: list[str], composed) -> DictConfig | None:
     return typed
 
 
+def check_group_choices(parsed, repository) -> None:
+    """A ``ConfigError`` for a group option that does not exist (``dataset=mmlu_smple``; every value of a sweep),
+    naming the options and the nearest, where Hydra would print its config search path, and in a sweep run the cells
+    before the bad one first. ``model``, ``variant`` and ``task`` have their own checks (hub ids, plug-ins) before."""
+    from hydra.core.object_type import ObjectType
+
+    for override in parsed:
+        group = override.key_or_group.replace(".", "/")
+        if group in ("model", "variant", "task") or override.is_delete() or not repository.group_exists(group):
+            continue
+        try:
+            values = list(override.sweep_string_iterator()) if override.is_sweep_override() else [override.value()]
+        except Exception:  # noqa: BLE001 - a sweep form this cannot list (range over a group): Hydra's to judge
+            continue
+        for value in (v for v in values if isinstance(v, str) and not repository.config_exists(f"{group}/{v}")):
+            options = [o for o in repository.get_group_options(group, results_filter=ObjectType.CONFIG)
+                       if not o.startswith("_")]
+            near = difflib.get_close_matches(value, options, n=1)
+            raise ConfigError(f"{override.key_or_group}={value}: no such option" + (
+                f" (did you mean {near[0]}?)" if near else "") + f"; the options are {', '.join(options)}")
+
+
 def check_override_keys(argv: list[str]) -> None:
     """A ``ConfigError`` for a command-line override that names a key the composed config does not have, with or
     without ``+``, before Hydra sees it: Hydra would answer "use +key=value", and with the ``+`` it would accept the
@@ -820,6 +842,7 @@ def check_override_keys(argv: list[str]) -> None:
         return  # Hydra's own message about the syntax follows
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        check_group_choices(parsed, GlobalHydra.instance().config_loader().repository)
         groups, keys, added = _sort_overrides(parsed, GlobalHydra.instance().config_loader().repository)
 
         def composed(overrides: list[str], typed: bool = False) -> dict | DictConfig | None:

@@ -212,6 +212,11 @@ def test_a_chat_run_rephrases_with_its_own_endpoint(tmp_path):
                                 "nor a setting (write key=value, e.g. model=gemma3-270m); did you mean posixlab "
                                 "report?"),
     (["model=gemma3-270m", "template"], "'template' is neither a command"),
+    # a group option that does not exist: Hydra printed its config search path; in a sweep, after the cells before it
+    (["dataset=mmlu_smple"], "dataset=mmlu_smple: no such option (did you mean mmlu_sample?); the options are alpaca,"),
+    (["-m", "dataset=mmlu_sample,mmlu_smple"], "dataset=mmlu_smple: no such option (did you mean mmlu_sample?)"),
+    (["hydra/launcher=slurmm"], "hydra/launcher=slurmm: no such option (did you mean slurm?)"),
+    (["+experiment=offline_tabel1"], "experiment=offline_tabel1: no such option (did you mean offline_table1?)"),
 ])
 def test_a_typo_is_posixlab_s_own_error_naming_the_closest_key(argv, message):
     from posixlab.cli import check_override_keys
@@ -219,6 +224,13 @@ def test_a_typo_is_posixlab_s_own_error_naming_the_closest_key(argv, message):
     with pytest.raises(ConfigError) as caught:
         check_override_keys(argv)
     assert message in str(caught.value)
+
+
+def test_a_task_mistyped_is_named_with_the_nearest():
+    from posixlab.cli import load_chosen_tasks
+
+    with pytest.raises(ConfigError, match=r"unknown task 'clasification' \(did you mean classification\?\); the tasks"):
+        load_chosen_tasks(["task=clasification"])
 
 
 @pytest.mark.parametrize("argv", [

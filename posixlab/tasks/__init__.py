@@ -28,8 +28,11 @@ def task_named(name: str) -> type[Task]:
 
         load_plugins()
         if name not in TASK_TYPES:
-            raise ConfigError(f"unknown task {name!r}; the tasks are {', '.join(TASK_TYPES)}, or {HOW}"
-                              f"{not_imported_note()}")
+            import difflib
+
+            near = difflib.get_close_matches(str(name), list(TASK_TYPES), n=1)
+            raise ConfigError(f"unknown task {name!r}" + (f" (did you mean {near[0]}?)" if near else "")
+                              + f"; the tasks are {', '.join(TASK_TYPES)}, or {HOW}{not_imported_note()}")
     return TASK_TYPES[name]
 
 
