@@ -76,6 +76,11 @@ def test_bad_local_files_and_names(tmp_path, monkeypatch):
     said = f"no file at ../missing.csv (from {tmp_path / 'run'}: {tmp_path / 'missing.csv'})"
     with pytest.raises(DatasetUnavailableError, match=re.escape(said)):
         load_mmlu("path", "../missing.csv")
+    with pytest.raises(DatasetUnavailableError, match=re.escape(  # a hub id as a file: the setting that reads it
+            "dataset.path; a data set on the Hugging Face Hub: dataset.source=hub dataset.path=cais/mmlu")):
+        load_mmlu("path", "cais/mmlu")
+    with pytest.raises(DatasetUnavailableError, match=r"as dataset.path$"):  # a file's name: no hub hint
+        load_mmlu("path", "data/mmlu.csv")
     with pytest.raises(ConfigError, match="unknown dataset 'mmlu2'"):
         load_items(DatasetSpec("mmlu2"))
 

@@ -28,8 +28,11 @@ def read_records(path: Path) -> list[dict]:
     >>> import shutil; shutil.rmtree(p.parent)
     """
     if not path.is_file():
+        given = str(path)  # owner/name with no file suffix: most likely a data set on the hub, meant as one
+        hub = "" if given.count("/") != 1 or given.startswith((".", "/", "~")) or path.suffix else (
+            f"; a data set on the Hugging Face Hub: dataset.source=hub dataset.path={given}")
         raise DatasetUnavailableError(f"no file at {shown(path)}; give an existing JSON, JSONL or CSV file as "
-                                      f"dataset.path")
+                                      f"dataset.path{hub}")
     suffix = path.suffix.lower()
     try:
         if suffix == ".jsonl":
