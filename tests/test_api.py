@@ -3,6 +3,7 @@ prompt-set file errors, and the ``posixlab`` console command installed into a fr
 
 import json
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -177,6 +178,18 @@ def test_bad_prompt_sets_fail_on_the_command_line_before_the_model_loads(tmp_pat
     proc = cli(["dataset=prompt_sets", f"dataset.path={tmp_path / 'bad.jsonl'}", "variant=template", "logger=none",
                 f"hydra.run.dir={tmp_path / 'variant'}"], timeout=120)
     assert proc.returncode == 2 and "used as given" in proc.stderr
+
+
+def test_a_python_caller_s_wrongly_typed_counts_are_errors_before_any_work():
+    """What the command line's typed settings refuse (task.shots=abc), a Python caller may pass as a string: a
+    ConfigError naming the setting, not a TypeError from deep inside (shots="2" was one)."""
+    for kwargs, said in (({"shots": "2"}, "shots must be a whole number, 0 or more, got '2'"),
+                         ({"num_sets": 2.5}, "num_sets must be at least 1 (or null for every set), got 2.5"),
+                         ({"num_variants": "3"}, "num_variants must be a whole number of at least 1")):
+        with pytest.raises(ConfigError, match=re.escape(said)):
+            posixlab.evaluate_dataset("mmlu_sample", "spelling", **kwargs)
+    with pytest.raises(ConfigError, match="num_samples must be a whole number of at least 1"):
+        posixlab.classify("mmlu_letters", num_samples="5")
 
 
 def test_python_input_is_validated_too():

@@ -254,8 +254,8 @@ def test_prompt_strategies():
     ({"strategy": "3shot"}, "unknown strategy '3shot'"),
     ({"probability": "x"}, "probability must be one of greedy, label_probs"),
     ({"max_new_tokens": 0}, "max_new_tokens must be a whole number of at least 1"),  # failed inside the engine
-    ({"repeats": 0}, "task.repeats (R) must be at least 1"),
-    ({"num_rephrasings": 0}, "num_rephrasings (Q) must be at least 1"),
+    ({"repeats": 0}, "task.repeats (R) must be a whole number of at least 1"),
+    ({"num_rephrasings": 0}, "num_rephrasings (Q) must be a whole number of at least 1"),
     ({"variants": "bogus"}, "task.variants must be sentence"),
     ({"seed": "abc"}, "seed takes a whole number"),
     ({"chat_template": "yes"}, "chat_template takes true or false"),

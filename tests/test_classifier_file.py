@@ -222,7 +222,7 @@ def test_a_missing_classifier_file(tmp_path):
                              r"none; .* or use strategy=simple"),
     ({"strategy": "1shot"}, r"strategy=1shot shows one labelled example per class, but its samples have no labels"),
     ({"split": "train"}, r"dataset.split=train: a classifier file has no splits"),
-    ({"num_samples": 0}, r"num_samples must be at least 1"),
+    ({"num_samples": 0}, r"num_samples must be a whole number of at least 1"),
 ])
 def test_run_settings_are_checked_against_the_file(tmp_path, settings, message):
     path = write(tmp_path, {"t.yaml": UNLABELLED})

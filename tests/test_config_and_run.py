@@ -268,7 +268,7 @@ def test_posixlab_status_says_why_a_run_stopped(tmp_path, capsys):
     proc = _run_py(["num_variants=0", "logger=none", f"hydra.run.dir={tmp_path}"], timeout=120)
     assert proc.returncode == 2
     assert status_command([str(tmp_path)]) == 3
-    assert "posixlab error: num_variants must be at least 1" in capsys.readouterr().out
+    assert "posixlab error: num_variants must be a whole number of at least 1" in capsys.readouterr().out
     # a dry run ends done, and says it computed nothing (its folder has no summary); the judge it would end with
     proc = _run_py(["dry_run=true", "num_sets=2", "logger=none", "judge=packaged", f"hydra.run.dir={tmp_path / 'dry'}"],
                    timeout=120)
@@ -311,7 +311,7 @@ def test_posixlab_status_of_a_folder_of_runs_tables_them_with_their_paths_there(
     ("model=/nonexistent/folder", "model=/nonexistent/folder: no folder at /nonexistent/folder; give a model folder"),
     ("variant=typos", "unknown variant type 'typos'; the types are spelling, template, paraphrase, mixture, format"),
     ("variant=speling", "unknown variant type 'speling' (did you mean spelling?)"),
-    ("num_variants=0", "num_variants must be at least 1"),
+    ("num_variants=0", "num_variants must be a whole number of at least 1"),
     ("seed=abc", "seed takes a whole number of at least 0, not 'abc'"),  # it failed once every set was done
     ("chat_template=yes", "chat_template takes true or false, not 'yes'"),  # it ran, as true
     ("variant=template num_variants=25", "20 distinct variants"),

@@ -245,8 +245,8 @@ def select_samples(samples: list[Sample], num: int | None, seed: int, balanced: 
                    classes: list[str]) -> list[Sample]:
     """All samples (``num`` None or at least their number), a class-balanced draw (``balanced``), or the first
     ``num`` of a seeded shuffle; always in the data set's order."""
-    if num is not None and num < 1:
-        raise ConfigError(f"num_samples must be at least 1, got {num}")
+    if num is not None and (isinstance(num, bool) or not isinstance(num, int) or num < 1):
+        raise ConfigError(f"num_samples must be a whole number of at least 1 (or null for every sample), got {num!r}")
     if num is None or num >= len(samples):
         return list(samples)
     if balanced:

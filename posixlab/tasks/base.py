@@ -136,6 +136,15 @@ def read_setting(values: dict, cls, where: str):
     return cls(**values)
 
 
+def is_whole(value, least: int) -> bool:
+    """Whether a setting is a whole number (not a bool, a float or a string, as Python callers may pass) >= least.
+
+    >>> is_whole(3, 1), is_whole("3", 1), is_whole(True, 0), is_whole(0, 1)
+    (True, False, False, False)
+    """
+    return not isinstance(value, bool) and isinstance(value, int) and value >= least
+
+
 def check_max_new_tokens(value) -> None:
     """Every task's response length: a whole number of tokens, at least one."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:

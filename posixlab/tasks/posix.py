@@ -36,8 +36,8 @@ from posixlab.scoring import EngineOptions
 from posixlab.seeding import rng_for
 from posixlab.shards import parse_shard
 from posixlab.tasks.base import (ACCURACY_GATES, ACCURACY_MISSING, ACCURACY_RANGES, FRACTION, GENERATE, SCORE,
-                                 Request, Task, Tracked, answer_texts, check_max_new_tokens, model_name, read_setting,
-                                 shared_settings)
+                                 Request, Task, Tracked, answer_texts, check_max_new_tokens, is_whole, model_name,
+                                 read_setting, shared_settings)
 from posixlab.tasks.race import PromptRace
 from posixlab.variants import PromptSet, PromptVariant, VariantGenerator, get_variant_generator, variant_type
 
@@ -136,11 +136,11 @@ def check_settings(cfg: PosixConfig) -> None:
                           f"then estimated over every item: variant=template or variant=format, not "
                           f"{USER_VARIANT if cfg.dataset.name == USER_SETS else cfg.variant}")
     check_race(cfg)
-    if cfg.shots < 0:
-        raise ConfigError(f"shots must be 0 or more, got {cfg.shots}")
+    if not is_whole(cfg.shots, 0):
+        raise ConfigError(f"shots must be a whole number, 0 or more, got {cfg.shots!r}")
     check_max_new_tokens(cfg.max_new_tokens)
-    if cfg.num_sets is not None and cfg.num_sets < 1:
-        raise ConfigError(f"num_sets must be at least 1 (or null for every set), got {cfg.num_sets}")
+    if cfg.num_sets is not None and not is_whole(cfg.num_sets, 1):
+        raise ConfigError(f"num_sets must be at least 1 (or null for every set), got {cfg.num_sets!r}")
 
 
 def check_race(cfg: PosixConfig) -> None:

@@ -109,8 +109,9 @@ class VariantGenerator:
         return make_prompt(item, Edit(), "original", -1, shots)
 
     def check_size(self, num_variants: int) -> None:
-        if num_variants < 1:
-            raise ConfigError(f"num_variants must be at least 1 (a set needs 2 prompts), got {num_variants}")
+        if isinstance(num_variants, bool) or not isinstance(num_variants, int) or num_variants < 1:
+            raise ConfigError(f"num_variants must be a whole number of at least 1 (a set needs 2 prompts), got "
+                              f"{num_variants!r}")
         if self.max_variants is not None and num_variants > self.max_variants:
             raise ConfigError(
                 f"variant={self.kind} has {self.max_variants} distinct variants, but num_variants={num_variants}"

@@ -3,6 +3,7 @@ before any model is loaded: the settings, the user's own schema, and the classif
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 
 from posixlab.backends import backend_of
@@ -15,7 +16,7 @@ from posixlab.models.capabilities import SLOT_SCORES, TOOLS
 from posixlab.rephrase import RephraserConfig
 from posixlab.scoring import EngineOptions
 from posixlab.shards import parse_shard
-from posixlab.tasks.base import check_max_new_tokens
+from posixlab.tasks.base import check_max_new_tokens, is_whole
 
 PROBABILITY_MODES = ("greedy", "label_probs")
 CLASSIFIER = "classifier"  # dataset=classifier: your own classifier from one file (posixlab/data/classifier_file.py)
@@ -71,12 +72,23 @@ def has(cfg: ClassificationConfig, capability: str) -> bool:
     return capability in backend_of(cfg.model).capabilities
 
 
+def nearest(name, names) -> str:
+    """" (did you mean X?)" for the closest of ``names`` to a mistyped ``name``, or "".
+
+    >>> nearest("detial", ["simple", "detail"]), nearest("zzz", ["simple"])
+    (' (did you mean detail?)', '')
+    """
+    near = difflib.get_close_matches(str(name), list(names), n=1)
+    return f" (did you mean {near[0]}?)" if near else ""
+
+
 def check_settings(cfg: ClassificationConfig) -> None:
     """The settings, checked before any model is loaded (``dataset=classifier``: the file too; ``inputs.check`` then
     reads its samples and 1-shot examples)."""
     parse_shard(cfg.shard)
     if cfg.strategy not in STRATEGIES:
-        raise ConfigError(f"unknown strategy {cfg.strategy!r}; choose one of {', '.join(STRATEGIES)}")
+        raise ConfigError(f"unknown strategy {cfg.strategy!r}{nearest(cfg.strategy, STRATEGIES)}; choose one of "
+                          f"{', '.join(STRATEGIES)}")
     if cfg.probability not in PROBABILITY_MODES:
         raise ConfigError(f"probability must be one of {', '.join(PROBABILITY_MODES)}, got {cfg.probability!r}")
     if cfg.variants not in ("sentence", "schema"):
@@ -89,14 +101,15 @@ def check_settings(cfg: ClassificationConfig) -> None:
     elif cfg.schema is not None:
         raise ConfigError("task.schema is the JSON schema of a structured answer: add strategy=structured")
     check_max_new_tokens(cfg.max_new_tokens)  # 0 failed deep in the engine, after the rephrasings were made
-    if cfg.repeats < 1:
-        raise ConfigError(f"task.repeats (R) must be at least 1, got {cfg.repeats}")
-    if cfg.num_rephrasings < 1:
-        raise ConfigError(f"num_rephrasings (Q) must be at least 1, got {cfg.num_rephrasings}")
+    if not is_whole(cfg.repeats, 1):
+        raise ConfigError(f"task.repeats (R) must be a whole number of at least 1, got {cfg.repeats!r}")
+    if not is_whole(cfg.num_rephrasings, 1):
+        raise ConfigError(f"num_rephrasings (Q) must be a whole number of at least 1, got {cfg.num_rephrasings!r}")
     if cfg.data.name == CLASSIFIER:
         classifier_definition(cfg)
     elif cfg.data.name not in CLASSES:
-        raise ConfigError(f"unknown classification dataset {cfg.data.name!r}; choose one of {', '.join(CLASSES)}, "
+        raise ConfigError(f"unknown classification dataset {cfg.data.name!r}{nearest(cfg.data.name, CLASSES)}; "
+                          f"choose one of {', '.join(CLASSES)}, "
                           f"or {CLASSIFIER} (your own: dataset.path=my_task.yaml)")
 
 
