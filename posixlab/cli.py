@@ -592,20 +592,48 @@ def expand_moved_settings(argv: list[str], notice=None) -> list[str]:
     return out
 
 
-def multirun_first(argv: list[str]) -> list[str]:
-    """``-m`` (``--multirun``) moved before the overrides: Hydra's parser takes it only there, and after an override
-    it answered with argparse's "unrecognized arguments" naming every override.
+def flags_first(argv: list[str]) -> list[str]:
+    """Hydra's flags (``-m``, ``--cfg job``, ``--info defaults``), each with its value, moved before the overrides:
+    Hydra's parser takes them only there, and after an override it answered with argparse's "unrecognized
+    arguments" naming every override that followed.
 
-    >>> multirun_first(["hydra/launcher=local_parallel", "-m", "variant=spelling,template"])
+    >>> flags_first(["hydra/launcher=local_parallel", "-m", "variant=spelling,template"])
     ['-m', 'hydra/launcher=local_parallel', 'variant=spelling,template']
+    >>> flags_first(["+experiment=offline_table1", "--cfg", "job", "seed=3", "-cn", "config"])
+    ['--cfg', 'job', '-cn', 'config', '+experiment=offline_table1', 'seed=3']
+    >>> flags_first(["variant=template", "-m", "seed=1,2", "--cfg", "job"])
+    Traceback (most recent call last):
+    ...
+    posixlab.errors.ConfigError: --cfg and -m cannot go together (Hydra runs one mode at a time): to see one cell's \
+config, drop -m and give each setting one value (posixlab --cfg job ...)
     """
-    flags = [arg for arg in argv if arg in ("-m", "--multirun")]
-    return flags + [arg for arg in argv if arg not in ("-m", "--multirun")]
+    flags, rest, words = [], [], iter(argv)
+    for arg in words:
+        if not arg.startswith("-"):
+            rest.append(arg)
+            continue
+        flags.append(arg)
+        takes_value = arg in _FLAGS_WITH_VALUE or arg in ("--info", "-i")
+        value = next(words, None) if takes_value else None
+        if value is None:
+            continue
+        if arg in _FLAGS_WITH_VALUE or value in _INFO_TOPICS:
+            flags.append(value)
+        else:  # --info alone, then an override
+            rest.append(value)
+    modes = {_MODES[flag] for flag in flags if flag in _MODES}
+    if len(modes) > 1:  # Hydra's own answer was a ValueError's traceback
+        raise ConfigError(f"{' and '.join(sorted(modes))} cannot go together (Hydra runs one mode at a time): to see "
+                          f"one cell's config, drop -m and give each setting one value (posixlab --cfg job ...)")
+    return flags + rest
 
 
 # Hydra's flags that take the next word as their value, and those after which no job runs
 _FLAGS_WITH_VALUE = {"--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd", "--cfg", "-c", "--package",
                      "-p", "--experimental-rerun"}
+_MODES = {"-m": "-m", "--multirun": "-m", "--cfg": "--cfg", "-c": "--cfg", "--info": "--info", "-i": "--info",
+          "--shell-completion": "--shell-completion", "-sc": "--shell-completion", "--run": "--run", "-r": "--run"}
+_INFO_TOPICS = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}  # --info [TOPIC]
 _NO_JOB = {"--help", "-h", "--hydra-help", "--info", "-i", "--version", "--shell-completion", "-sc"}
 
 
@@ -900,8 +928,8 @@ def entry() -> None:
             sys.exit(2)
     if sys.argv[1:] == ["help"]:  # a word Hydra would read as an override without a value
         sys.argv[1:] = ["--help"]
-    sys.argv[1:] = multirun_first(sys.argv[1:])  # a Hydra job from here on
     try:
+        sys.argv[1:] = flags_first(sys.argv[1:])  # a Hydra job from here on
         load_chosen_tasks(sys.argv[1:])
         sys.argv[1:] = register_chosen_models(sys.argv[1:])
         check_override_keys(sys.argv[1:])
