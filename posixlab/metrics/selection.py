@@ -199,7 +199,7 @@ def best_set_words(best: dict | None, named: bool = False) -> str:
     >>> best_set_words({"prompts": [2, 0], "adjusted_p": [0.5, 0.01, 1.0]}, named=True)
     'prompts 2, 0 (2 of 3)'
     >>> best_set_words({"prompts": [1, 0, 2], "adjusted_p": [1.0, 1.0, 1.0]}, named=True)
-    'every prompt (3 of 3: none worse than the best beyond noise)'
+    'every prompt (3 of 3)'
     """
     if not best:
         return "n/a"
@@ -207,5 +207,5 @@ def best_set_words(best: dict | None, named: bool = False) -> str:
     if not named:
         return count
     if len(best["prompts"]) == len(best["adjusted_p"]) > 1:  # a list of every prompt, in no useful order, says less
-        return f"every prompt ({count}: none worse than the best beyond noise)"
+        return f"every prompt ({count})"
     return f"prompt{'s' if len(best['prompts']) > 1 else ''} {', '.join(map(str, best['prompts']))} ({count})"
