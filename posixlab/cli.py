@@ -336,8 +336,13 @@ def dry_run_job(cfg: DictConfig, output_dir: str, judge: JudgeConfig | None = No
     """``dry_run=true``: what the run would send, printed (and the judge that would read it); nothing is sent,
     nothing but config.yaml written."""
     plan = run(to_config(cfg, output_dir), progress=cfg.progress)["dry_run"]
-    print(f"dry run · {plan['model']} · {plan['task']}: {plan['units']} units, {plan['requests']} requests, "
-          f"{plan['prompts']} prompts")
+    unit = task_named(cfg.task.name).unit_name
+
+    def count(n: int, word: str) -> str:
+        return f"{n} {word}{'' if n == 1 else 's'}"
+
+    print(f"dry run · {plan['model']} · {plan['task']}: {count(plan['units'], unit)}, "
+          f"{count(plan['requests'], 'request')}, {count(plan['prompts'], 'prompt')}")
     if "to_send" in plan:
         cost = plan.get("estimated_cost_at_most")
         print(f"would send {plan['to_send']} requests ({plan['cached']} answered from the cache): about "

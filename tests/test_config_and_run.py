@@ -272,7 +272,7 @@ def test_posixlab_status_says_why_a_run_stopped(tmp_path, capsys):
     # a dry run ends done, and says it computed nothing (its folder has no summary); the judge it would end with
     proc = _run_py(["dry_run=true", "num_sets=2", "logger=none", "judge=packaged", f"hydra.run.dir={tmp_path / 'dry'}"],
                    timeout=120)
-    assert proc.returncode == 0 and "dry run · smollm2-135m-instruct · posix: 2 units" in proc.stdout
+    assert proc.returncode == 0 and "dry run · smollm2-135m-instruct · posix: 2 sets, 2 requests" in proc.stdout
     assert "then the judge qwen2.5-coder-1.5b-instruct in this process would read the run" in proc.stdout
     assert status_command([str(tmp_path / "dry")]) == 0
     assert "└ a dry run (dry_run=true): it planned, nothing was computed" in capsys.readouterr().out
