@@ -165,6 +165,9 @@ def test_alpaca_errors_say_what_to_do(tmp_path):
         load_items(DatasetSpec("alpaca", source="path", path=str(ALPACA), subjects=["x"]))
     with pytest.raises(DatasetUnavailableError, match="no bundled sample"):
         load_items(DatasetSpec("alpaca"))  # DatasetSpec's default source, "sample", is MMLU's
+    missing = tmp_path / "nowhere" / "selfinstruct_seed_tasks.jsonl"  # dataset=alpaca_selfinstruct, no file here
+    with pytest.raises(DatasetUnavailableError, match="which posixlab does not ship; point POSIXLAB_SELFINSTRUCT"):
+        load_items(DatasetSpec("alpaca", source="path", path=str(missing)))
 
 
 def test_bbh_file_with_a_task_column_and_task_filter():

@@ -28,6 +28,7 @@ from posixlab.errors import ConfigError, DatasetUnavailableError
 from posixlab.prompts import PromptItem
 
 HUB_ID = "tatsu-lab/alpaca"
+SEED_TASKS = "selfinstruct_seed_tasks.jsonl"  # conf/dataset/alpaca_selfinstruct.yaml's default file name
 LOCAL_HINT = ("To run offline, use a local copy: dataset.source=path dataset.path=<JSON/JSONL/CSV file with fields "
               "instruction, input, output> (Self-Instruct's seed_tasks.jsonl layout also works).")
 
@@ -94,7 +95,13 @@ def load_alpaca(source: str = "hub", path: str | None = None, split: str = "trai
     if source == "path":
         if not path:
             raise DatasetUnavailableError("dataset.source=path needs dataset.path=<a JSON, JSONL or CSV file>")
-        return items_from_rows(read_records(Path(path).expanduser()), str(path), include_inputs)
+        file = Path(path).expanduser()
+        if not file.is_file() and file.name == SEED_TASKS:  # dataset=alpaca_selfinstruct on a machine without it
+            raise DatasetUnavailableError(
+                f"no file at {path}: dataset=alpaca_selfinstruct reads Self-Instruct's {SEED_TASKS} (175 tasks, "
+                f"seed_tasks.jsonl in github.com/tatsu-lab/stanford_alpaca), which posixlab does not ship; point "
+                f"POSIXLAB_SELFINSTRUCT (or dataset.path) at your copy")
+        return items_from_rows(read_records(file), str(path), include_inputs)
     if source == "hub":
         rows = hub_rows(HUB_ID, [None], split, "Alpaca", LOCAL_HINT)[None]
         return items_from_rows(rows, f"{HUB_ID}:{split}", include_inputs)
