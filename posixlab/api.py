@@ -31,7 +31,7 @@ from posixlab.judge import SUMMARY_FILE as JUDGE_FILE
 from posixlab.models import PACKAGED_MODELS, CausalLM, ModelSpec, spec_from_dict
 from posixlab.models.causal_lm import TokenizedModel
 from posixlab.runner import run
-from posixlab.results import SETS_FILE, SUMMARY_FILE, RunResult, read_sets
+from posixlab.results import SETS_FILE, SUMMARY_FILE, RunResult, check_run_folder, read_sets
 from posixlab.scoring import EngineOptions
 from posixlab.tasks.base import check_max_new_tokens
 from posixlab.tasks.posix import USER_SETS, USER_VARIANT, PosixConfig
@@ -269,9 +269,7 @@ def _share(record: dict, reading: str) -> float | None:
 def load_result(folder: str | Path) -> EvaluationResult:
     """A saved run folder (from ``save``, ``output_dir`` or the ``posixlab`` command) as an ``EvaluationResult``."""
     folder = Path(folder)
-    for name in (SETS_FILE, SUMMARY_FILE):
-        if not (folder / name).is_file():
-            raise ConfigError(f"{folder} has no {name}: give a run folder written by posixlab")
+    check_run_folder(folder, SETS_FILE)
     summary = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
     result = EvaluationResult(summary=summary, records=read_sets(folder), config=summary.get("config", {}),
                               folder=folder)

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from posixlab.errors import ConfigError
 from posixlab.rephrase import RephraserConfig
-from posixlab.results import REPHRASINGS_FILE, SAMPLES_FILE, SUMMARY_FILE, RunResult, SetWriter, read_records
+from posixlab.results import REPHRASINGS_FILE, SAMPLES_FILE, SUMMARY_FILE, RunResult, SetWriter, check_run_folder, \
+    read_records
 from posixlab.runner import run
 from posixlab.scoring import EngineOptions
 from posixlab.tasks.classification import CLASSIFIER, ClassificationConfig, ClassificationData, ClassificationTask
@@ -160,9 +161,7 @@ def _schema_data(schema):
 def load_classification(folder: str | Path) -> ClassificationResult:
     """A saved classification run folder as a ``ClassificationResult``."""
     folder = Path(folder)
-    for name in (SAMPLES_FILE, SUMMARY_FILE):
-        if not (folder / name).is_file():
-            raise ConfigError(f"{folder} has no {name}: give a classification run folder written by posixlab")
+    check_run_folder(folder, SAMPLES_FILE)
     summary = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
     rephrasings = folder / REPHRASINGS_FILE
     return ClassificationResult(summary, read_records(folder, SAMPLES_FILE, ClassificationTask.index_key),

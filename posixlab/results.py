@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from posixlab.answers import accuracy_summary, shares_prompts
+from posixlab.errors import ConfigError
 from posixlab.rephrase.quality import describe_summary
 from posixlab.metrics import psi_per_prompt, summarize
 from posixlab.metrics.factors import FACTOR_NAMES
@@ -86,6 +87,39 @@ def iter_records(folder: str | Path, name: str, *, skip_unreadable: bool = False
                     continue
                 raise
             yield record
+
+
+def check_run_folder(folder: Path, records_file: str) -> None:
+    """A ``ConfigError`` saying what ``folder`` is where a run folder holding ``records_file`` and a summary was
+    wanted (``posixlab.load_result``, ``load_classification``): missing, the other task's run, a sweep or folder of
+    runs (which runs to load), or a run stopped before its summary.
+
+    >>> import tempfile; d = Path(tempfile.mkdtemp()); _ = (d / SAMPLES_FILE).write_text("")
+    >>> check_run_folder(d, SETS_FILE)
+    Traceback (most recent call last):
+    ...
+    posixlab.errors.ConfigError: ... is a classification run (samples.jsonl): posixlab.load_classification reads it
+    >>> import shutil; shutil.rmtree(d)
+    """
+    folder = Path(folder)
+    if (folder / records_file).is_file() and (folder / SUMMARY_FILE).is_file():
+        return
+    other = {SETS_FILE: (SAMPLES_FILE, "a classification run", "posixlab.load_classification"),
+             SAMPLES_FILE: (SETS_FILE, "a POSIX run", "posixlab.load_result")}.get(records_file)
+    runs = sorted({p.parent for depth in (1, 2, 3) for p in folder.glob("*/" * depth + SUMMARY_FILE)})
+    if not folder.is_dir():
+        said = f"no folder at {folder}"
+    elif other and (folder / other[0]).is_file():
+        said = f"{folder} is {other[1]} ({other[0]}): {other[2]} reads it"
+    elif (folder / records_file).is_file():
+        said = (f"{folder} is a run that stopped before its {SUMMARY_FILE} (posixlab status says why; the units it "
+                f"finished are in {records_file})")
+    elif runs:
+        said = (f"{folder} is no run but holds {len(runs)} below it (a sweep or a folder of runs): load each, e.g. "
+                f"{runs[0]}")
+    else:
+        said = f"{folder} has no {records_file}: give a run folder written by posixlab"
+    raise ConfigError(said)
 
 
 def read_records(folder: str | Path, name: str, index_key: str, *, skip_unreadable: bool = False) -> list[dict]:

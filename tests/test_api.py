@@ -323,3 +323,24 @@ def test_a_bad_judge_fails_before_any_model_loads(tmp_path):
         result.judge("smollm2-135m-instruct", instruction="{first_prompt} {first} {second_prompt}")
     with pytest.raises(posixlab.ConfigError, match="with base_url, the judge is the name"):
         result.judge(object(), base_url="http://127.0.0.1:9/v1")
+
+
+def test_loading_a_folder_that_is_not_such_a_run_says_what_it_is(tmp_path):
+    """load_result and load_classification name what they were given instead of only "no sets.jsonl": the other
+    task's run, a sweep (a run below it to load), a run stopped before its summary, or nothing there."""
+    posix_run, classification_run, stopped = tmp_path / "p", tmp_path / "sweep" / "0_c", tmp_path / "stopped"
+    for folder, records in ((posix_run, "sets.jsonl"), (classification_run, "samples.jsonl"), (stopped, "sets.jsonl")):
+        folder.mkdir(parents=True)
+        (folder / records).write_text("")
+        if folder is not stopped:
+            (folder / "summary.json").write_text("{}")
+    for load, folder, said in (
+            (posixlab.load_result, classification_run, "is a classification run (samples.jsonl): "
+                                                       "posixlab.load_classification reads it"),
+            (posixlab.load_classification, posix_run, "is a POSIX run (sets.jsonl): posixlab.load_result reads it"),
+            (posixlab.load_result, tmp_path / "sweep", f"holds 1 below it (a sweep or a folder of runs): load each, "
+                                                       f"e.g. {classification_run}"),
+            (posixlab.load_result, stopped, "is a run that stopped before its summary.json"),
+            (posixlab.load_result, tmp_path / "none", f"no folder at {tmp_path / 'none'}")):
+        with pytest.raises(ConfigError, match=re.escape(said)):
+            load(folder)
