@@ -89,6 +89,28 @@ class SentenceEmbedder:
         return np.stack([vectors[t] for t in texts]).astype(np.float32)
 
 
+def check_embedding_available(spec: EmbeddingSpec) -> None:
+    """Before any work, for a hub embedding model (``embedding=gte-large``): in the Hugging Face cache, or served by
+    the hub (one request, no retries); else one ``ModelUnavailableError`` with what to do. sentence-transformers' own
+    loading retried every file five times offline: over a minute of warnings, once the run's model had loaded."""
+    if spec.source != "hub" or not spec.model:
+        return  # a packaged or local model is read from disk; _locate names what is missing
+    from huggingface_hub import try_to_load_from_cache
+
+    from posixlab.hub import describe_hub_error, hub_endpoint, hub_file_error, hub_offline_flag
+
+    if isinstance(try_to_load_from_cache(spec.model, "config.json", revision=spec.revision), str):
+        return
+    offline = hub_offline_flag()
+    error = None if offline else hub_file_error(spec.model, "config.json", "model", spec.revision)
+    if offline or error is not None:
+        why = "HF_HUB_OFFLINE is set" if offline else describe_hub_error(error)
+        raise ModelUnavailableError(
+            f"the embedding model {spec.name} ({spec.model}) is not in the Hugging Face cache and cannot be fetched "
+            f"from {hub_endpoint()} ({why}). Offline: embedding=minilm (packaged), embedding=none (no semantic-"
+            f"coherence factor), or a local copy (embedding.source=path embedding.model=<folder>)")
+
+
 def _pooling_mode(model) -> str | None:
     """The pooling mode of the model's Pooling step ("mean", "cls", ...; "cls+mean" for a combination), or None."""
     from sentence_transformers.sentence_transformer.modules import Pooling

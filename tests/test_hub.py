@@ -177,6 +177,29 @@ def test_a_wrong_id_or_a_hub_answering_500_is_one_message_and_the_next_run_compl
 
 
 @pytest.mark.slow
+def test_a_hub_embedding_model_the_hub_will_not_serve_stops_the_run_first_in_one_message(healthy_hub, tmp_path,
+                                                                                         monkeypatch):
+    """embedding=gte-large offline retried each of its files five times (over a minute of warnings, after the run's
+    model had loaded); now the hub is asked once, before any work."""
+    card = ["num_sets=1", "logger=none", "embedding=gte-large"]  # the packaged model: only the embedder is asked
+    env = env_for(tmp_path, healthy_hub.url)
+    proc = run_py(tmp_path, env, name="absent", card=card)
+    message = one_error(proc)  # the stand-in has no thenlper/gte-large
+    assert f"the embedding model gte-large (thenlper/gte-large) is not in the Hugging Face cache and cannot be " \
+           f"fetched from {healthy_hub.url} (RepositoryNotFoundError" in message and "embedding=minilm" in message
+    assert "loading smollm2" not in proc.stderr and proc.seconds < 60
+    message = one_error(run_py(tmp_path, {**env, "HF_HUB_OFFLINE": "1"}, name="offline", card=card))
+    assert "(HF_HUB_OFFLINE is set)" in message
+    from hub_fixtures import TOKEN
+
+    from posixlab.embeddings import EmbeddingSpec, check_embedding_available
+
+    monkeypatch.setenv("HF_ENDPOINT", healthy_hub.url)
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    check_embedding_available(EmbeddingSpec(name="served", source="hub", model=MODEL_ID))  # the hub serves it: no error
+
+
+@pytest.mark.slow
 def test_a_server_that_stops_mid_download_is_one_message_and_the_next_run_completes(healthy_hub, tmp_path):
     server, env = healthy_hub.server, env_for(tmp_path, healthy_hub.url)
     size = (healthy_hub.folders[MODEL_ID] / "model.safetensors").stat().st_size

@@ -20,7 +20,7 @@ from posixlab.backends import text_only
 from posixlab.data import DatasetSpec, load_items, select_items
 from posixlab.data.exemplars import exemplar_pool
 from posixlab.data.prompt_sets import UserPromptSet, read_prompt_set_file
-from posixlab.embeddings import EmbeddingSpec, SentenceEmbedder
+from posixlab.embeddings import EmbeddingSpec, SentenceEmbedder, check_embedding_available
 from posixlab.errors import ConfigError
 from posixlab.metrics import REFERENCE_COMPAT, psi, psi_per_prompt
 from posixlab.metrics.factors import set_factors
@@ -421,6 +421,8 @@ class PosixTask(Task):
 
     def check(self) -> None:
         check_settings(self.cfg)
+        if self.cfg.embedding is not None and self.cfg.psi and not self.cfg.dry_run:
+            check_embedding_available(self.cfg.embedding)  # a hub embedder the hub will not serve: before any work
 
     def needs(self) -> dict[str, str]:
         # ψ scores every response under every prompt; option scoring reads each option's log-likelihood
