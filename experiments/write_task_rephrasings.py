@@ -12,6 +12,7 @@ A classification run whose rephraser is that model (the default in process) then
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -22,10 +23,14 @@ FILE = Path(__file__).resolve().parents[1] / "posixlab/data/paraphrases/task_sen
 
 
 def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments.write_task_rephrasings",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("count", nargs="?", type=int, default=29,
+                        help="rephrasings a task sentence (default 29: Q = 30 with the sentence itself)")
+    n = parser.parse_args(argv).count
     cfg = RephraserConfig(backend="openai", model="qwen2.5-coder-1.5b-instruct", base_url="http://127.0.0.1:8765/v1",
                           min_similarity=0.0, max_requests=24, timeout=600, path=str(FILE), shipped=False)
     source = make_paraphrase_source(cfg, FILE.parent, instruction="task_sentence")
-    n = int(argv[0]) if argv else 29
     for name, sentence in TASKS.items():
         found, _ = source.paraphrases(sentence, n)
         print(f"{name}: {len(found)} rephrasings of {sentence!r}", flush=True)
