@@ -315,3 +315,24 @@ def test_the_local_rephrasers_benchmark_writes_the_same_questions_with_both_back
     for backend in ("hf", "llamacpp"):
         (record,) = [json.loads(line) for line in (tmp_path / f"{backend}.jsonl").read_text().splitlines()]
         assert record["rephraser"]["backend"] == backend and len(record["paraphrases"]) == 2
+
+
+@pytest.mark.slow  # one subprocess imports every script's dependencies
+def test_every_experiments_script_answers_help_and_does_nothing_else(tmp_path):
+    """``python -m experiments.NAME --help`` prints its usage with status 0 for every script (one read ``--help`` as
+    a count and failed), and writes nothing: run here in one process, each script as ``__main__``."""
+    names = sorted(p.stem for p in (ROOT / "experiments").glob("*.py") if p.stem != "__init__")
+    code = ("import runpy, sys\n"
+            "for name in sys.argv[1:]:\n"
+            "    sys.argv = [name, '--help']\n"
+            "    try:\n"
+            "        runpy.run_module(f'experiments.{name}', run_name='__main__')\n"
+            "        status = 0\n"
+            "    except SystemExit as exc:\n"
+            "        status = exc.code or 0\n"
+            "    print(f'STATUS {name} {status}', flush=True)\n")
+    proc = subprocess.run([sys.executable, "-c", code, *names], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    said = {line.split()[1]: line.split()[2] for line in proc.stdout.splitlines() if line.startswith("STATUS ")}
+    assert said == {name: "0" for name in names}, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "usage:" in proc.stdout and list(tmp_path.iterdir()) == []
