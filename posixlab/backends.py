@@ -162,7 +162,8 @@ def check_capabilities(needs: dict[str, str], spec: ModelSpec, lm=None) -> None:
         able = [b.name for b in all_backends() if set(needs) <= b.capabilities]
         raise ConfigError(f"model {spec.name} (backend {spec.backend}) cannot {' or '.join(missing)}, which "
                           f"{'; '.join(needs[c] for c in missing)} needs. Backends that can: "
-                          f"{', '.join(f'model.backend={b}' for b in able) or 'none'}; or change the setting")
+                          f"{', '.join(f'model.backend={b}' for b in able) or 'none'}; or drop the setting that "
+                          f"needs it")
 
 
 def load(spec: ModelSpec, cache_dir=None):

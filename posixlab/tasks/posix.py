@@ -429,8 +429,8 @@ class PosixTask(Task):
         if not self.cfg.psi:
             return {GENERATE: "greedy responses"}
         return {GENERATE: "greedy responses",
-                SCORE: "ψ (every response scored under every prompt of its set; psi=false runs the greedy answers "
-                       "alone: accuracy per prompt, its spread, worst case, consistency)"}
+                SCORE: "ψ (every response scored under every prompt of its set; task.psi=false runs the greedy "
+                       "answers alone: accuracy per prompt, its spread, worst case, consistency)"}
 
     def build_units(self, progress: bool) -> list[PromptSet]:
         sets, self.about = build_prompt_sets(self.cfg, progress, self.given)
