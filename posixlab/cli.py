@@ -46,7 +46,7 @@ from posixlab.judge import JudgeConfig
 from posixlab.models.adapters import adapted_name
 from posixlab.models.allocator import prefer_expandable_segments
 from posixlab.models.loading import ModelSpec
-from posixlab.paths import default_cache_dir
+from posixlab.paths import claim_new_folder, default_cache_dir
 from posixlab.plugins import load_recorded_plugins, record_plugins
 from posixlab.report.build import sweep_summary
 from posixlab.runner import run
@@ -186,6 +186,7 @@ OmegaConf.register_new_resolver("posixlab.gguf_name", gguf_name, replace=True)
 
 
 OmegaConf.register_new_resolver("posixlab.shard", shard_label, replace=True)
+OmegaConf.register_new_resolver("posixlab.new_folder", claim_new_folder, replace=True)  # a single run's folder
 OmegaConf.register_new_resolver("posixlab.answer_length", answer_length, replace=True)
 OmegaConf.register_new_resolver("posixlab.data_name", data_name, replace=True)
 

@@ -21,3 +21,34 @@ def shown(path: str | Path) -> str:
     """
     path = Path(path)
     return str(path) if path.is_absolute() else f"{path} (from {Path.cwd()}: {os.path.abspath(path)})"
+
+
+_CLAIMED: dict[str, str] = {}  # folder asked for -> folder this process made (one answer however often asked)
+
+
+def claim_new_folder(path: str) -> str:
+    """A folder no other run writes: ``path`` created here, or, where another process made it first (two runs of one
+    name started in the same second: they wrote one folder and mixed their results), ``path_2``, ``path_3``, ... The
+    creation is atomic (``mkdir``), and one process gets one answer for one ``path``, however often it is asked
+    (conf/config.yaml's ``hydra.run.dir``, ``${posixlab.new_folder:...}``).
+
+    >>> import tempfile; root = tempfile.mkdtemp()
+    >>> first = claim_new_folder(f"{root}/run"); first == f"{root}/run", claim_new_folder(f"{root}/run") == first
+    (True, True)
+    >>> _ = _CLAIMED.pop(f"{root}/run")  # another process asking: the folder exists, it gets the next
+    >>> claim_new_folder(f"{root}/run") == f"{root}/run_2"
+    True
+    >>> import shutil; shutil.rmtree(root)
+    """
+    if path in _CLAIMED:
+        return _CLAIMED[path]
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 1000):
+        candidate = path if n == 1 else f"{path}_{n}"
+        try:
+            os.mkdir(candidate)
+        except FileExistsError:
+            continue
+        _CLAIMED[path] = candidate
+        return candidate
+    raise FileExistsError(f"{path}: a thousand runs of this name started in this second")

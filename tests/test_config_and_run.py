@@ -340,3 +340,17 @@ def test_prompt_too_long_for_the_model_is_named(lm, tmp_path):
                     num_variants=2, output_dir=str(tmp_path / "out"))
     with pytest.raises(ContextLengthError, match=r"prompt 0 of set mmlu/x/0/spelling has 90\d\d tokens"):
         run(cfg, lm=lm, progress=False)
+
+
+@pytest.mark.slow
+def test_two_runs_of_one_name_in_one_second_get_two_folders(tmp_path):
+    """A single run's folder is made when it starts (conf/config.yaml: ``${posixlab.new_folder:...}``); where another
+    process made it first (two runs of one name started in the same second, e.g. seed=1 and seed=2 side by side: they
+    wrote one folder, mixed their sets and crashed), the run takes ``<folder>_2``."""
+    config = (ROOT / "posixlab" / "conf" / "config.yaml").read_text(encoding="utf-8")
+    assert "dir: ${posixlab.new_folder:outputs/${now:%Y-%m-%d}/${now:%H-%M-%S}_${task.run_name}" in config
+    (tmp_path / "run").mkdir()  # the other process's folder
+    proc = _run_py(["dry_run=true", "num_sets=1", "logger=none",
+                    "hydra.run.dir=${posixlab.new_folder:" + str(tmp_path / "run") + "}"], timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "run_2" / "config.yaml").is_file() and list((tmp_path / "run").iterdir()) == []
