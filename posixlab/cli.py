@@ -918,12 +918,40 @@ COMMANDS = {"report": report_command, "gate": gate_command, "compare": compare_c
             "gguf-path": gguf_path_command}
 
 
+RUN_FILES = ("summary.json", "summary.md", "sets.jsonl", "samples.jsonl", "report.html", "config.yaml", "cli.log")
+
+
+def run_folders_of_files(command: str, args: list[str]) -> list[str]:
+    """A file of a run's folder (``posixlab report RUN/summary.json``, as a shell's tab completion gives it) stands
+    for its folder, where a command reads run folders; said on stderr. A flag's value is left as it is.
+
+    >>> import tempfile; run = Path(tempfile.mkdtemp()); _ = (run / "summary.json").write_text("{}")
+    >>> given = [str(run / "summary.json"), "--out", str(run / "summary.json")]
+    >>> run_folders_of_files("report", given) == [str(run), "--out", str(run / "summary.json")]
+    True
+    >>> import shutil; shutil.rmtree(run)
+    """
+    if command not in ("report", "gate", "compare", "status", "judge"):
+        return args
+    out, after_flag = [], False
+    for arg in args:
+        path = Path(arg)
+        if not after_flag and path.name in RUN_FILES and path.is_file() \
+                and any((path.parent / name).is_file() for name in ("summary.json", "sets.jsonl", "samples.jsonl")):
+            print(f"posixlab: {arg} is a file of a run: reading its folder, {path.parent}", file=sys.stderr)
+            arg = str(path.parent)
+        after_flag = arg.startswith("--") and "=" not in arg
+        out.append(arg)
+    return out
+
+
 def entry() -> None:
     """The ``posixlab`` console command: one of ``COMMANDS`` (``posixlab report RUN_DIR ...``, ``gate``, ``compare``,
     ``status``, ``merge``, ``dove``, ``judge``, ``gguf-path``), ``posixlab help``, or else a Hydra job."""
     prefer_expandable_segments()  # before anything touches a GPU
     sys.argv[1:] = expand_moved_settings(expand_model_aliases(sys.argv[1:]))
     if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:
+        sys.argv[2:] = run_folders_of_files(sys.argv[1], sys.argv[2:])
         # a plug-in run's folder reads without POSIXLAB_PLUGINS: the plug-ins it was made with (posixlab/plugins.py)
         load_recorded_plugins([a for a in sys.argv[2:] if "=" not in a and not a.startswith("-") and Path(a).is_dir()])
         try:
