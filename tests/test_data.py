@@ -257,3 +257,14 @@ def test_exemplars_come_from_every_item_even_those_a_length_limit_leaves_out():
     (prompt_set,), about = build_prompt_sets(cfg, progress=False)
     (exemplar,) = prompt_set.shots
     assert len(exemplar.question) > 130 and exemplar.item_id != prompt_set.item.item_id
+
+
+def test_more_sets_asked_than_items_is_said(capsys):
+    from posixlab.models import ModelSpec
+    from posixlab.tasks.posix import PosixConfig, build_prompt_sets
+
+    spec = DatasetSpec("mmlu", subjects=["formal_logic"], max_question_chars=130)  # one item
+    cfg = PosixConfig(model=ModelSpec("smollm2-135m-instruct", "packaged", "smollm2-135m-instruct"), dataset=spec,
+                      num_sets=20, num_variants=2, embedding=None)
+    assert len(build_prompt_sets(cfg, progress=False)[0]) == 1
+    assert "num_sets=20 asks for more sets than mmlu has items of the length limit: 1 set," in capsys.readouterr().err

@@ -224,6 +224,12 @@ def build_prompt_sets(cfg: PosixConfig, progress: bool = True,
     generator = make_generator(cfg)
     all_items = load_items(cfg.dataset)
     items = select_items(all_items, cfg.num_sets, cfg.seed, cfg.dataset.exclude_items)
+    if cfg.num_sets is not None and len(items) < cfg.num_sets:  # a note: every item is used, as null would
+        print(f"posixlab: num_sets={cfg.num_sets} asks for more sets than {cfg.dataset.name} has items"
+              f"{' of the length limit' if cfg.dataset.max_question_chars else ''}"
+              f"{' left after exclude_items' if cfg.dataset.exclude_items else ''}: {len(items)} "
+              f"set{'' if len(items) == 1 else 's'}, one an item",
+              file=sys.stderr)
     # exemplars come from every item, also those a length limit keeps out of the prompt sets (that limit is about
     # the rephraser's reach, not about exemplars)
     every = load_items(replace(cfg.dataset, max_question_chars=None)) if cfg.dataset.max_question_chars else all_items
