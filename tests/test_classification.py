@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from posixlab.data.classification import (CLASSES, balanced_sample, exemplars, load_samples, read_dbpedia,
-                                    read_superglue, read_trec, read_wos)
+                                          read_superglue, read_trec, read_wos, select_samples)
 from posixlab.answers import parse_answer
 from posixlab.classification_prompts import TASKS, TaskFrame
 from posixlab.errors import ConfigError, DatasetUnavailableError
@@ -207,7 +207,7 @@ def test_dbpedia_files(tmp_path):
     assert samples[0].text == "Acme: Acme, Inc. makes anvils."
 
 
-def test_wos_files_and_balanced_draw(tmp_path):
+def test_wos_files_and_balanced_draw(tmp_path, capsys):
     folder = tmp_path / "WOS46985"
     folder.mkdir()
     (folder / "X.txt").write_text("\n".join(f"abstract {i}" for i in range(14)) + "\n")
@@ -217,6 +217,8 @@ def test_wos_files_and_balanced_draw(tmp_path):
     picked = balanced_sample(samples, 7, 42, CLASSES["wos46985"])
     assert sorted(s.gold for s in picked) == sorted(CLASSES["wos46985"])
     assert picked == balanced_sample(samples, 7, 42, CLASSES["wos46985"])  # seeded
+    assert select_samples(samples, 50, 0, False, CLASSES["wos46985"]) == samples  # more than there are: every one
+    assert "num_samples=50 asks for more samples than the data set has: 14, every one" in capsys.readouterr().err
     (folder / "YL1.txt").write_text("0\n")
     with pytest.raises(DatasetUnavailableError, match="X.txt has 14 lines"):
         read_wos(folder)

@@ -21,6 +21,7 @@ import csv
 import json
 import random
 import re
+import sys
 from pathlib import Path
 
 from posixlab.data.classifier_file import ClassifierDefinition, Sample, read_definition
@@ -247,6 +248,9 @@ def select_samples(samples: list[Sample], num: int | None, seed: int, balanced: 
     ``num`` of a seeded shuffle; always in the data set's order."""
     if num is not None and (isinstance(num, bool) or not isinstance(num, int) or num < 1):
         raise ConfigError(f"num_samples must be a whole number of at least 1 (or null for every sample), got {num!r}")
+    if num is not None and num > len(samples):  # a note: every sample is used, as null would
+        print(f"posixlab: num_samples={num} asks for more samples than the data set has: {len(samples)}, every one",
+              file=sys.stderr)
     if num is None or num >= len(samples):
         return list(samples)
     if balanced:
