@@ -26,6 +26,7 @@ import json
 import logging
 import re
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -253,6 +254,7 @@ def main(cfg: DictConfig) -> float | None:
             return dry_run_job(cfg, output_dir, judge)
         summary, judge_error = (done_before(cfg, output_dir, judge) if resolved.get("skip_done") else None), None
         if summary is None:
+            note_replacing(Path(output_dir))
             record_plugins(output_dir)  # so that posixlab status/gate/report read this folder in any shell
             summary, judge_error = run_job(cfg, resolved, output_dir, group, judge)
         # one the run's data has no metric for (no gold labels): exit 2 too; a judge's shares from its judge.json
@@ -331,6 +333,26 @@ def check_top_level(resolved: dict) -> None:
     for key in ("cache_dir", "score_cache_dir"):
         if not isinstance(resolved.get(key) or "", str):
             raise ConfigError(f"{key} takes a folder or null, not {resolved[key]!r}")
+
+
+def note_replacing(folder: Path) -> None:
+    """A note where the job's folder holds a finished run (``hydra.run.dir`` given twice, a sweep run again into its
+    folder): its files are about to be replaced, which used to happen without a word."""
+    from posixlab.results import SUMMARY_FILE
+    from posixlab.tasks.base import model_name
+
+    try:
+        old = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
+        finished = time.strftime("%Y-%m-%d %H:%M", time.localtime((folder / SUMMARY_FILE).stat().st_mtime))
+    except (OSError, ValueError):
+        return
+    if not isinstance(old, dict):
+        return
+    about = " · ".join([*filter(None, [model_name(old)]),
+                        *(old[k] for k in ("dataset", "variant", "strategy") if isinstance(old.get(k), str))])
+    print(f"posixlab: note: {folder} holds a finished run ({about or 'its summary.json'}, {finished}); this run "
+          f"replaces its files (a folder of its own: leave hydra.run.dir unset; skip_done=true keeps a finished run "
+          f"of this same config)", file=sys.stderr)
 
 
 def dry_run_job(cfg: DictConfig, output_dir: str, judge: JudgeConfig | None = None) -> None:

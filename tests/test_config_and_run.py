@@ -354,3 +354,16 @@ def test_two_runs_of_one_name_in_one_second_get_two_folders(tmp_path):
                     "hydra.run.dir=${posixlab.new_folder:" + str(tmp_path / "run") + "}"], timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (tmp_path / "run_2" / "config.yaml").is_file() and list((tmp_path / "run").iterdir()) == []
+
+
+def test_a_run_into_a_folder_holding_a_finished_run_says_it_replaces_it(tmp_path, capsys):
+    from posixlab.cli import note_replacing
+
+    note_replacing(tmp_path)  # an empty folder: nothing to say
+    assert capsys.readouterr().err == ""
+    (tmp_path / "summary.json").write_text(json.dumps({"model": {"name": "gemma3-270m"}, "dataset": "mmlu",
+                                                       "variant": "template"}))
+    note_replacing(tmp_path)
+    said = capsys.readouterr().err
+    assert f"posixlab: note: {tmp_path} holds a finished run (gemma3-270m · mmlu · template, " in said
+    assert "this run replaces its files" in said and "skip_done=true keeps" in said
