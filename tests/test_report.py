@@ -211,6 +211,13 @@ def test_a_partial_run_is_marked_and_a_bad_folder_is_refused(posix_run, tmp_path
         build_report([tmp_path / "empty"], tmp_path / "x.html")
     assert report_command([str(tmp_path / "empty")]) == 2
     assert report_command([str(tmp_path / "missing")]) == 2
+    for name, said in (("dry", "is a dry run's folder (dry_run=true): it planned, nothing was computed"),
+                       ("stopped", "holds a run that stopped before its first unit: no results to show (posixlab "
+                                   "status")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.yaml").write_text(f"dry_run: {str(name == 'dry').lower()}\n", encoding="utf-8")
+        with pytest.raises(ConfigError, match=re.escape(said)):
+            build_report([tmp_path / name], tmp_path / "x.html")
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "summary.json").write_text("{not json", encoding="utf-8")
     assert report_command([str(tmp_path / "broken")]) == 2

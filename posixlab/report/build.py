@@ -163,6 +163,12 @@ def _task_of_folder(folder: Path, config: dict) -> type[Task]:
     for task in TASK_TYPES.values():
         if (folder / task.records_file).is_file():
             return task
+    if config.get("dry_run") is True:  # a folder a dry run wrote: its config.yaml alone
+        raise ConfigError(f"{folder} is a dry run's folder (dry_run=true): it planned, nothing was computed; give a "
+                          f"run's results folder")
+    if (folder / "config.yaml").is_file():  # a run's folder, of a run that ended before its first unit
+        raise ConfigError(f"{folder} holds a run that stopped before its first unit: no results to show "
+                          f"(posixlab status {folder} says why)")
     files = ", ".join(dict.fromkeys(t.records_file for t in TASK_TYPES.values()))
     raise ConfigError(f"{folder} is not a run folder: it has no {SUMMARY_FILE} and no records file ({files}); give "
                       f"a run's results folder")
