@@ -272,8 +272,13 @@ def main(cfg: DictConfig) -> float | None:
         kept = ("and in the score cache: the same command again computes only the rest" if resolved.get("score_cache")
                 else "(score_cache=false: the same command again computes them again)")
         units = f"{task_type.unit_name}s" if task_type is not None else "units"
-        print(f"\nposixlab: interrupted. The {units} finished so far are in {output_dir} {kept}.",
-              file=sys.stderr)
+        records = Path(output_dir) / (task_type.records_file if task_type is not None else "")
+        if task_type is not None and (not records.is_file() or records.stat().st_size == 0):
+            print(f"\nposixlab: interrupted before its first {task_type.unit_name} finished ({output_dir}).",
+                  file=sys.stderr)
+        else:
+            print(f"\nposixlab: interrupted. The {units} finished so far are in {output_dir} {kept}.",
+                  file=sys.stderr)
         sys.exit(130)
     except Exception as exc:  # noqa: BLE001 (unexpected: a CUDA out-of-memory, a bug)
         if group is None:  # one run: Hydra's traceback (HYDRA_FULL_ERROR=1: all of it)
