@@ -51,9 +51,14 @@ def response_text(text) -> str:
     '<span class="blank">(empty: the first token ended it)</span>'
     >>> response_text("\\n\\n ")
     '<span class="blank">(whitespace only: ⏎⏎␣)</span>'
+
+    Three or more line breaks in a row are one line break and their count, so that a cell stays a few lines tall:
+
+    >>> response_text("Sure,\\n\\n\\n\\n\\nThe")
+    'Sure,\\n<span class="blank">(⏎ × 5)</span>\\nThe'
     """
     if text is None or str(text).strip():
-        return esc(text)
+        return re.sub(r"\n{3,}", lambda m: f'\n<span class="blank">(⏎ × {len(m.group(0))})</span>\n', esc(text))
     if not text:
         return '<span class="blank">(empty: the first token ended it)</span>'
     shown = "".join(WHITESPACE_SHOWN.get(c, f"U+{ord(c):04X} ") for c in str(text))
