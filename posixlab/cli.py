@@ -945,6 +945,25 @@ COMMANDS = {"report": report_command, "gate": gate_command, "compare": compare_c
             "gguf-path": gguf_path_command}
 
 
+def version_line() -> str:
+    """``posixlab --version``: posixlab's version and those of what its numbers depend on.
+
+    >>> version_line().startswith(f"posixlab {__version__} (Python ")
+    True
+    """
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    def of(name: str) -> str:
+        try:
+            return f"{name} {version(name)}"
+        except PackageNotFoundError:
+            return f"{name} not installed"
+
+    return (f"posixlab {__version__} (Python {platform.python_version()}, "
+            + ", ".join(of(name) for name in ("torch", "transformers", "hydra-core", "wandb")) + ")")
+
+
 RUN_FILES = ("summary.json", "summary.md", "sets.jsonl", "samples.jsonl", "report.html", "config.yaml", "cli.log")
 
 
@@ -989,6 +1008,9 @@ def entry() -> None:
             sys.exit(2)
     if sys.argv[1:] == ["help"]:  # a word Hydra would read as an override without a value
         sys.argv[1:] = ["--help"]
+    if sys.argv[1:] in (["--version"], ["-V"]):  # Hydra's own --version names Hydra's version alone
+        print(version_line())
+        sys.exit(0)
     try:
         sys.argv[1:] = flags_first(sys.argv[1:])  # a Hydra job from here on
         load_chosen_tasks(sys.argv[1:])

@@ -249,6 +249,10 @@ def test_help_lists_every_command_and_each_answers_its_own_help(capsys):
     for name in COMMANDS:
         assert f"\nposixlab {name} " in shown.stdout
     assert "\n== Configuration groups ==" in shown.stdout and "\nvariant: format, mixture" in shown.stdout
+    assert "\nposixlab --version " in shown.stdout
+    version = subprocess.run([sys.executable, "-m", "posixlab", "--version"], capture_output=True, text=True,
+                             timeout=300)  # posixlab's, not Hydra's alone ("Hydra 1.3.8")
+    assert version.returncode == 0 and version.stdout.startswith("posixlab 0.") and "torch " in version.stdout
     def status_of(command, args):
         try:
             return command(args)
