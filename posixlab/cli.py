@@ -782,7 +782,14 @@ def check_value_type(cfg: DictConfig, key: str, override) -> None:
             texts, values = [override.get_value_element_as_str()], [override.value()]
     except Exception:  # noqa: BLE001 (a sweep this cannot list (interval(...)): Hydra checks each job's value)
         return
+    try:  # a switch of a free-form node (variant.options.include_original: false) takes it alone: 'yes' ran as 1
+        switch = isinstance(OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False), bool)
+    except Exception:  # noqa: BLE001 (an interpolation it cannot read: Hydra's to report)
+        switch = False
     for text, value in zip(texts, values):
+        if switch and value is not None and not isinstance(value, bool):
+            raise ConfigError(f"{key} takes true or false, not {text!r}"
+                              + (f" (in {override.input_line})" if len(texts) > 1 else ""))
         try:
             OmegaConf.update(cfg, key, value, merge=True)  # as Hydra applies an override
         except ValidationError as exc:

@@ -212,6 +212,10 @@ def test_a_chat_run_rephrases_with_its_own_endpoint(tmp_path):
                                 "nor a setting (write key=value, e.g. model=gemma3-270m); did you mean posixlab "
                                 "report?"),
     (["model=gemma3-270m", "template"], "'template' is neither a command"),
+    # a switch of a free-form node given a word: 'yes' ran as int('yes') deep in the mixture, a traceback
+    (["variant=mixture", "variant.options.include_original=yes"], "variant.options.include_original takes true or "
+                                                                  "false, not 'yes'"),
+    (["report=no"], "report takes true or false, not 'no'"),
     # a group option that does not exist: Hydra printed its config search path; in a sweep, after the cells before it
     (["dataset=mmlu_smple"], "dataset=mmlu_smple: no such option (did you mean mmlu_sample?); the options are alpaca,"),
     (["-m", "dataset=mmlu_sample,mmlu_smple"], "dataset=mmlu_smple: no such option (did you mean mmlu_sample?)"),
