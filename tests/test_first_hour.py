@@ -6,6 +6,7 @@ fast, and the smaller points (progress modes, the running mean S, one endpoint u
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -422,3 +423,18 @@ def test_the_default_paraphrase_run_gives_the_committed_cell_s_psi(root, tmp_pat
     assert len(sets) == 2
     for record in sets:
         assert record["psi"] == pytest.approx(committed[record["item_id"]], rel=1e-4), record["item_id"]  # waves differ
+
+
+def test_a_rephraser_setting_of_the_wrong_kind_is_named_where_the_config_is_read():
+    """rephraser.* is a free-form node: ``rephraser.max_concurrency=abc`` failed as a TypeError inside the rephraser
+    (a traceback), ``max_attempts=0`` never asked at all."""
+    from posixlab.rephrase import RephraserConfig
+
+    for kwargs, said in (({"max_concurrency": "abc"}, "rephraser.max_concurrency takes a whole number, not 'abc'"),
+                         ({"temperature": "hot"}, "rephraser.temperature takes a number, not 'hot'"),
+                         ({"validate": "maybe"}, "rephraser.validate takes true or false, not 'maybe'"),
+                         ({"max_attempts": 0}, "rephraser.max_attempts must be at least 1, got 0"),
+                         ({"timeout": -1}, "rephraser.timeout is seconds per request, above 0, got -1")):
+        with pytest.raises(ConfigError, match=re.escape(said)):
+            RephraserConfig(**kwargs)
+    assert RephraserConfig(source=None, timeout=600, revision=None).timeout == 600  # an int where a float goes

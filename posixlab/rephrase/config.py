@@ -33,7 +33,7 @@ class RephraserConfig:
     # hf: packaged name, hub id or folder; llamacpp: packaged name, .gguf file, or OWNER/REPO:TAG (OWNER/REPO/F.gguf)
     # on the hub; openai: the served model name
     model: str = "qwen2.5-coder-1.5b-instruct"
-    source: str = "packaged"  # hf and llamacpp: packaged | hub | local (llamacpp: read from the model's form)
+    source: str | None = "packaged"  # hf and llamacpp: packaged | hub | local (llamacpp: read from the model's form)
     revision: str | None = None  # hf and llamacpp: the hub revision
     dtype: str = "auto"  # hf only
     device: str = "auto"  # hf and llamacpp (cpu: no layer on a GPU)
@@ -71,6 +71,42 @@ class RephraserConfig:
     # built-in classifiers' task sentences, written by the packaged Qwen2.5-Coder-1.5B-Instruct and checked) when this
     # rephraser is that model with the same instruction; false: only the paraphrase file and the rephraser
     shipped: bool = True
+
+    def __post_init__(self):  # where the config is read, not deep in a rephraser once its model has loaded
+        check_field_types(self, "rephraser")
+        for key in ("max_attempts", "max_concurrency", "per_request", "samples", "max_requests"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"rephraser.{key} must be at least 1, got {getattr(self, key)}")
+        if self.timeout <= 0:
+            raise ConfigError(f"rephraser.timeout is seconds per request, above 0, got {self.timeout}")
+
+
+_TYPE_WORDS = {"int": ((int,), "a whole number"), "float": ((int, float), "a number"), "bool": ((bool,), "true or false"),
+               "str": ((str,), "a string")}
+
+
+def check_field_types(config, prefix: str) -> None:
+    """A ``ConfigError`` for a field of a dataclass config whose value is not of its plain annotated type (``int``,
+    ``float``, ``bool``, ``str``, each ``| None``): a Python caller's ``max_concurrency="8"``, or a free-form YAML
+    node's ``rephraser.max_concurrency=abc``, failed later as a TypeError deep inside.
+
+    >>> check_field_types(RephraserConfig(), "rephraser")
+    >>> RephraserConfig(max_concurrency="abc")
+    Traceback (most recent call last):
+    ...
+    posixlab.errors.ConfigError: rephraser.max_concurrency takes a whole number, not 'abc'
+    """
+    from dataclasses import fields
+
+    for f in fields(config):
+        annotation = str(f.type).replace(" ", "")
+        optional = annotation.endswith("|None")
+        kinds, words = _TYPE_WORDS.get(annotation.removesuffix("|None"), (None, ""))
+        value = getattr(config, f.name)
+        if kinds is None or (value is None and optional):
+            continue
+        if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+            raise ConfigError(f"{prefix}.{f.name} takes {words}{' or null' if optional else ''}, not {value!r}")
 
 
 def packaged_instruction(name: str) -> dict:
