@@ -87,3 +87,37 @@ def check_flag(name: str, value) -> None:
     """
     if not isinstance(value, bool):
         raise ConfigError(f"{name} takes true or false, not {value!r}")
+
+
+_TYPE_WORDS = {"int": ((int,), "a whole number"), "float": ((int, float), "a number"), "bool": ((bool,), "true or false"),
+               "str": ((str,), "a string")}
+
+
+def check_field_types(config, prefix: str) -> None:
+    """A ``ConfigError`` for a field of a dataclass config whose value is not of its plain annotated type (``int``,
+    ``float``, ``bool``, ``str``, each ``| None``): a Python caller's ``max_concurrency="8"``, or a free-form YAML
+    node's ``rephraser.max_concurrency=abc``, failed later as a TypeError deep inside.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class Settings:
+    ...     batch: int = 8
+    ...     name: str | None = None
+    >>> check_field_types(Settings(batch=8, name=None), "engine")
+    >>> check_field_types(Settings(batch="8"), "engine")
+    Traceback (most recent call last):
+    ...
+    posixlab.errors.ConfigError: engine.batch takes a whole number, not '8'
+    """
+    from dataclasses import fields
+
+    for f in fields(config):
+        # the annotation's text (a module with postponed annotations), or the type's name
+        annotation = (f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))).replace(" ", "")
+        optional = annotation.endswith("|None")
+        kinds, words = _TYPE_WORDS.get(annotation.removesuffix("|None"), (None, ""))
+        value = getattr(config, f.name)
+        if kinds is None or (value is None and optional):
+            continue
+        if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+            raise ConfigError(f"{prefix}.{f.name} takes {words}{' or null' if optional else ''}, not {value!r}")

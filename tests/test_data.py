@@ -268,3 +268,18 @@ def test_more_sets_asked_than_items_is_said(capsys):
                       num_sets=20, num_variants=2, embedding=None)
     assert len(build_prompt_sets(cfg, progress=False)[0]) == 1
     assert "num_sets=20 asks for more sets than mmlu has items of the length limit: 1 set," in capsys.readouterr().err
+
+
+def test_a_dataset_setting_of_the_wrong_kind_is_named_and_one_name_is_a_list_of_one():
+    """dataset.subjects=astronomy was read letter by letter ("names 'a', 'm', 'n', ... which no MMLU question has");
+    dataset.max_question_chars=abc was a TypeError's traceback."""
+    assert DatasetSpec("mmlu", subjects="astronomy").subjects == ["astronomy"]
+    assert DatasetSpec("mmlu", exclude_items="mmlu/x").exclude_items == ["mmlu/x"]
+    assert {i.subject for i in load_items(DatasetSpec("mmlu", subjects="astronomy"))} == {"astronomy"}
+    for kwargs, said in (({"max_question_chars": "abc"}, "dataset.max_question_chars takes a whole number or null"),
+                         ({"max_question_chars": 0}, "dataset.max_question_chars must be at least 1"),
+                         ({"subjects": 3}, "dataset.subjects takes a list of names ([a,b]) or null, not 3"),
+                         ({"split": 5}, "dataset.split takes a string or null, not 5")):
+        with pytest.raises(ConfigError, match=re.escape(said)):
+            DatasetSpec("mmlu", **kwargs)
+

@@ -11,7 +11,7 @@ from posixlab.data.alpaca import load_alpaca
 from posixlab.data.bbh import BBH_TASKS, load_bbh
 from posixlab.data.mmlu import load_mmlu
 from posixlab.data.questions import load_questions
-from posixlab.errors import ConfigError
+from posixlab.errors import ConfigError, check_field_types
 from posixlab.prompts import PromptItem
 
 LOADERS = {"mmlu": load_mmlu, "alpaca": load_alpaca, "bbh": load_bbh, "questions": load_questions}
@@ -45,6 +45,19 @@ class DatasetSpec:
     # the key of LOADERS that reads it, where ``name`` is not one: ``dataset=questions`` names a run of your questions
     # by its file or hub data set (``questions.data_name``) and reads it with ``load_questions``
     loader: str | None = None
+
+    def __post_init__(self):  # where the config is read, before any data or model loads
+        for key in ("subjects", "variants", "exclude_items"):
+            value = getattr(self, key)
+            if isinstance(value, str):  # one name written alone (dataset.subjects=astronomy): a list of one
+                object.__setattr__(self, key, [value])  # (it was read letter by letter: a, s, t, r, ...)
+            elif value is not None and (not isinstance(value, (list, tuple))
+                                        or not all(isinstance(v, str) for v in value)):
+                raise ConfigError(f"dataset.{key} takes a list of names ([a,b]) or null, not {value!r}")
+        check_field_types(self, "dataset")
+        if self.max_question_chars is not None and self.max_question_chars < 1:
+            raise ConfigError(f"dataset.max_question_chars must be at least 1 (or null: every question), got "
+                              f"{self.max_question_chars}")
 
 
 def load_items(spec: DatasetSpec) -> list[PromptItem]:

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from posixlab.errors import ConfigError
+from posixlab.errors import ConfigError, check_field_types
 from posixlab.rephrase.base import Rephraser
 
 BACKENDS = ("auto", "hf", "llamacpp", "openai", "file")
@@ -79,34 +79,6 @@ class RephraserConfig:
                 raise ConfigError(f"rephraser.{key} must be at least 1, got {getattr(self, key)}")
         if self.timeout <= 0:
             raise ConfigError(f"rephraser.timeout is seconds per request, above 0, got {self.timeout}")
-
-
-_TYPE_WORDS = {"int": ((int,), "a whole number"), "float": ((int, float), "a number"), "bool": ((bool,), "true or false"),
-               "str": ((str,), "a string")}
-
-
-def check_field_types(config, prefix: str) -> None:
-    """A ``ConfigError`` for a field of a dataclass config whose value is not of its plain annotated type (``int``,
-    ``float``, ``bool``, ``str``, each ``| None``): a Python caller's ``max_concurrency="8"``, or a free-form YAML
-    node's ``rephraser.max_concurrency=abc``, failed later as a TypeError deep inside.
-
-    >>> check_field_types(RephraserConfig(), "rephraser")
-    >>> RephraserConfig(max_concurrency="abc")
-    Traceback (most recent call last):
-    ...
-    posixlab.errors.ConfigError: rephraser.max_concurrency takes a whole number, not 'abc'
-    """
-    from dataclasses import fields
-
-    for f in fields(config):
-        annotation = str(f.type).replace(" ", "")
-        optional = annotation.endswith("|None")
-        kinds, words = _TYPE_WORDS.get(annotation.removesuffix("|None"), (None, ""))
-        value = getattr(config, f.name)
-        if kinds is None or (value is None and optional):
-            continue
-        if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
-            raise ConfigError(f"{prefix}.{f.name} takes {words}{' or null' if optional else ''}, not {value!r}")
 
 
 def packaged_instruction(name: str) -> dict:
