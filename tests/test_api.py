@@ -188,7 +188,7 @@ def test_a_python_caller_s_wrongly_typed_counts_are_errors_before_any_work():
                          ({"num_variants": "3"}, "num_variants must be a whole number of at least 1")):
         with pytest.raises(ConfigError, match=re.escape(said)):
             posixlab.evaluate_dataset("mmlu_sample", "spelling", **kwargs)
-    with pytest.raises(ConfigError, match="num_samples must be a whole number of at least 1"):
+    with pytest.raises(ConfigError, match="dataset.num_samples takes a whole number or null, not '5'"):
         posixlab.classify("mmlu_letters", num_samples="5")
 
 

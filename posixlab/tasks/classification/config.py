@@ -10,7 +10,7 @@ from posixlab.backends import backend_of
 from posixlab.classification_prompts import STRATEGIES
 from posixlab.data.classification import CLASSES
 from posixlab.data.classifier_file import ClassifierDefinition, load_classifier
-from posixlab.errors import ConfigError
+from posixlab.errors import ConfigError, check_field_types
 from posixlab.models import ModelSpec
 from posixlab.models.capabilities import SLOT_SCORES, TOOLS
 from posixlab.rephrase import RephraserConfig
@@ -34,6 +34,9 @@ class ClassificationData:
     exemplar_path: str | None = None  # labelled data for the 1-shot examples; None: the evaluated file's rest
     exemplar_split: str | None = None  # hub: the split the 1-shot examples come from (None: the same split)
     options: dict = field(default_factory=dict)  # dbpedia14: classes_path
+
+    def __post_init__(self):  # dataset.* is a free-form node: its kinds are checked where the config is read
+        check_field_types(self, "dataset")
 
 
 @dataclass
