@@ -757,6 +757,9 @@ def _kind_of(node) -> str | None:
     return kind + (" or null" if meta.optional else "")
 
 
+_WORDS_TOO = {"progress"}  # switches that take a word too (progress=lines), checked with the run's settings
+
+
 def check_value_type(cfg: DictConfig, key: str, override) -> None:
     """A ``ConfigError`` naming the key and the type it takes when an override (each value of a sweep) gives a typed
     setting (``task.*``: a structured config, ``task_schema``) a value of another type, as Hydra would apply it;
@@ -783,7 +786,8 @@ def check_value_type(cfg: DictConfig, key: str, override) -> None:
     except Exception:  # noqa: BLE001 (a sweep this cannot list (interval(...)): Hydra checks each job's value)
         return
     try:  # a switch of a free-form node (variant.options.include_original: false) takes it alone: 'yes' ran as 1
-        switch = isinstance(OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False), bool)
+        switch = key not in _WORDS_TOO and isinstance(
+            OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False), bool)
     except Exception:  # noqa: BLE001 (an interpolation it cannot read: Hydra's to report)
         switch = False
     for text, value in zip(texts, values):

@@ -245,6 +245,7 @@ def test_a_task_mistyped_is_named_with_the_nearest():
     ["--cfg", "job", "seed=3"], ["model=chat", "model.name=m", "model.server.base_url=http://h/v1"],
     ["task=classification", "strategy=detail"], ["-m", "task=classification", "strategy=simple,1shot"],
     ["+experiment=offline_table1", "variant=template"], ["+experiment=offline_errica_table1", "strategy=detail"],
+    ["progress=lines"], ["-m", "progress=lines", "variant=mixture", "variant.options.include_original=true"],
 ])
 def test_valid_overrides_pass_the_key_check(argv):
     from posixlab.cli import check_override_keys, expand_moved_settings
