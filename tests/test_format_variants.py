@@ -241,6 +241,7 @@ def test_default_mixture_is_unchanged(tmp_path):
     explicit = MixtureVariants(paraphrase_source(tmp_path, items), kinds=["spelling", "template", "paraphrase"])
     explicit.prepare(items, 20, progress=False)
     assert explicit.build_set(items[0], 20, 0).texts() == first.texts()
+    assert MixtureVariants(kinds="format").kinds == ("format",)  # one kind written alone: not its letters
     # the description as it was, plus the quality of the paraphrases (added with the quality checks)
     assert set(mixture.describe()) == {"include_original", "per_kind", "rephraser", "paraphrase_file",
                                        "paraphrase_quality"}

@@ -40,7 +40,7 @@ class MixtureVariants(VariantGenerator):
 
     def __init__(self, source: ParaphraseSource | None = None, include_original: bool = False,
                  kinds: list[str] | tuple[str, ...] | None = None):
-        kinds = KINDS if kinds is None else tuple(kinds)
+        kinds = KINDS if kinds is None else (kinds,) if isinstance(kinds, str) else tuple(kinds)  # one: not its letters
         types = {k: _mixable(k) for k in kinds}
         unknown = [k for k, cls in types.items() if cls is None]
         if not kinds or unknown or len(set(kinds)) != len(kinds):
