@@ -89,8 +89,8 @@ def check_flag(name: str, value) -> None:
         raise ConfigError(f"{name} takes true or false, not {value!r}")
 
 
-_TYPE_WORDS = {"int": ((int,), "a whole number"), "float": ((int, float), "a number"), "bool": ((bool,), "true or false"),
-               "str": ((str,), "a string")}
+_TYPE_WORDS = {"int": ((int,), "a whole number"), "float": ((int, float), "a number"),
+               "bool": ((bool,), "true or false"), "str": ((str,), "a string")}
 
 
 def check_field_types(config, prefix: str) -> None:
