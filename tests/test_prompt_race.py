@@ -170,7 +170,7 @@ def hydra_yaml(*overrides: str) -> str:
     from posixlab.cli import CONF_DIR
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return OmegaConf.to_yaml(compose(config_name="config", overrides=list(overrides)))
+        return OmegaConf.to_yaml(compose(config_name="config", overrides=list(overrides)), resolve=True)
 
 
 @pytest.mark.slow
