@@ -41,7 +41,7 @@ from omegaconf.errors import MissingMandatoryValue
 from posixlab.commands import compare_command, dove_command, gate_command, gguf_path_command, judge_command, \
     judge_folder, judge_spec, judged_figures, merge_command, report_command, report_gate, write_run_report
 from posixlab.data.questions import answer_length, data_name
-from posixlab.errors import ConfigError, GateFailed, PosixlabError, check_flag
+from posixlab.errors import ConfigError, GateFailed, PosixlabError, check_flag, nearest
 from posixlab.gate import GateConfig, check_gate, check_gate_applies, make_gate, metrics
 from posixlab.judge import JudgeConfig
 from posixlab.models.adapters import adapted_name
@@ -50,6 +50,7 @@ from posixlab.models.loading import ModelSpec
 from posixlab.paths import claim_new_folder, default_cache_dir
 from posixlab.plugins import load_recorded_plugins, record_plugins
 from posixlab.report.build import sweep_summary
+from posixlab.results import SAMPLES_FILE, SETS_FILE, SUMMARY_FILE
 from posixlab.runner import run
 from posixlab.scoring.options import EngineOptions
 from posixlab.shards import shard_label, shard_lines
@@ -343,7 +344,6 @@ def check_top_level(resolved: dict) -> None:
 def note_replacing(folder: Path) -> None:
     """A note where the job's folder holds a finished run (``hydra.run.dir`` given twice, a sweep run again into its
     folder): its files are about to be replaced, which used to happen without a word."""
-    from posixlab.results import SUMMARY_FILE
     from posixlab.tasks.base import model_name
 
     try:
@@ -878,9 +878,8 @@ def check_group_choices(parsed, repository) -> None:
         for value in (v for v in values if isinstance(v, str) and not repository.config_exists(f"{group}/{v}")):
             options = [o for o in repository.get_group_options(group, results_filter=ObjectType.CONFIG)
                        if not o.startswith("_")]
-            near = difflib.get_close_matches(value, options, n=1)
-            raise ConfigError(f"{override.key_or_group}={value}: no such option" + (
-                f" (did you mean {near[0]}?)" if near else "") + f"; the options are {', '.join(options)}")
+            raise ConfigError(f"{override.key_or_group}={value}: no such option{nearest(value, options)}; the options "
+                              f"are {', '.join(options)}")
 
 
 def check_override_keys(argv: list[str]) -> None:
@@ -975,7 +974,7 @@ def version_line() -> str:
             + ", ".join(of(name) for name in ("torch", "transformers", "hydra-core", "wandb")) + ")")
 
 
-RUN_FILES = ("summary.json", "summary.md", "sets.jsonl", "samples.jsonl", "report.html", "config.yaml", "cli.log")
+RUN_FILES = (SUMMARY_FILE, "summary.md", SETS_FILE, SAMPLES_FILE, "report.html", "config.yaml", "cli.log")
 
 
 def run_folders_of_files(command: str, args: list[str]) -> list[str]:
@@ -994,7 +993,7 @@ def run_folders_of_files(command: str, args: list[str]) -> list[str]:
     for arg in args:
         path = Path(arg)
         if not after_flag and path.name in RUN_FILES and path.is_file() \
-                and any((path.parent / name).is_file() for name in ("summary.json", "sets.jsonl", "samples.jsonl")):
+                and any((path.parent / name).is_file() for name in (SUMMARY_FILE, SETS_FILE, SAMPLES_FILE)):
             print(f"posixlab: {arg} is a file of a run: reading its folder, {path.parent}", file=sys.stderr)
             arg = str(path.parent)
         after_flag = arg.startswith("--") and "=" not in arg

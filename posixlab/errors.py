@@ -121,3 +121,24 @@ def check_field_types(config, prefix: str) -> None:
             continue
         if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
             raise ConfigError(f"{prefix}.{f.name} takes {words}{' or null' if optional else ''}, not {value!r}")
+
+
+def is_whole(value, least: int) -> bool:
+    """Whether a setting is a whole number (not a bool, a float or a string, as Python callers may pass) >= least.
+
+    >>> is_whole(3, 1), is_whole("3", 1), is_whole(True, 0), is_whole(0, 1)
+    (True, False, False, False)
+    """
+    return not isinstance(value, bool) and isinstance(value, int) and value >= least
+
+
+def nearest(name, names) -> str:
+    """" (did you mean X?)" for the closest of ``names`` to a mistyped ``name``, or "".
+
+    >>> nearest("detial", ["simple", "detail"]), nearest("zzz", ["simple"])
+    (' (did you mean detail?)', '')
+    """
+    import difflib
+
+    near = difflib.get_close_matches(str(name), list(names), n=1)
+    return f" (did you mean {near[0]}?)" if near else ""

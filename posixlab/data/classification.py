@@ -27,7 +27,7 @@ from pathlib import Path
 from posixlab.data.classifier_file import ClassifierDefinition, Sample, read_definition
 from posixlab.data.files import hub_rows
 from posixlab.paths import shown
-from posixlab.errors import ConfigError, DatasetUnavailableError
+from posixlab.errors import ConfigError, DatasetUnavailableError, is_whole
 
 BUILTIN_DIR = Path(__file__).with_name("classifiers")
 # the built-in data sets, each a classifier file without samples (read once, at import); the readers below know them
@@ -246,7 +246,7 @@ def select_samples(samples: list[Sample], num: int | None, seed: int, balanced: 
                    classes: list[str]) -> list[Sample]:
     """All samples (``num`` None or at least their number), a class-balanced draw (``balanced``), or the first
     ``num`` of a seeded shuffle; always in the data set's order."""
-    if num is not None and (isinstance(num, bool) or not isinstance(num, int) or num < 1):
+    if num is not None and not is_whole(num, 1):
         raise ConfigError(f"num_samples must be a whole number of at least 1 (or null for every sample), got {num!r}")
     if num is not None and num > len(samples):  # a note: every sample is used, as null would
         print(f"posixlab: num_samples={num} asks for more samples than the data set has: {len(samples)}, every one",

@@ -8,7 +8,7 @@ any registered task.
 
 from __future__ import annotations
 
-from posixlab.errors import ConfigError
+from posixlab.errors import ConfigError, nearest
 from posixlab.tasks.base import Request, Task
 
 TASK_TYPES: dict[str, type[Task]] = {}  # task name -> task type
@@ -28,11 +28,7 @@ def task_named(name: str) -> type[Task]:
 
         load_plugins()
         if name not in TASK_TYPES:
-            import difflib
-
-            near = difflib.get_close_matches(str(name), list(TASK_TYPES), n=1)
-            raise ConfigError(f"unknown task {name!r}" + (f" (did you mean {near[0]}?)" if near else "")
-                              + f"; the tasks are {', '.join(TASK_TYPES)}, or {HOW}{not_imported_note()}")
+            raise ConfigError(f"unknown task {name!r}{nearest(name, TASK_TYPES)}; the tasks are {', '.join(TASK_TYPES)}, or {HOW}{not_imported_note()}")
     return TASK_TYPES[name]
 
 

@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from posixlab.errors import ConfigError
+from posixlab.errors import ConfigError, is_whole
 
 from posixlab.models.capabilities import GENERATE, SCORE  # noqa: F401  (what a task may need)
 
@@ -136,18 +136,9 @@ def read_setting(values: dict, cls, where: str):
     return cls(**values)
 
 
-def is_whole(value, least: int) -> bool:
-    """Whether a setting is a whole number (not a bool, a float or a string, as Python callers may pass) >= least.
-
-    >>> is_whole(3, 1), is_whole("3", 1), is_whole(True, 0), is_whole(0, 1)
-    (True, False, False, False)
-    """
-    return not isinstance(value, bool) and isinstance(value, int) and value >= least
-
-
 def check_max_new_tokens(value) -> None:
     """Every task's response length: a whole number of tokens, at least one."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not is_whole(value, 1):
         raise ConfigError(f"max_new_tokens must be a whole number of at least 1 (a response has at least one token), "
                           f"got {value!r}")
 

@@ -21,7 +21,7 @@ from posixlab.data import DatasetSpec, load_items, select_items
 from posixlab.data.exemplars import exemplar_pool
 from posixlab.data.prompt_sets import UserPromptSet, read_prompt_set_file
 from posixlab.embeddings import EmbeddingSpec, SentenceEmbedder, check_embedding_available
-from posixlab.errors import ConfigError
+from posixlab.errors import ConfigError, is_whole
 from posixlab.metrics import REFERENCE_COMPAT, psi, psi_per_prompt
 from posixlab.metrics.factors import set_factors
 from posixlab.models.loading import ModelSpec, spec_from_dict
@@ -36,8 +36,8 @@ from posixlab.scoring import EngineOptions
 from posixlab.seeding import rng_for
 from posixlab.shards import parse_shard
 from posixlab.tasks.base import (ACCURACY_GATES, ACCURACY_MISSING, ACCURACY_RANGES, FRACTION, GENERATE, SCORE,
-                                 Request, Task, Tracked, answer_texts, check_max_new_tokens, is_whole, model_name,
-                                 read_setting, shared_settings)
+                                 Request, Task, Tracked, answer_texts, check_max_new_tokens, model_name, read_setting,
+                                 shared_settings)
 from posixlab.tasks.race import PromptRace
 from posixlab.variants import PromptSet, PromptVariant, VariantGenerator, get_variant_generator, variant_type
 

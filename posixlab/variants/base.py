@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from posixlab.errors import ConfigError
+from posixlab.errors import ConfigError, is_whole
 from posixlab.prompts import PromptItem, Shot, chat_messages, join_turns, render_turns
 from posixlab.seeding import rng_for  # noqa: F401  (re-exported: its home before posixlab.seeding)
 
@@ -109,7 +109,7 @@ class VariantGenerator:
         return make_prompt(item, Edit(), "original", -1, shots)
 
     def check_size(self, num_variants: int) -> None:
-        if isinstance(num_variants, bool) or not isinstance(num_variants, int) or num_variants < 1:
+        if not is_whole(num_variants, 1):
             raise ConfigError(f"num_variants must be a whole number of at least 1 (a set needs 2 prompts), got "
                               f"{num_variants!r}")
         if self.max_variants is not None and num_variants > self.max_variants:

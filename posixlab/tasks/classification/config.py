@@ -3,20 +3,19 @@ before any model is loaded: the settings, the user's own schema, and the classif
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 
 from posixlab.backends import backend_of
 from posixlab.classification_prompts import STRATEGIES
 from posixlab.data.classification import CLASSES
 from posixlab.data.classifier_file import ClassifierDefinition, load_classifier
-from posixlab.errors import ConfigError, check_field_types
+from posixlab.errors import ConfigError, check_field_types, is_whole, nearest
 from posixlab.models import ModelSpec
 from posixlab.models.capabilities import SLOT_SCORES, TOOLS
 from posixlab.rephrase import RephraserConfig
 from posixlab.scoring import EngineOptions
 from posixlab.shards import parse_shard
-from posixlab.tasks.base import check_max_new_tokens, is_whole
+from posixlab.tasks.base import check_max_new_tokens
 
 PROBABILITY_MODES = ("greedy", "label_probs")
 CLASSIFIER = "classifier"  # dataset=classifier: your own classifier from one file (posixlab/data/classifier_file.py)
@@ -73,16 +72,6 @@ class ClassificationConfig:
 def has(cfg: ClassificationConfig, capability: str) -> bool:
     """Whether the configured model's backend declares ``capability`` (posixlab/models/capabilities.py)."""
     return capability in backend_of(cfg.model).capabilities
-
-
-def nearest(name, names) -> str:
-    """" (did you mean X?)" for the closest of ``names`` to a mistyped ``name``, or "".
-
-    >>> nearest("detial", ["simple", "detail"]), nearest("zzz", ["simple"])
-    (' (did you mean detail?)', '')
-    """
-    near = difflib.get_close_matches(str(name), list(names), n=1)
-    return f" (did you mean {near[0]}?)" if near else ""
 
 
 def check_settings(cfg: ClassificationConfig) -> None:
