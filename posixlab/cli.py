@@ -187,6 +187,23 @@ def gguf_name(path) -> str:
 OmegaConf.register_new_resolver("posixlab.gguf_name", gguf_name, replace=True)
 
 
+def data_label(name, path=None) -> str:
+    """``${posixlab.data:${dataset.name},${dataset.path}}`` (conf/task/*.yaml's ``run_name``): the data as job folders
+    and W&B runs name it. Your own prompt sets and classifier files add the file's stem, so that runs of two files
+    are told apart by their folders (``dataset=questions`` names its runs by the file already).
+
+    >>> data_label("mmlu"), data_label("prompt_sets", "data/my sets.jsonl"), data_label("classifier", "reviews.yaml")
+    ('mmlu', 'prompt_sets-my_sets', 'classifier-reviews')
+    """
+    if str(name) not in ("prompt_sets", "classifier") or not path:
+        return str(name)
+    stem = re.sub(r"[^\w.-]+", "_", Path(str(path).rstrip("/")).stem)  # a folder's name: no spaces, no slashes
+    return f"{name}-{stem}"
+
+
+OmegaConf.register_new_resolver("posixlab.data", data_label, replace=True)
+
+
 OmegaConf.register_new_resolver("posixlab.shard", shard_label, replace=True)
 OmegaConf.register_new_resolver("posixlab.new_folder", claim_new_folder, replace=True)  # a single run's folder
 OmegaConf.register_new_resolver("posixlab.answer_length", answer_length, replace=True)

@@ -248,7 +248,7 @@ def test_the_console_command_runs_outside_the_checkout_after_pip_install(tmp_pat
                 "embedding=none", "logger=none", "progress=false", f"score_cache_dir={tmp_path / 'scores'}"],
                cwd=elsewhere, executable=str(command))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    runs = list((elsewhere / "outputs").glob("*/*_prompt_sets_user_0shot"))
+    runs = list((elsewhere / "outputs").glob("*/*_prompt_sets-my_sets_user_0shot"))
     assert len(runs) == 1, list((elsewhere / "outputs").rglob("*"))
     result = posixlab.load_result(runs[0])
     assert result.ids == ["capital", "sum"] and len(result.psi) == 2

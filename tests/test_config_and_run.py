@@ -52,6 +52,20 @@ def test_every_config_composes_into_a_run_config():
     assert len(GROUPS["model"]) >= 15
 
 
+def test_runs_of_two_of_your_own_files_get_folders_named_by_their_files():
+    import posixlab.cli  # noqa: F401  (registers the resolvers that run_name uses)
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        names = [compose(config_name="config", overrides=overrides).task.run_name for overrides in (
+            ["dataset=prompt_sets", "dataset.path=data/my sets.jsonl"], ["dataset=prompt_sets", "dataset.path=b.json"],
+            ["task=classification", "dataset=classifier", "dataset.path=reviews.yaml"],
+            ["dataset=questions", "dataset.path=quiz.csv"], ["dataset=mmlu"])]
+    assert names == ["smollm2-135m-instruct_prompt_sets-my_sets_user_0shot",
+                     "smollm2-135m-instruct_prompt_sets-b_user_0shot",
+                     "smollm2-135m-instruct_classification_classifier-reviews_simple_greedy",
+                     "smollm2-135m-instruct_quiz_spelling_0shot", "smollm2-135m-instruct_mmlu_spelling_0shot"]
+
+
 def _run_py(args, env_extra=None, timeout=600):
     env = {**os.environ, "HYDRA_FULL_ERROR": "0", **(env_extra or {})}
     return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=ROOT, env=env, capture_output=True,

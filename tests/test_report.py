@@ -121,6 +121,8 @@ def test_the_posix_page(posix_run):
         edit = highlight_edit(original, variant, CONTEXT)
         assert ("<mark>" in edit or "<del>" in edit) and edit in detail  # the spelling error, highlighted
         assert "log P(y_j | x_i)" in detail  # the pairs that contribute most to ψ
+    factors = re.search(r"The four factors.*?</section>", page, re.S).group(0)
+    assert "every prompt gave the same response" in factors  # why a log-prob factor can have no set
     assert 'id="compare"' not in page and 'id="partial"' not in page and 'id="gate"' not in page
 
 

@@ -86,7 +86,10 @@ def _factors(summary: dict) -> str:
             for k, v in factors.items()]
     return h.section("The four factors (paper §3.3), mean over sets",
                      h.table([("factor", "factor"), ("mean", "mean"), ("sets", "sets with a value")], rows,
-                             sortable=False))
+                             sortable=False)
+                     + '<p class="small">Log-prob variance and sd: of the log-likelihoods of a set\'s responses when '
+                       'every prompt gave the same response (the paper\'s confidence factor); a set whose responses '
+                       'differ has none.</p>')
 
 
 ACCURACY_ROWS = (("accuracy", "accuracy (mean over prompts)"), ("spread.range", "spread (max − min over prompts)"),
