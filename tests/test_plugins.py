@@ -173,6 +173,44 @@ def test_a_variant_type_must_bring_a_kind_of_its_own():
     assert register_variant(plugin_variant.CasingVariants) is plugin_variant.CasingVariants  # again: no error
 
 
+def test_a_variant_type_s_mistakes_are_said_where_they_are(capsys):
+    """An ``edit`` that returns no Edit is one error naming the type; one that raises keeps its traceback, with a
+    note of the item and variant; one that changes nothing is warned of (ψ 0 by construction), before any model."""
+    from posixlab.data import DatasetSpec
+    from posixlab.tasks.posix import build_prompt_sets
+    from posixlab.variants import Edit, VariantGenerator, register_variant
+
+    kinds = {"as-text": lambda self, item, i, seed: item.question + "!" * (i + 1),
+             "listed": lambda self, item, i, seed: Edit(question=[item.question]),
+             "raising": lambda self, item, i, seed: Edit(question=item.question.split()[500]),
+             "unchanged": lambda self, item, i, seed: Edit(question=item.question, record={"i": i})}
+    for kind, edit in kinds.items():
+        register_variant(type(f"V{len(kind)}", (VariantGenerator,), {"kind": kind, "edit": edit}))
+    try:
+        def build(kind):
+            return build_prompt_sets(PosixConfig(model=RULE, dataset=DatasetSpec("mmlu"), variant=kind, num_sets=2,
+                                                 num_variants=3, embedding=None), progress=False)
+
+        with pytest.raises(ConfigError, match=r"variant=as-text \(.*\.edit\) returned str \('.*'\) for item "
+                                              r"'mmlu/.*': return posixlab.variants.Edit\(question="):
+            build("as-text")
+        with pytest.raises(ConfigError, match="returned an Edit whose question is a list"):
+            build("listed")
+        with pytest.raises(IndexError) as raised:
+            build("raising")
+        assert re.fullmatch(r"\(in variant=raising's edit, .*, making variant 0 of item 'mmlu/.*'\)",
+                            raised.value.__notes__[0])
+        capsys.readouterr()
+        sets, _ = build("unchanged")
+        assert len(sets) == 2 and all(len(set(s.texts())) == 1 for s in sets)
+        assert "warning: 2 of 2 sets (mmlu/" in capsys.readouterr().err
+        build("spelling")
+        assert "warning" not in capsys.readouterr().err  # real variants: no warning
+    finally:
+        for kind in kinds:
+            VARIANT_TYPES.pop(kind)
+
+
 # --- from the command line: the plug-ins found by name (posixlab/plugins.py) -------------------------------------
 RULE_MODEL = ["model.backend=rule-test", "model.name=rule", "model.source=api", "model.path=rule", "logger=none",
               "report=false", "progress=false"]

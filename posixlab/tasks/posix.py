@@ -209,7 +209,9 @@ def build_prompt_sets(cfg: PosixConfig, progress: bool = True,
     own sets (``posixlab.evaluate``), used as given; ``dataset.name == "prompt_sets"`` reads them from its path."""
     check_settings(cfg)
     if given is not None or cfg.dataset.name == USER_SETS:
-        return _user_prompt_sets(cfg, given)
+        sets, about = _user_prompt_sets(cfg, given)
+        note_sets_of_one_text(sets, "your prompt sets")
+        return sets, about
     if cfg.variant == USER_VARIANT:
         raise ConfigError(f"variant={USER_VARIANT} means your own prompt sets: use it with dataset=prompt_sets "
                           f"dataset.path=FILE")
@@ -246,7 +248,18 @@ def build_prompt_sets(cfg: PosixConfig, progress: bool = True,
         generator.release()  # a rephraser's model, closed before the run's model loads
     if cfg.prompt_share < 1:
         check_every_prompt_asked(sets, cfg.prompt_share, cfg.seed)
+    note_sets_of_one_text(sets, f"variant={cfg.variant}")
     return sets, about
+
+
+def note_sets_of_one_text(sets: list[PromptSet], made_by: str) -> None:
+    """A warning on stderr where every prompt of a set is the same text: its ψ is 0 by construction, which says
+    nothing about the model (a variant type whose ``edit`` changes nothing, a file that repeats one prompt)."""
+    same = [s.set_id for s in sets if len(s.prompts) > 1 and len(set(s.texts())) == 1]
+    if same:
+        print(f"posixlab: warning: {len(same)} of {len(sets)} sets ({', '.join(same[:3])}"
+              f"{', ...' if len(same) > 3 else ''}) have every prompt the same text, as {made_by} made them: their ψ "
+              f"is 0 by construction, not a measure of the model", file=sys.stderr)
 
 
 def _set_record(prompt_set: PromptSet, model_texts, prompt_ids, scores, lm, max_new_tokens: int,

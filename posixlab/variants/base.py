@@ -101,9 +101,26 @@ class VariantGenerator:
     def release(self) -> None:
         """Once every set is built: close what ``prepare`` opened (a rephraser's model), before the run's loads."""
 
+    def checked_edit(self, item: PromptItem, index: int, seed: int) -> Edit:
+        """``edit``'s result, with a variant type's mistakes said where they are: a value that is no ``Edit`` is a
+        ``ConfigError`` naming the type and its class; an exception in ``edit`` keeps its traceback, with a note of
+        the item and variant it was making (a plug-in's author reads both)."""
+        try:
+            edit = self.edit(item, index, seed)
+        except Exception as exc:
+            exc.add_note(f"(in variant={self.kind}'s edit, {type(self).__module__}.{type(self).__qualname__}, making "
+                         f"variant {index} of item {item.item_id!r})")
+            raise
+        if not (isinstance(edit, Edit) and isinstance(edit.record, dict)
+                and all(v is None or isinstance(v, str) for v in (edit.question, edit.template))):
+            raise ConfigError(f"variant={self.kind} ({type(self).__module__}.{type(self).__qualname__}.edit) returned "
+                              f"{_kind_of(edit)} for item {item.item_id!r}: return posixlab.variants.Edit(question="
+                              f"TEXT or None, template=TEXT or None, record=DICT of what was done)")
+        return edit
+
     def variant(self, item: PromptItem, index: int, seed: int, shots=(), perturb_shots: bool = False) -> PromptVariant:
-        shot_edits = [self.edit(ex, index, seed) for ex in shots] if perturb_shots else None
-        return make_prompt(item, self.edit(item, index, seed), self.kind, index, shots, shot_edits)
+        shot_edits = [self.checked_edit(ex, index, seed) for ex in shots] if perturb_shots else None
+        return make_prompt(item, self.checked_edit(item, index, seed), self.kind, index, shots, shot_edits)
 
     def original(self, item: PromptItem, shots=()) -> PromptVariant:
         return make_prompt(item, Edit(), "original", -1, shots)
@@ -122,3 +139,16 @@ class VariantGenerator:
         prompts = [self.original(item, shots)] + [self.variant(item, v, seed, shots, perturb_shots)
                                                   for v in range(num_variants)]
         return PromptSet(item=item, variant_type=self.kind, prompts=tuple(prompts), shots=tuple(shots))
+
+
+def _kind_of(value) -> str:
+    """How an error names a value that is no ``Edit``: its type, or which of an Edit's fields is of the wrong kind.
+
+    >>> _kind_of("a question"), _kind_of(Edit(question=["a"]))
+    ("str ('a question')", 'an Edit whose question is a list')
+    """
+    if isinstance(value, Edit):
+        wrong = next(f for f in ("question", "template", "record") if not isinstance(
+            getattr(value, f), dict if f == "record" else (str, type(None))))
+        return f"an Edit whose {wrong} is a {type(getattr(value, wrong)).__name__}"
+    return f"{type(value).__name__} ({str(value)[:40]!r})"

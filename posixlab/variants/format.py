@@ -180,7 +180,7 @@ class FormatVariants(VariantGenerator):
 
     def variant(self, item: PromptItem, index: int, seed: int, shots=(), perturb_shots: bool = False) -> PromptVariant:
         # like base.make_prompt, but the exemplars' answers are written in the variant's marks and order
-        edit = self.edit(item, index, seed)
+        edit = self.checked_edit(item, index, seed)
         turns = render_turns(item, template=edit.template, shots=tuple(Shot(ex) for ex in shots),
                              answer_text=lambda exemplar: exemplar_answer(edit.record, exemplar),
                              shot_template=lambda exemplar: exemplar_template(edit.record, exemplar))
