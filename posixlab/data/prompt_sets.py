@@ -119,15 +119,19 @@ def _parse(where: str, entry, default_id: str) -> UserPromptSet:
     prompts = entry.get("prompts")
     if not isinstance(prompts, list):
         raise PromptSetFileError(f"{where} has no 'prompts' list; write the set's prompts as a JSON list of strings")
+    for k, prompt in enumerate(prompts):
+        if not isinstance(prompt, str):
+            kind = "None" if prompt is None else f"{'an' if type(prompt).__name__[0] in 'aeiou' else 'a'} " \
+                                                 f"{type(prompt).__name__}"
+            nested = " (a set is one list of prompts: one pair of brackets too many?)" if isinstance(
+                prompt, (list, tuple)) else ""
+            raise PromptSetFileError(f"{where}: prompt {k} is {kind}, not a string{nested}; write every prompt as a "
+                                     f"JSON string")
+        if not prompt.strip():
+            raise PromptSetFileError(f"{where}: prompt {k} is empty; remove it or write the prompt")
     if len(prompts) < 2:
         raise PromptSetFileError(f"{where} has {len(prompts)} prompt{'' if len(prompts) == 1 else 's'}; a prompt set "
                                  f"needs at least 2 prompts (the original and one variant)")
-    for k, prompt in enumerate(prompts):
-        if not isinstance(prompt, str):
-            raise PromptSetFileError(f"{where}: prompt {k} is a {type(prompt).__name__}, not a string; write every "
-                                     f"prompt as a JSON string")
-        if not prompt.strip():
-            raise PromptSetFileError(f"{where}: prompt {k} is empty; remove it or write the prompt")
     set_id = entry.get("id", default_id)
     if isinstance(set_id, bool) or not isinstance(set_id, (str, int)) or not str(set_id).strip():
         raise PromptSetFileError(f"{where}: 'id' must be a non-empty string or an integer, got {set_id!r}")
