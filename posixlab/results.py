@@ -107,7 +107,9 @@ def check_run_folder(folder: Path, records_file: str) -> None:
     other = {SETS_FILE: (SAMPLES_FILE, "a classification run", "posixlab.load_classification"),
              SAMPLES_FILE: (SETS_FILE, "a POSIX run", "posixlab.load_result")}.get(records_file)
     runs = sorted({p.parent for depth in (1, 2, 3) for p in folder.glob("*/" * depth + SUMMARY_FILE)})
-    if not folder.is_dir():
+    if folder.is_file() and any((folder.parent / name).is_file() for name in (SUMMARY_FILE, SETS_FILE, SAMPLES_FILE)):
+        said = f"{folder} is a file of a run: give its folder, {folder.parent}"
+    elif not folder.is_dir():
         said = f"no folder at {folder}"
     elif other and (folder / other[0]).is_file():
         said = f"{folder} is {other[1]} ({other[0]}): {other[2]} reads it"

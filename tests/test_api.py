@@ -344,6 +344,7 @@ def test_loading_a_folder_that_is_not_such_a_run_says_what_it_is(tmp_path):
             (posixlab.load_result, tmp_path / "sweep", f"holds 1 below it (a sweep or a folder of runs): load each, "
                                                        f"e.g. {classification_run}"),
             (posixlab.load_result, stopped, "is a run that stopped before its summary.json"),
-            (posixlab.load_result, tmp_path / "none", f"no folder at {tmp_path / 'none'}")):
+            (posixlab.load_result, tmp_path / "none", f"no folder at {tmp_path / 'none'}"),
+            (posixlab.load_result, posix_run / "summary.json", f"is a file of a run: give its folder, {posix_run}")):
         with pytest.raises(ConfigError, match=re.escape(said)):
             load(folder)
