@@ -158,7 +158,10 @@ def test_runs_of_two_variant_types_are_paired_by_question(tmp_path):
     psi = result["metrics"][0]
     assert result["paired_by"] == "item" and result["units"] == {"shared": 3, "base_only": 0, "new_only": 1}
     assert psi["units"] == 3 and psi["base"] == pytest.approx(0.3) and psi["new"] == pytest.approx(2.0 / 3)
-    assert psi["difference"] == pytest.approx(1.1 / 3) and psi["verdict"] == "worse"
+    assert psi["difference"] == pytest.approx(1.1 / 3)
+    # three differences, all positive, are no evidence at 95 % (the exact Wilcoxon p is 0.25): the interval is the t
+    # interval, by hand 0.366667 ± t(0.975, 2) · 0.208167 / √3 = 0.366667 ± 4.302653 · 0.120185 = -0.150447 to 0.883781
+    assert psi["interval"] == pytest.approx([-0.150447, 0.883781], abs=1e-5) and psi["verdict"] == "within noise"
     assert "on the sets of 3 shared items (0 only in the base run, 1 only in the new one; the runs share no set, so " \
         "each item's set in one is paired with its set in the other)." in compare_table(result)
     assert "Paired by item: each set's value" in compare_table(result)

@@ -317,7 +317,10 @@ def test_summary_by_hand_and_spearman_against_scipy():
     from scipy.stats import norm, t
 
     assert summary["judged_share_ci95"] == share_interval([1.0, 1.0, 0.5, 0.0])
-    for shares in ([1.0, 1.0, 0.5, 0.0], [1.0, 1.0, 0.5, 0.0, 0.75, 0.25, 1.0]):
+    # four sets: the t interval (the expanded tail lies beyond the resamples' reach), 0.625 ± 3.182446 · 0.478714 /
+    # √4 = -0.136740 to 1.386740 by hand, held to the share's range
+    assert share_interval([1.0, 1.0, 0.5, 0.0]) == [0.0, 1.0]
+    for shares in ([1.0, 1.0, 0.5, 0.0, 0.75], [1.0, 1.0, 0.5, 0.0, 0.75, 0.25, 1.0]):
         n = len(shares)
         tail = norm.cdf(-np.sqrt(n / (n - 1)) * t.ppf(0.975, n - 1))
         exact = [np.mean(draw) for draw in itertools.product(shares, repeat=n)]

@@ -49,7 +49,11 @@ def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, resamples: i
     instead of α/2. It corrects the plain interval's narrowness on few values (a resample's spread divides by n, not
     n − 1, and has normal, not t, tails): on normal values it is the t interval. One-sided misses for a nominal
     2.5 % (2,000 seeded draws of normal values, tests/test_factors_and_stats.py): plain 8.1 % at 5 values, 4.5 % at
-    10, 3.5 % at 20; expanded 4.3 %, 2.5 %, 2.3 %. It needs two values or more.
+    10, 3.5 % at 20; expanded 4.3 %, 2.5 %, 2.3 %. It needs two values or more. Where that tail lies beyond the
+    resampled means' reach (below n⁻ⁿ, the chance of a resample of n copies of the smallest value: 2 to 4 values at
+    95 %), their quantile would stop at the values' own extremes, an interval that excludes 0 whenever every value
+    has one sign (one-sided misses of 26 %, 14 % and 7 % at 2, 3 and 4 normal values, against 2.5 %): the interval
+    is then the t interval it stands for, mean ± t₍₁₋α/2, n−1₎·s/√n.
 
     >>> lo, hi = bootstrap_ci([0.1, 0.4, 0.2, 0.9, 0.3, 0.5], seed=0, expanded=True)
     >>> lo < bootstrap_ci([0.1, 0.4, 0.2, 0.9, 0.3, 0.5], seed=0)[0]     # the same draws, read further out
@@ -71,7 +75,11 @@ def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, resamples: i
     tail = (1 - confidence) / 2
     if expanded:
         n = data.size
-        tail = float(_stats.norm.cdf(-math.sqrt(n / (n - 1)) * _stats.t.ppf(1 - tail, n - 1)))
+        t = float(_stats.t.ppf(1 - tail, n - 1))
+        tail = float(_stats.norm.cdf(-math.sqrt(n / (n - 1)) * t))
+        if tail < float(n) ** -n:  # beyond the resamples' reach: the t interval, which the expanded one stands for
+            half = t * float(data.std(ddof=1)) / math.sqrt(n)
+            return float(data.mean()) - half, float(data.mean()) + half
     lo, hi = np.quantile(means, [tail, 1 - tail])
     return float(lo), float(hi)
 
