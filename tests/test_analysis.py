@@ -17,6 +17,7 @@ from posixlab.analysis.tables import paired_tests, summary_rows, table1, table2
 from posixlab.errors import ConfigError
 from posixlab.metrics.stats import paired_wilcoxon
 from posixlab.results import read_sets
+from tiny_model import tiny_lm  # noqa: F401  (the session fixture: a 2-layer model built in code)
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES = ["figure1", "figure1_variance", "figure2", "figure3", "figure4", "figure5", "figure6", "figure7",
@@ -168,6 +169,31 @@ def test_duplicate_runs_of_a_cell_keep_the_latter_with_a_warning(small_results, 
     with pytest.warns(GridWarning, match="keeping the latter"):
         rows = load_rows(small_results, tmp_path)
     assert len(rows) == 9 * 4
+
+
+def test_a_folder_s_psi_false_runs_refresh_its_psi_cells_and_one_without_a_psi_cell_is_left_out(tmp_path, tiny_lm):  # noqa: F811
+    """``outputs/`` of a chat model's accuracy run beside in-process ψ runs: the accuracy-only run of a cell no ψ
+    run holds is left out with a warning, not the whole analysis refused; one whose folder sorts before its cell's
+    ψ run still refreshes that cell's greedy answers."""
+    from tiny_model import SPEC
+
+    from posixlab.data import DatasetSpec
+    from posixlab.runner import run
+    from posixlab.tasks.posix import PosixConfig
+
+    common = dict(model=SPEC, dataset=DatasetSpec("mmlu"), num_sets=2, num_variants=2, max_new_tokens=2,
+                  embedding=None, score_cache=False)
+    for name, variant, psi in (("a_answers", "spelling", False), ("b_full", "spelling", True),
+                               ("c_answers_alone", "template", False)):
+        run(PosixConfig(**common, variant=variant, psi=psi, output_dir=str(tmp_path / "outputs" / name)),
+            lm=tiny_lm, progress=False)
+    with pytest.warns(GridWarning, match=r"c_answers_alone is a psi=false run .* of .*template.*: left out"):
+        rows = load_rows(tmp_path / "outputs")
+    assert len(rows) == 2 and {r["variant"] for r in rows} == {"spelling"}
+    assert all(r["psi"] is not None and r["source"].endswith(f"b_full; greedy: {tmp_path / 'outputs' / 'a_answers'}")
+               for r in rows)
+    with pytest.warns(GridWarning), pytest.raises(ConfigError, match="only psi=false runs .*c_answers_alone"):
+        load_rows(tmp_path / "outputs" / "c_answers_alone")
 
 
 def test_box_panels_share_one_psi_axis():

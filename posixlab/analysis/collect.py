@@ -69,10 +69,13 @@ def cell_of(row: dict) -> Cell:
 
 
 def load_rows(*sources: str | Path) -> list[dict]:
-    """Per-set rows from run folders (searched recursively) and ``per_set.csv`` files."""
+    """Per-set rows from run folders (searched recursively) and ``per_set.csv`` files. A ``psi=false`` run refreshes
+    the greedy answers of its cell as a source before it (or a ψ run in its folder) holds them; one whose cell has no
+    ψ anywhere before it (an API model's, which cannot score) is left out with a warning."""
     if not sources:
         raise ConfigError("give at least one results folder (a run or a sweep) or per_set.csv file")
     by_cell: dict[Cell, tuple[str, list[dict]]] = {}
+    answers_alone = []  # psi=false runs of cells no source holds a ψ of
     for source in sources:
         source = Path(source)
         if not source.exists():
@@ -86,9 +89,17 @@ def load_rows(*sources: str | Path) -> list[dict]:
                 if rows:
                     groups.setdefault(cell_of(rows[0]), []).append((str(folder), rows))
         for cell, runs in groups.items():
-            for origin, rows in runs:
+            # a folder's ψ runs of a cell first, then its psi=false runs, which refresh their greedy answers
+            for origin, rows in sorted(runs, key=lambda run: bool(run[1][0].get("answers_only"))):
+                if rows[0].get("answers_only") and cell not in by_cell:  # no ψ of the cell to refresh: left out
+                    answers_alone.append(origin)
+                    warnings.warn(f"{origin} is a psi=false run (greedy answers, no ψ) of {_label(cell)}, and no "
+                                  f"source holds a ψ of that cell before it: left out of the tables and figures (its "
+                                  f"own summary has its accuracy; to refresh a cell's greedy answers, give the "
+                                  f"per_set.csv or the ψ run first)", GridWarning, stacklevel=2)
+                    continue
                 if rows[0].get("answers_only"):  # psi=false: the cell's greedy answers, refreshed in place
-                    kept_origin, kept_rows = by_cell.get(cell, (origin, None))
+                    kept_origin, kept_rows = by_cell[cell]
                     by_cell[cell] = (kept_origin, refresh_greedy(kept_rows, rows, _label(cell), origin))
                     continue
                 if cell in by_cell:
@@ -96,8 +107,11 @@ def load_rows(*sources: str | Path) -> list[dict]:
                                   f"latter", GridWarning, stacklevel=2)
                 by_cell[cell] = (origin, rows)
     if not by_cell:
+        alone = (f": only psi=false runs (greedy answers, no ψ), {', '.join(answers_alone[:3])}"
+                 f"{', ...' if len(answers_alone) > 3 else ''}; to refresh a cell's greedy answers with one, give the "
+                 f"per_set.csv (or the ψ run) first") if answers_alone else ""
         raise ConfigError(f"found no results (summary.json beside sets.jsonl, or per_set.csv) in "
-                          f"{', '.join(map(str, sources))}")
+                          f"{', '.join(map(str, sources))}{alone}")
     return [_graded(row) for cell in sorted(by_cell, key=_cell_order) for row in by_cell[cell][1]]
 
 
@@ -203,7 +217,7 @@ def _rows_from_run(folder: Path, records=None) -> list[dict]:
     return [row for _, row in sorted(rows, key=lambda pair: pair[0])]  # the data set's order, as read_sets gives
 
 
-def refresh_greedy(rows: list[dict] | None, answers: list[dict], label: str, origin: str) -> list[dict]:
+def refresh_greedy(rows: list[dict], answers: list[dict], label: str, origin: str) -> list[dict]:
     """The cell's rows with their greedy answers replaced by a ``psi=false`` run's (``answers``), set by set. The run
     must cover the cell's sets exactly, each with as many prompts: otherwise its answers are of other prompts.
 
@@ -212,9 +226,6 @@ def refresh_greedy(rows: list[dict] | None, answers: list[dict], label: str, ori
     >>> refresh_greedy(old, new, "cell", "runs/b")[0]
     {'item_id': 'q1', 'psi': 0.4, 'correct_greedy': '11', 'pred_greedy': 'AA', 'source': 'runs/a; greedy: runs/b'}
     """
-    if rows is None:
-        raise ConfigError(f"{origin} is a psi=false run (greedy answers, no ψ) of {label}, and no source given before "
-                          f"it holds that cell: give the per_set.csv (or the ψ run) first, then this run")
     by_item = {a["item_id"]: a for a in answers}
     if set(by_item) != {r["item_id"] for r in rows}:
         raise ConfigError(f"{origin} answers other sets than {label} holds ({len(by_item)} against {len(rows)}): "
