@@ -24,7 +24,7 @@ from posixlab.answers import accuracy_summary, shares_prompts
 from posixlab.errors import ConfigError
 from posixlab.rephrase.quality import describe_summary
 from posixlab.metrics import psi_per_prompt, summarize
-from posixlab.metrics.factors import FACTOR_NAMES
+from posixlab.metrics.factors import FACTOR_NAMES, LOGPROB_FACTOR_NOTE
 from posixlab.metrics.race import race_prompts
 from posixlab.metrics.selection import best_set_words, choose_prompt, lowest_prompt_set
 from posixlab.metrics.stats import bootstrap_ci
@@ -623,6 +623,8 @@ def write_summary(folder: str | Path, summary: dict) -> None:
         "| factor (paper §3.3) | mean over sets | sets |",
         "|---|---|---|",
         *[f"| {name} | {fmt(v['mean'])} | {v['num_sets']} |" for name, v in summary.get("factors", {}).items()],
+        "",
+        LOGPROB_FACTOR_NOTE,
         "",
         *accuracy_table_lines(summary.get("accuracy"), fmt),
         *prompt_choice_lines(summary.get("prompt_choice"), fmt),

@@ -174,6 +174,7 @@ def test_a_run_scores_the_options_as_a_full_forward_pass_would(lm, tmp_path):
     assert block["num_sets"] == 3 and block["by_options"]["per_prompt"] and block["by_greedy"]["parse_rate"]
     text = (tmp_path / "run" / "summary.md").read_text()
     assert "options' log-likelihoods" in text and "greedy response, parsed" in text
+    assert "every prompt gave the same response (the paper's confidence factor)" in text  # under the factors
     # ψ is unchanged by the extra continuations: the diagonal and every M[i, j] still match a full pass
     for record in records:
         prompt_ids = [lm.encode(p["text"]) for p in record["prompts"]]

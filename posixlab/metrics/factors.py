@@ -35,6 +35,9 @@ import numpy as np
 from posixlab.errors import PromptSetError
 
 FACTOR_NAMES = ("unique_responses", "response_entropy", "semantic_coherence", "logprob_variance", "logprob_sd")
+# why a set may have no log-prob factor: said under the factors' table (summary.md, report.html)
+LOGPROB_FACTOR_NOTE = ("Log-prob variance and sd: of the log-likelihoods of a set's responses when every prompt gave "
+                       "the same response (the paper's confidence factor); a set whose responses differ has none.")
 
 
 def unique_responses(responses: Sequence[Hashable]) -> int:

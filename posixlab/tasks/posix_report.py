@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from posixlab.metrics.factors import LOGPROB_FACTOR_NOTE
 from posixlab.metrics.selection import best_set_words
 from posixlab.metrics.where import normalised_log_ratios
 from posixlab.rephrase.source import provenance_rows
@@ -87,9 +88,7 @@ def _factors(summary: dict) -> str:
     return h.section("The four factors (paper §3.3), mean over sets",
                      h.table([("factor", "factor"), ("mean", "mean"), ("sets", "sets with a value")], rows,
                              sortable=False)
-                     + '<p class="small">Log-prob variance and sd: of the log-likelihoods of a set\'s responses when '
-                       'every prompt gave the same response (the paper\'s confidence factor); a set whose responses '
-                       'differ has none.</p>')
+                     + f'<p class="small">{h.esc(LOGPROB_FACTOR_NOTE)}</p>')
 
 
 ACCURACY_ROWS = (("accuracy", "accuracy (mean over prompts)"), ("spread.range", "spread (max − min over prompts)"),
