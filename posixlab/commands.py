@@ -58,8 +58,8 @@ def report_command(args: list[str]) -> int:
     parser.add_argument("items", nargs="+", metavar="RUN_DIR | gate.KEY=VALUE",
                         help="run folders (a sweep's folder: each of its runs), and thresholds as the gate command "
                              "takes them")
-    parser.add_argument("--out", help=f"the page to write (default: RUN_DIR/{REPORT_FILE} for one folder, "
-                                      f"./{REPORT_FILE} for several)")
+    parser.add_argument("--out", help=f"the page to write, or a folder to write {REPORT_FILE} in (default: "
+                                      f"RUN_DIR/{REPORT_FILE} for one folder, ./{REPORT_FILE} for several)")
     options = parser.parse_intermixed_args(args)  # --help: exit 0; a usage error: exit 2
     folders = [a for a in options.items if "=" not in a]
     try:

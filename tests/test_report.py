@@ -248,6 +248,16 @@ def test_a_folder_of_runs_reports_every_run_below_it_and_names_those_it_cannot_r
         page_of(day / "09-20-00_stopped", tmp_path / "stopped.html")
 
 
+def test_a_folder_as_out_gets_the_page_inside_and_a_run_given_twice_is_shown_once(posix_run, tmp_path, capsys):
+    (tmp_path / "pages").mkdir()
+    assert report_command([str(posix_run), "--out", str(tmp_path / "pages")]) == 0
+    assert (tmp_path / "pages" / "report.html").is_file()
+    assert report_command([str(posix_run), str(posix_run) + "/", "--out", str(tmp_path / "new") + "/"]) == 0
+    assert f"{posix_run} is given twice: shown once" in capsys.readouterr().err
+    page = (tmp_path / "new" / "report.html").read_text(encoding="utf-8")
+    assert "2 runs compared" not in page and page == (tmp_path / "pages" / "report.html").read_text(encoding="utf-8")
+
+
 def test_a_page_that_cannot_be_written_is_one_line_not_a_traceback(posix_run, tmp_path, capsys):
     (tmp_path / "a_file").write_text("")  # --out inside a file, as if it were a folder
     assert report_command([str(posix_run), "--out", str(tmp_path / "a_file" / "r.html")]) == 2

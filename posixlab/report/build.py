@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -190,10 +192,14 @@ def build_report(folders, out, gate_rows=None, *, gate=None) -> Path:
     folders = [folders] if isinstance(folders, (str, Path)) else list(folders)
     if not folders:
         raise ConfigError("give at least one run folder")
-    runs, unread = [], []
+    runs, unread, seen = [], [], set()
     for folder in folders:
         found = run_folders(folder)
         for run in found:
+            if Path(run).resolve() in seen:  # given twice (or a sweep and one of its runs): one place on the page
+                print(f"posixlab: {run} is given twice: shown once", file=sys.stderr)
+                continue
+            seen.add(Path(run).resolve())
             try:
                 runs.append(read_run(run))
             except ConfigError as exc:  # a folder given is refused; one found in it is named, not shown
@@ -206,7 +212,7 @@ def build_report(folders, out, gate_rows=None, *, gate=None) -> Path:
     shown = {Path(run.folder).resolve() for run in runs}
     absent = [cell for folder in folders for cell in cells_without_results(Path(folder), shown)]
     unread = [why for why in unread if not any(cell.startswith(why.split(":")[0] + ":") for cell in absent)]
-    out = Path(out)
+    out = Path(out) / REPORT_FILE if Path(out).is_dir() or str(out).endswith(("/", os.sep)) else Path(out)
     blocking = next((folder for folder in (out.parent, *out.parent.parents) if folder.is_file()), None)
     if blocking is not None:
         raise ConfigError(f"{blocking} is a file, not a folder: the page {out} cannot be written there; name another")
