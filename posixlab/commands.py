@@ -93,7 +93,8 @@ def dove_command(args: list[str]) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     export = commands.add_parser("export", help="an MMLU run folder as DOVE records")
     export.add_argument("run", metavar="RUN_DIR")
-    export.add_argument("--out", help=f"the file to write (default: RUN_DIR/{OUT_FILE})")
+    export.add_argument("--out", help=f"the file to write, or a folder to write {OUT_FILE} in (default: "
+                                      f"RUN_DIR/{OUT_FILE})")
     export.add_argument("--score", choices=SCORES, default="greedy",
                         help="the record's score: the greedy response read as an answer (default, as DOVE's are), or "
                              "the option of highest log-likelihood")

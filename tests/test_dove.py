@@ -204,6 +204,10 @@ def test_an_exported_run_is_valid_dove_and_reads_back_to_its_own_accuracy(small_
     (read,) = dove_summary(rows, by=("instruction_phrasing",))
     own = {k: v for k, v in summary["accuracy"]["by_greedy"].items() if k != "parse_rate"}
     assert {k: read[k] for k in own} == own  # the run's own grid, read back from the file
+    (tmp_path / "exports").mkdir()  # a folder as out: the file in it, and no .part left anywhere
+    assert export_dove(folder, tmp_path / "exports") == (tmp_path / "exports" / "dove.jsonl", count)
+    assert export_dove(folder, str(tmp_path / "new") + "/")[0] == tmp_path / "new" / "dove.jsonl"
+    assert not list(tmp_path.rglob("*.part"))
     _, _ = export_dove(folder, tmp_path / "options.jsonl", score="options", context_window=2048)
     (read,) = dove_summary(read_dove(tmp_path / "options.jsonl"), by=("instruction_phrasing",))
     assert {k: read[k] for k in summary["accuracy"]["by_options"]} == summary["accuracy"]["by_options"]

@@ -47,6 +47,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -80,7 +81,8 @@ def export_dove(run_folder: str | Path, out: str | Path | None = None, *, score:
     summary = _run_summary(folder)
     items = _mmlu_items(summary, folder)
     model = _model_block(summary, context_window)
-    out = folder / OUT_FILE if out is None else Path(out)
+    given = folder if out is None else Path(out)
+    out = given / OUT_FILE if given.is_dir() or str(out or "").endswith(("/", os.sep)) else given  # a folder: in it
     count = 0
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".part")  # a file a reader finds is whole; a failed export leaves none
@@ -90,10 +92,10 @@ def export_dove(run_folder: str | Path, out: str | Path | None = None, *, score:
                 for row in set_rows(record, items[record["item_id"]], model, summary, score, folder.name):
                     handle.write(json.dumps(row, ensure_ascii=False) + "\n")
                     count += 1
+        tmp.replace(out)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    tmp.replace(out)
     return out, count
 
 
