@@ -15,6 +15,7 @@ from posixlab.errors import ConfigError, EndpointUnreachableError, ModelUnavaila
     ServerResponseError, usage
 from posixlab.gate import GateRow, check_gate, gate_passed, gate_table, metrics, parse_gate_overrides, \
     read_summaries, thresholds_of
+from posixlab.paths import check_folder_to_write
 from posixlab.status import cells_without_results
 from posixlab.tasks import task_of_summary
 from posixlab.tracking import Tracker
@@ -269,6 +270,8 @@ def judge_command(args: list[str]) -> int:
             if len(cells) > 1 and given:
                 raise ConfigError(f"{flag} with a sweep ({len(cells)} POSIX runs in {options.run}): each run's "
                                   f"verdicts go to its own folder; give one run's folder")
+        if options.out:
+            check_folder_to_write(options.out, "the judge's verdicts")
         if options.agree_with:
             other_judge(options.agree_with)  # a folder without a judge: an error before any judging
         opened = []  # the judge's model, opened by the first cell that needs it, for the next ones too

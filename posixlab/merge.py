@@ -13,6 +13,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from posixlab.errors import ConfigError
+from posixlab.paths import check_folder_to_write
 from posixlab.results import SUMMARY_FILE, line_index
 from posixlab.tasks import task_of_summary
 
@@ -56,6 +57,7 @@ def _check_one_cell(shards: list[tuple[Path, dict]]) -> None:
 def _check_out(out: Path, folders: list[Path]) -> None:
     """Refuse an OUT that would overwrite a run: one of the shards (``posixlab merge s1 s1 s2``), or a folder holding
     a run of its own. A previous merge's folder is rewritten (merging again gives the same files)."""
+    check_folder_to_write(out, "the merged run")
     if any(out.resolve() == folder.resolve() for folder in folders):
         raise ConfigError(f"the output folder {out} is one of the shards; write posixlab merge OUT SHARD... with a new "
                           f"folder first")

@@ -23,6 +23,24 @@ def shown(path: str | Path) -> str:
     return str(path) if path.is_absolute() else f"{path} (from {Path.cwd()}: {os.path.abspath(path)})"
 
 
+def check_folder_to_write(folder: str | Path, what: str) -> None:
+    """A ``ConfigError``, before any work, where ``folder`` (to be made or written into) or a folder above it is a
+    file: ``what`` could not go there, and the OS would say only "File exists" or "Not a directory".
+
+    >>> import tempfile; f = Path(tempfile.mkdtemp()) / "a_file"; _ = f.write_text("")
+    >>> check_folder_to_write(f / "figures", "the tables")
+    Traceback (most recent call last):
+    ...
+    posixlab.errors.ConfigError: ... is a file, not a folder: the tables cannot go in .../a_file/figures; name a folder
+    """
+    from posixlab.errors import ConfigError
+
+    folder = Path(folder)
+    blocking = next((p for p in (folder, *folder.parents) if p.is_file()), None)
+    if blocking is not None:
+        raise ConfigError(f"{blocking} is a file, not a folder: {what} cannot go in {folder}; name a folder")
+
+
 _CLAIMED: dict[str, str] = {}  # folder asked for -> folder this process made (one answer however often asked)
 
 

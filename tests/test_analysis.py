@@ -321,6 +321,8 @@ def test_bad_results_input_is_explained(tmp_path):
     bad.write_text("a,b\n1,2\n")
     with pytest.raises(ConfigError, match="is not a per_set.csv"):
         load_rows(bad)
+    with pytest.raises(ConfigError, match="bad.csv is a file, not a folder: the tables and figures cannot go in"):
+        regenerate([str(bad)], bad / "figures")  # --out inside a file: said before anything is read
 
 
 @pytest.mark.slow

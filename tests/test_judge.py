@@ -171,6 +171,11 @@ def test_more_decoys_a_set_and_the_key_of_one(tmp_path, capsys):
                  for k in range(4)]
         assert shown[3] == ["x0", "x1", "x2"] and all(len(r["more_controls"]) == 2 for r in rows)
         assert judge_command(command + ["--decoys", "0"]) == 2 and "at least 1 a set" in capsys.readouterr().err
+        (tmp_path / "a_file").write_text("")  # --out where a file is: said before any request
+        asked = server.requests
+        assert judge_command(command + ["--out", str(tmp_path / "a_file")]) == 2 and server.requests == asked
+        assert f"{tmp_path / 'a_file'} is a file, not a folder: the judge's verdicts cannot go in" in \
+            capsys.readouterr().err
         assert judge_command(command) == 2 and "another judge's verdicts" in capsys.readouterr().err
     model = _judge_fields(judge_spec("judge-model", server.base_url, "POSIXLAB_TEST_NO_KEY"))
     before = {"model": model, "instruction": INSTRUCTION, "both_orders": False, "reply_tokens": REPLY_TOKENS}

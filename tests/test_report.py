@@ -262,7 +262,7 @@ def test_a_page_that_cannot_be_written_is_one_line_not_a_traceback(posix_run, tm
     (tmp_path / "a_file").write_text("")  # --out inside a file, as if it were a folder
     assert report_command([str(posix_run), "--out", str(tmp_path / "a_file" / "r.html")]) == 2
     assert capsys.readouterr().err == (f"posixlab error: {tmp_path / 'a_file'} is a file, not a folder: the page "
-                                       f"{tmp_path / 'a_file' / 'r.html'} cannot be written there; name another\n")
+                                       f"r.html cannot go in {tmp_path / 'a_file'}; name a folder\n")
     # a folder the system will not make: the OS's reason, in one line (the console command in a process of its own:
     # importing posixlab.cli here would register the plug-in task another test loaded into this one's config store)
     said = subprocess.run([sys.executable, "-c", "from posixlab.cli import entry; entry()", "report", str(posix_run),

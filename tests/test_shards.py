@@ -76,6 +76,8 @@ def test_shards_that_do_not_belong_together_are_refused(runs, lm, tmp_path):
         merge_shards(shards, root / "shard1")
     with pytest.raises(ConfigError, match="holds a run of its own"):
         merge_shards(shards, root / "whole")
+    with pytest.raises(ConfigError, match="summary.json is a file, not a folder: the merged run cannot go in"):
+        merge_shards(shards, root / "whole" / "summary.json")
     assert (root / "shard1" / "summary.json").read_text() == before
     merge_shards(shards, tmp_path / "again")
     assert merge_shards(shards, tmp_path / "again")["psi"]["num_sets"] == 7

@@ -13,6 +13,7 @@ from posixlab.analysis.figures import accuracy_figures, paper_figures, save
 from posixlab.analysis.judged import JUDGED_GRID_FIGURE, judged_grid_figure, judged_table
 from posixlab.analysis.tables import summary_rows, table1, table2, write_table
 from posixlab.metrics.factors import FACTOR_NAMES
+from posixlab.paths import check_folder_to_write
 from posixlab.results import SETS_FILE, SUMMARY_FILE
 
 CLASSIFICATION_DIR = "classification"
@@ -24,6 +25,7 @@ def regenerate(sources: list[str | Path], out: str | Path) -> list[Path]:
     figure into ``out``, and the classification runs' tables, figures and reports into ``out/classification``.
     Returns the files written."""
     out = Path(out)
+    check_folder_to_write(out, "the tables and figures")
     classification = find_classification_runs(sources)
     written = []
     # with neither kind of results, load_rows raises its usual error

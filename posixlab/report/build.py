@@ -24,6 +24,7 @@ from pathlib import Path
 from posixlab.compare import UNITS, checked_values, compare_values, interval_words, judged_values
 from posixlab.errors import ConfigError, PosixlabError
 from posixlab.metrics.stats import holm_adjust
+from posixlab.paths import check_folder_to_write
 from posixlab.report import html as h
 from posixlab.report.grid import grid_markdown, grid_section, one_setting_pairs, task_settings
 from posixlab.results import SCHEMA_VERSION, SUMMARY_FILE
@@ -213,9 +214,7 @@ def build_report(folders, out, gate_rows=None, *, gate=None) -> Path:
     absent = [cell for folder in folders for cell in cells_without_results(Path(folder), shown)]
     unread = [why for why in unread if not any(cell.startswith(why.split(":")[0] + ":") for cell in absent)]
     out = Path(out) / REPORT_FILE if Path(out).is_dir() or str(out).endswith(("/", os.sep)) else Path(out)
-    blocking = next((folder for folder in (out.parent, *out.parent.parents) if folder.is_file()), None)
-    if blocking is not None:
-        raise ConfigError(f"{blocking} is a file, not a folder: the page {out} cannot be written there; name another")
+    check_folder_to_write(out.parent, f"the page {out.name}")
     out.parent.mkdir(parents=True, exist_ok=True)
     with h.page_of_runs(len(runs)):  # the runs share the page's room for their units (report/html.py)
         page = render(runs, gates, absent, unread)
