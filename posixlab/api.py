@@ -180,7 +180,7 @@ class EvaluationResult(RunResult):
         """Write the files a ``posixlab`` run writes (``sets.jsonl``, ``summary.json``, ``summary.md``,
         ``config.yaml``, and a judge's ``judge.jsonl`` and ``judge.json``) into ``folder``; ``posixlab.analysis``,
         ``posixlab report`` and ``posixlab compare`` read it like any run folder."""
-        return self._write(Path(folder), verdicts=True)
+        return self._write(Path(folder).expanduser(), verdicts=True)
 
     def _write(self, folder: Path, verdicts: bool) -> Path:
         from posixlab.results import SetWriter, write_summary
@@ -268,7 +268,7 @@ def _share(record: dict, reading: str) -> float | None:
 
 def load_result(folder: str | Path) -> EvaluationResult:
     """A saved run folder (from ``save``, ``output_dir`` or the ``posixlab`` command) as an ``EvaluationResult``."""
-    folder = Path(folder)
+    folder = Path(folder).expanduser()
     check_run_folder(folder, SETS_FILE)
     summary = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
     result = EvaluationResult(summary=summary, records=read_sets(folder), config=summary.get("config", {}),

@@ -80,7 +80,7 @@ class ClassificationResult(RunResult):
 
     def save(self, folder: str | Path) -> Path:
         """Write ``samples.jsonl``, ``rephrasings.json`` and ``summary.json``/``.md`` into ``folder``."""
-        folder = Path(folder)
+        folder = Path(folder).expanduser()
         with SetWriter(folder, SAMPLES_FILE) as writer:
             for record in self.records:
                 writer.write(record)
@@ -160,7 +160,7 @@ def _schema_data(schema):
 
 def load_classification(folder: str | Path) -> ClassificationResult:
     """A saved classification run folder as a ``ClassificationResult``."""
-    folder = Path(folder)
+    folder = Path(folder).expanduser()
     check_run_folder(folder, SAMPLES_FILE)
     summary = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
     rephrasings = folder / REPHRASINGS_FILE

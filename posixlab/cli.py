@@ -642,6 +642,26 @@ def expand_moved_settings(argv: list[str], notice=None) -> list[str]:
     return out
 
 
+def expand_home(argv: list[str]) -> list[str]:
+    """``~/`` at the start of a setting's value (or of a sweep's item) is the home folder, as a shell would have made
+    it: a shell expands ``model=~/m.gguf`` but not ``dataset.path=~/sets.jsonl`` (not a variable's name), and Hydra's
+    override grammar refuses the ``~`` with a lexer error. A ``~key`` (Hydra: delete the key) is left as it is.
+
+    >>> home = str(Path.home())
+    >>> expand_home(["dataset.path=~/sets.jsonl", "~logger", "-m", "rephraser.path=~/a.jsonl,~/b.jsonl"]) == [
+    ...     f"dataset.path={home}/sets.jsonl", "~logger", "-m", f"rephraser.path={home}/a.jsonl,{home}/b.jsonl"]
+    True
+    """
+    home = str(Path.home())
+    out = []
+    for arg in argv:
+        head, eq, value = arg.partition("=")
+        if eq and not arg.startswith("-") and "~" in value:
+            arg = head + eq + re.sub(r"(^|,)~(?=/|,|$)", lambda m: m.group(1) + home, value)
+        out.append(arg)
+    return out
+
+
 def flags_first(argv: list[str]) -> list[str]:
     """Hydra's flags (``-m``, ``--cfg job``, ``--info defaults``), each with its value, moved before the overrides:
     Hydra's parser takes them only there, and after an override it answered with argparse's "unrecognized
@@ -1039,7 +1059,7 @@ def entry() -> None:
         print(version_line())
         sys.exit(0)
     try:
-        sys.argv[1:] = flags_first(sys.argv[1:])  # a Hydra job from here on
+        sys.argv[1:] = flags_first(expand_home(sys.argv[1:]))  # a Hydra job from here on
         load_chosen_tasks(sys.argv[1:])
         sys.argv[1:] = register_chosen_models(sys.argv[1:])
         check_override_keys(sys.argv[1:])

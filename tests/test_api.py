@@ -217,6 +217,18 @@ def test_python_input_is_validated_too():
             posixlab.evaluate([["a", "b"]], **{flag: "yes"})
 
 
+def test_a_path_from_the_home_folder_is_read_as_a_shell_would_expand_it(tmp_path, monkeypatch):
+    from posixlab.data.files import read_records
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    write_jsonl(tmp_path / "sets.jsonl", SETS)
+    assert [s.set_id for s in read_prompt_set_file("~/sets.jsonl")] == ["capital", "sum", "colour"]
+    assert len(read_records("~/sets.jsonl")) == 3  # your questions' files and exemplars
+    (tmp_path / "run").mkdir()
+    with pytest.raises(ConfigError, match=f"{tmp_path / 'run'} has no sets.jsonl"):  # the folder was found
+        posixlab.load_result("~/run")
+
+
 def test_a_json_file_of_lists_is_read_with_numbered_ids(tmp_path):
     path = tmp_path / "sets.json"
     path.write_text(json.dumps([["a?", "b?"], ["c?", "d?", "e?"]]))

@@ -66,6 +66,15 @@ def test_runs_of_two_of_your_own_files_get_folders_named_by_their_files():
                      "smollm2-135m-instruct_quiz_spelling_0shot", "smollm2-135m-instruct_mmlu_spelling_0shot"]
 
 
+@pytest.mark.slow
+def test_a_path_from_the_home_folder_is_expanded_not_a_hydra_lexer_error():
+    """``dataset.path=~/sets.jsonl``: the shell leaves the ``~`` (the key is no variable's name) and Hydra's grammar
+    refuses it; posixlab expands it as the shell would have (printed with --cfg job: no run)."""
+    proc = _run_py(["dataset=prompt_sets", "dataset.path=~/sets.jsonl", "--cfg", "job"], timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"path: {Path.home() / 'sets.jsonl'}" in proc.stdout and "Lexer" not in proc.stderr
+
+
 def _run_py(args, env_extra=None, timeout=600):
     env = {**os.environ, "HYDRA_FULL_ERROR": "0", **(env_extra or {})}
     return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=ROOT, env=env, capture_output=True,

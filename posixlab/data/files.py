@@ -27,8 +27,9 @@ def read_records(path: Path) -> list[dict]:
     [{'input': '1'}]
     >>> import shutil; shutil.rmtree(p.parent)
     """
-    if not path.is_file():
-        given = str(path)  # owner/name with no file suffix: most likely a data set on the hub, meant as one
+    given = str(path)
+    path = Path(path).expanduser()
+    if not path.is_file():  # owner/name with no file suffix: most likely a data set on the hub, meant as one
         hub = "" if given.count("/") != 1 or given.startswith((".", "/", "~")) or path.suffix else (
             f"; a data set on the Hugging Face Hub: dataset.source=hub dataset.path={given}")
         raise DatasetUnavailableError(f"no file at {shown(path)}; give an existing JSON, JSONL or CSV file as "

@@ -44,7 +44,7 @@ def read_prompt_set_file(path: str | Path) -> list[UserPromptSet]:
     [('a', 2, None), ('set-3', 3, 'B')]
     >>> import shutil; shutil.rmtree(p.parent)
     """
-    path = Path(path)
+    path = Path(path).expanduser()
     if not path.is_file():
         raise PromptSetFileError(f"no prompt-set file at {path}; give an existing .jsonl or .json file "
                                  f"(dataset.path=FILE, or posixlab.evaluate('FILE', ...))")
