@@ -698,6 +698,46 @@ config, drop -m and give each setting one value (posixlab --cfg job ...)
     return flags + rest
 
 
+def quote_text_values(argv: list[str], notice=None) -> list[str]:
+    """A value Hydra's override grammar reads only in quotes (an apostrophe, parentheses, a ``#``, or, in a single
+    run, a sentence's comma: ``task.task_sentence=Is it the user's view?``) is quoted for it, as the text it is, with
+    one note (``notice``; None: stderr); a value Hydra parses (numbers, lists, a sweep's ``a,b``) is left to it.
+
+    >>> quote_text_values(["task=classification", "task.task_sentence=Is it the user's view?"], lambda text: None)
+    ['task=classification', 'task.task_sentence="Is it the user\\'s view?"']
+    >>> quote_text_values(["task.task_sentence=Classify the review, please.", "seed=1"], lambda text: None)
+    ['task.task_sentence="Classify the review, please."', 'seed=1']
+    >>> quote_text_values(["-m", "variant=spelling,template", "dataset.subjects=[a,b]"], lambda text: None)
+    ['-m', 'variant=spelling,template', 'dataset.subjects=[a,b]']
+    >>> quote_text_values(["dataset.subjects=astronomy, anatomy"], lambda text: None)    # Hydra's error: use [a,b]
+    ['dataset.subjects=astronomy, anatomy']
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser, sweep = OverridesParser.create(), any(a in ("-m", "--multirun") for a in argv)
+    out, quoted = [], []
+    for arg in argv:
+        head, eq, value = arg.partition("=")
+        if eq and not arg.startswith("-") and value and value[0] not in "[{'\"":
+            try:  # in a single run, a comma among words (Hydra: "Ambiguous value"): a sentence; "a, b": a list
+                parsed = parser.parse_override(arg)  # or a sweep missing its -m, which Hydra's own error explains
+                as_text = not sweep and ", " in value and " " in value.replace(", ", "") and "(" not in value \
+                    and parsed.is_sweep_override()
+            except HydraException:
+                as_text = True
+            if as_text:
+                mark = '"' if '"' not in value else "'"
+                arg = f"{head}={mark}{value.replace(mark, chr(92) + mark)}{mark}"
+                quoted.append(head.lstrip("+~"))
+        out.append(arg)
+    if quoted:
+        (notice or (lambda text: print(text, file=sys.stderr)))(
+            f"posixlab: note: {', '.join(quoted)} read as text (Hydra's override grammar takes an apostrophe, "
+            f"parentheses, a # or a sentence's comma only in quotes: key=\"...\")")
+    return out
+
+
 # Hydra's flags that take the next word as their value, and those after which no job runs
 _FLAGS_WITH_VALUE = {"--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd", "--cfg", "-c", "--package",
                      "-p", "--experimental-rerun"}
@@ -1059,7 +1099,7 @@ def entry() -> None:
         print(version_line())
         sys.exit(0)
     try:
-        sys.argv[1:] = flags_first(expand_home(sys.argv[1:]))  # a Hydra job from here on
+        sys.argv[1:] = quote_text_values(flags_first(expand_home(sys.argv[1:])))  # a Hydra job from here on
         load_chosen_tasks(sys.argv[1:])
         sys.argv[1:] = register_chosen_models(sys.argv[1:])
         check_override_keys(sys.argv[1:])

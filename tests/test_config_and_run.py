@@ -67,12 +67,18 @@ def test_runs_of_two_of_your_own_files_get_folders_named_by_their_files():
 
 
 @pytest.mark.slow
-def test_a_path_from_the_home_folder_is_expanded_not_a_hydra_lexer_error():
+def test_a_home_path_and_a_sentence_s_punctuation_are_read_not_hydra_lexer_errors():
     """``dataset.path=~/sets.jsonl``: the shell leaves the ``~`` (the key is no variable's name) and Hydra's grammar
     refuses it; posixlab expands it as the shell would have (printed with --cfg job: no run)."""
     proc = _run_py(["dataset=prompt_sets", "dataset.path=~/sets.jsonl", "--cfg", "job"], timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"path: {Path.home() / 'sets.jsonl'}" in proc.stdout and "Lexer" not in proc.stderr
+    # a sentence with an apostrophe, parentheses or commas: read as the text it is, not a grammar error
+    proc = _run_py(["task=classification", "task.task_sentence=Is it the user's view (yes, no, or unsure)?",
+                    "--cfg", "job"], timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "task_sentence: Is it the user's view (yes, no, or unsure)?" in proc.stdout
+    assert "posixlab: note: task.task_sentence read as text" in proc.stderr
 
 
 def _run_py(args, env_extra=None, timeout=600):
