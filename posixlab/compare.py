@@ -298,8 +298,8 @@ def compare_table(result: dict) -> str:
                      f"{m['difference']:+.4f} | {interval_words(m['interval'])} | {f(m['wilcoxon_p'])} | "
                      f"{m['verdict']} |")
     lines += ["", f"Paired by {by}: each {unit}'s value in the new run minus the base run's; interval: expanded "
-                  f"percentile bootstrap of the mean difference over the {unit}s; verdict from the interval (0 "
-                  f"outside it)."]
+                  f"percentile bootstrap of the mean difference over the {unit}s (on 2 to 4 {unit}s, the t interval); "
+                  f"verdict from the interval (0 outside it)."]
     return "\n".join(lines + unpaired_lines(result))
 
 
