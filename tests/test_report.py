@@ -326,7 +326,8 @@ def test_the_runs_of_one_page_share_its_room_for_tables_and_details(cls_run, tmp
     samples = records(cls_run, "samples.jsonl")
     highest = [r["sample_index"] for r in sorted(samples, key=lambda r: (-r["sensitivity"], r["sample_index"]))]
     assert len(samples) == 6
-    page = build_report([cls_run, cls_run], tmp_path / "both.html").read_text(encoding="utf-8")
+    shutil.copytree(cls_run, tmp_path / "rerun")  # a second run of the same cell: a page of two runs
+    page = build_report([cls_run, tmp_path / "rerun"], tmp_path / "both.html").read_text(encoding="utf-8")
     for prefix in ("", "r2-"):
         table = re.search(rf'<table id="{prefix}units".*?</table>', page, re.S).group(0)
         assert sorted(map(int, re.findall(r' data-index="(\d+)"', table))) == sorted(highest[:2])
@@ -636,7 +637,8 @@ def test_two_runs_are_compared_and_the_gate_is_shown(posix_run, cls_run, tmp_pat
     assert 'id="units"' in page and 'id="r2-units"' in page and 'data-detail="r2-unit-0"' in page
     assert "ψ per set" in page and "S per sample" in page and page.count("<svg") == 2
     assert "paired-table" not in page  # runs of two tasks share no item to pair
-    rerun = build_report([posix_run, posix_run], tmp_path / "again.html").read_text(encoding="utf-8")
+    shutil.copytree(posix_run, tmp_path / "rerun")  # a rerun of the cell, in a folder of its own
+    rerun = build_report([posix_run, tmp_path / "rerun"], tmp_path / "again.html").read_text(encoding="utf-8")
     paired = re.search(r'<table id="paired-table"[^>]*>(.*?)</table>', rerun, re.S).group(1)
     assert "psi" in paired and paired.count("identical") == paired.count("<tr") - 1  # the same run: nothing moved
 
