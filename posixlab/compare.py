@@ -8,12 +8,12 @@ data set and seed) are matched by item (``item_id``), where each item has one se
 prompt set's kind, and the result says so (``paired_by``). For each metric both runs have, ``compare_runs`` reports
 the means over the shared sets, the mean difference with an expanded percentile bootstrap interval over the sets
 (``metrics.stats.bootstrap_ci(expanded=True)``, seeded: POSIX's resampling, read at t-corrected tails so that few sets
-do not make it too narrow; on 2 to 4 sets, which no resampling reads so far out, the t interval) and the two-sided Wilcoxon signed-rank p-value (``metrics.stats.paired_wilcoxon``), and a
-verdict from the interval: ``worse`` or ``better`` when it excludes 0 (ψ: lower is better; accuracy: higher is
-better), ``identical`` when every set's value is the same, else ``within noise`` (one shared set has no interval:
-never worse or better). Each verdict is at 95 % on its own (2.5 % a side), so a CI gate names the metrics it guards
-(``metrics``); a metric named there that the runs do not both have is listed in ``not_compared`` (a gate on it must
-fail, not pass unchecked). The metrics:
+do not make it too narrow; on 2 to 4 sets, which no resampling reads so far out, the t interval) and the two-sided
+Wilcoxon signed-rank p-value (``metrics.stats.paired_wilcoxon``), and a verdict from the interval: ``worse`` or
+``better`` when it excludes 0 (ψ: lower is better; accuracy: higher is better), ``identical`` when every set's value
+is the same, else ``within noise`` (one shared set has no interval: never worse or better). Each verdict is at 95 %
+on its own (2.5 % a side), so a CI gate names the metrics it guards (``metrics``); a metric named there that the runs
+do not both have is listed in ``not_compared`` (a gate on it must fail, not pass unchecked). The metrics:
 
 - POSIX: ``psi``, the set's ψ (its mean over sets is POSIX); ``accuracy_options`` / ``accuracy_greedy``, the set's
   accuracy over the prompts it answered, in each reading; ``judged_share``, the share of the set's variants a judge

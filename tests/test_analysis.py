@@ -171,7 +171,7 @@ def test_duplicate_runs_of_a_cell_keep_the_latter_with_a_warning(small_results, 
     assert len(rows) == 9 * 4
 
 
-def test_a_folder_s_psi_false_runs_refresh_its_psi_cells_and_one_without_a_psi_cell_is_left_out(tmp_path, tiny_lm):  # noqa: F811
+def test_psi_false_runs_refresh_their_psi_cell_and_one_without_is_left_out(tmp_path, tiny_lm):  # noqa: F811
     """``outputs/`` of a chat model's accuracy run beside in-process ψ runs: the accuracy-only run of a cell no ψ
     run holds is left out with a warning, not the whole analysis refused; one whose folder sorts before its cell's
     ψ run still refreshes that cell's greedy answers."""

@@ -143,8 +143,8 @@ BAD_FILES = {  # file name, content, what the message must say
     "one_prompt": ("one.jsonl", '{"id": "x", "prompts": ["only one"]}\n', "line 1 has 1 prompt; a prompt set needs at least 2"),
     "empty_prompt": ("empty_prompt.jsonl", '{"prompts": ["a", "b"]}\n{"prompts": ["a", "  "]}\n', "line 2: prompt 1 is empty"),
     "not_a_string": ("number.jsonl", '{"prompts": ["a", 7]}\n', "line 1: prompt 1 is an int, not a string"),
-    "nested": ("nested.json", '[[["a", "b"]]]', "set 0: prompt 0 is a list, not a string (a set is one list of prompts: "
-               "one pair of brackets too many"),
+    "nested": ("nested.json", '[[["a", "b"]]]',
+               "set 0: prompt 0 is a list, not a string (a set is one list of prompts: one pair of brackets too many"),
     "null_prompt": ("null.jsonl", '{"prompts": ["a", null]}\n', "line 1: prompt 1 is None, not a string"),
     "duplicate_id": ("dup.jsonl", '{"id": "q", "prompts": ["a", "b"]}\n\n{"id": "q", "prompts": ["c", "d"]}\n',
                      "set id 'q' is used twice"),

@@ -470,7 +470,8 @@ def _paired(paired: list) -> str:
               "first value that has a finished one), and a rerun against its cell's first run; where no two runs differ in one setting at most, each against the first run of its "
               "task. Each unit (set, sample) both runs hold: its "
               "value in this run minus that run's; the interval is an expanded percentile bootstrap of the mean "
-              "difference (on 2 to 4 units, the t interval); worse or better when it excludes 0 (posixlab compare), each pair at 95% on its own. Holm "
+              "difference (on 2 to 4 units, the t interval); worse or better when it excludes 0 (posixlab compare), "
+              "each pair at 95% on its own. Holm "
               "p: the Wilcoxon p adjusted (Holm–Bonferroni) over the page's pairs of that metric: where nothing "
               "changed, a metric shows any Holm p under 0.05 on at most 5% of pages.</p>" + missing)
 
