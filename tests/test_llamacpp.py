@@ -318,7 +318,7 @@ def test_a_gguf_file_from_the_hub_downloads_once_and_later_runs_read_it_offline(
     file_url = f"/{GGUF_REPO}/resolve/main/SmolLM2-135M-Instruct.Q4_1.gguf"
     assert got[-1] == ("GET", file_url) and got.count(("GET", file_url)) == 1  # downloaded once
     assert got.count(("HEAD", file_url)) == 2  # asked once before any work (the download's own HEAD is the other)
-    assert sum("/tree/" in path for _, path, _ in gguf_hub.requests) == 1  # its file list, once
+    assert sum(path.startswith(f"/api/models/{GGUF_REPO}") for _, path, _ in gguf_hub.requests) == 1  # its files, once
     model = json.loads((tmp_path / "first" / "summary.json").read_text())["model"]
     assert model["commit"] == gguf_hub.repos[("model", GGUF_REPO)].sha and model["backend"] == "llamacpp"
     assert model["file"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -412,6 +412,17 @@ def test_a_hub_gguf_path_that_picks_no_one_servable_file_stops_before_any_work_w
     assert said["name"] == said["pinned"] == "m.Q8_0.gguf"  # the hub would serve it (at that commit)
     assert "it has no revision 'v9'. Set model.revision to a branch, tag or commit" in said["unknown revision"]
     assert "is not in the local cache and HF_HUB_OFFLINE is set" in said["offline"]
+
+    gguf_hub.requests.clear()  # a hub that answers 500: asked once, not retried (huggingface_hub's backoff: 23 s)
+    gguf_hub.fault("500", match="/api/models/")
+    try:
+        one = {"failing": f"{PARTS_REPO}:Q4_1"}
+        proc = subprocess.run([sys.executable, "-c", code, json.dumps(one)], env=env, capture_output=True, text=True,
+                              timeout=120, cwd=ROOT)
+    finally:
+        gguf_hub.clear()
+    assert "ModelUnavailableError" in json.loads(proc.stdout.splitlines()[-1])["failing"], proc.stderr[-2000:]
+    assert sum(path.startswith("/api/") for _, path, _ in gguf_hub.requests) == 1 and "Retry" not in proc.stderr
 
     gguf_hub.requests.clear()  # a whole run: one message, exit status 2, before any input is built or weights load
     proc = _run_hub_gguf(tmp_path, env, paths["quant"], "run")

@@ -153,7 +153,10 @@ def check_hub_gguf(spec) -> str | None:
     repo, _, _ = parse_hub_path(spec.path)
     asked = dataclasses.replace(spec, path=repo)  # messages name the repository
     try:
-        files = HfApi(endpoint=hub_endpoint()).list_repo_files(repo, revision=spec.revision)
+        # the repository's info, whose siblings are its files: one request (list_repo_files pages through the tree
+        # with huggingface_hub's backoff, five retries over 23 s when the hub does not answer)
+        info = HfApi(endpoint=hub_endpoint()).model_info(repo, revision=spec.revision)
+        files = [sibling.rfilename for sibling in info.siblings or []]
     except Exception as exc:  # noqa: BLE001 - a refusal, a failing hub or no hub: each its own message
         raise ModelUnavailableError(hub_refusal(asked, exc, copy=GGUF_COPY)) from None
     file = pick_file(files, spec.path)
