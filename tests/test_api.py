@@ -229,6 +229,25 @@ def test_a_path_from_the_home_folder_is_read_as_a_shell_would_expand_it(tmp_path
         posixlab.load_result("~/run")
 
 
+def test_files_saved_with_a_byte_order_mark_and_crlf_lines_are_read(tmp_path):
+    """As Windows editors and Excel's "CSV UTF-8" save them: the mark is no text, a CR no part of a line."""
+    from posixlab.data.files import read_records
+
+    bom = "\ufeff"
+    (tmp_path / "sets.jsonl").write_text(bom + "".join(json.dumps(s) + "\r\n" for s in SETS), encoding="utf-8")
+    assert [s.set_id for s in read_prompt_set_file(tmp_path / "sets.jsonl")] == ["capital", "sum", "colour"]
+    assert len(read_records(tmp_path / "sets.jsonl")) == 3
+    (tmp_path / "quiz.csv").write_text(bom + "question,answer\r\nWhat is 2+2?,B\r\n", encoding="utf-8")
+    assert read_records(tmp_path / "quiz.csv") == [{"question": "What is 2+2?", "answer": "B"}]
+    (tmp_path / "sets.json").write_text(bom + json.dumps([["a?", "b?"]]), encoding="utf-8")
+    assert len(read_prompt_set_file(tmp_path / "sets.json")) == 1 and len(read_records(tmp_path / "sets.json")) == 1
+    from posixlab.rephrase.store import ParaphraseFile  # your paraphrases (rephraser=file)
+
+    record = {"original": "What is 2+2?", "paraphrases": ["What's 2+2?"]}
+    (tmp_path / "mine.jsonl").write_text(bom + json.dumps(record) + "\r\n", encoding="utf-8")
+    assert ParaphraseFile(tmp_path / "mine.jsonl", user_supplied=True).find_original("What is 2+2?") is not None
+
+
 def test_a_json_file_of_lists_is_read_with_numbered_ids(tmp_path):
     path = tmp_path / "sets.json"
     path.write_text(json.dumps([["a?", "b?"], ["c?", "d?", "e?"]]))

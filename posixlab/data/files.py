@@ -38,7 +38,7 @@ def read_records(path: Path) -> list[dict]:
     try:
         if suffix == ".jsonl":
             rows = []
-            for n, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
+            for n, line in enumerate(path.read_text(encoding="utf-8-sig").split("\n"), 1):
                 try:
                     if line.strip():
                         rows.append(json.loads(line))
@@ -46,7 +46,7 @@ def read_records(path: Path) -> list[dict]:
                     raise DatasetUnavailableError(f"{path}, line {n} is not valid JSON: {exc}") from None
             return rows
         if suffix == ".json":
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8-sig"))
             if isinstance(data, list):
                 return data
             for key in JSON_LIST_KEYS:
@@ -56,7 +56,7 @@ def read_records(path: Path) -> list[dict]:
                 f"{path}: expected a JSON list of records or an object with a list under one of "
                 f"{', '.join(repr(k) for k in JSON_LIST_KEYS)}")
         if suffix == ".csv":
-            with open(path, newline="", encoding="utf-8") as f:
+            with open(path, newline="", encoding="utf-8-sig") as f:  # with or without a byte-order mark
                 return list(csv.DictReader(f))
     except (json.JSONDecodeError, csv.Error, UnicodeDecodeError) as exc:
         raise DatasetUnavailableError(f"{path} could not be parsed as {suffix[1:].upper()}: {exc}") from None

@@ -49,7 +49,7 @@ def read_prompt_set_file(path: str | Path) -> list[UserPromptSet]:
         raise PromptSetFileError(f"no prompt-set file at {path}; give an existing .jsonl or .json file "
                                  f"(dataset.path=FILE, or posixlab.evaluate('FILE', ...))")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors write one) is no text
     except UnicodeDecodeError as exc:
         raise PromptSetFileError(f"{path} is not UTF-8 text ({exc}); save it as UTF-8") from None
     if not text.strip():

@@ -55,7 +55,7 @@ class ParaphraseFile:
     def _read(self) -> None:
         fix = ("Delete the file to regenerate its paraphrases, or repair that line" if not self.user_supplied
                else "Fix that line (one JSON object with 'original' and a list 'paraphrases')")
-        for number, line in enumerate(self.path.read_text(encoding="utf-8").split("\n"), 1):
+        for number, line in enumerate(self.path.read_text(encoding="utf-8-sig").split("\n"), 1):
             if not line.strip():
                 continue
             try:
