@@ -339,6 +339,10 @@ def cell_failed(output_dir: str, error: str, status: int, keep_going: bool) -> N
         sys.exit(status)
 
 
+CONFIG_GROUPS = ("model", "variant", "dataset", "rephraser", "engine", "embedding", "logger", "task", "strategy",
+                 "judge", "gate")  # the top-level nodes a config group fills (conf/<group>/)
+
+
 def check_top_level(resolved: dict) -> None:
     """The top-level settings' types, before any work (``task.*``, ``engine.*``, ``model.*`` and ``gate.*`` are
     checked by their own schemas; ``seed`` by the run): a flag given ``yes`` would otherwise count as true.
@@ -348,6 +352,11 @@ def check_top_level(resolved: dict) -> None:
     Traceback (most recent call last):
     ...
     posixlab.errors.ConfigError: chat_template takes true or false, not 'yes'
+    >>> check_top_level({"logger": "none"})
+    Traceback (most recent call last):
+    ...
+    posixlab.errors.ConfigError: logger is 'none', a value, where its config group's settings belong: choose an \
+option with logger=none on the command line, or in an experiment's defaults list (- override /logger: none)
     """
     for key in ("chat_template", "score_cache", "report", "dry_run", "fail_fast", "skip_done"):
         check_flag(key, resolved.get(key, False))
@@ -356,6 +365,11 @@ def check_top_level(resolved: dict) -> None:
     for key in ("cache_dir", "score_cache_dir"):
         if not isinstance(resolved.get(key) or "", str):
             raise ConfigError(f"{key} takes a folder or null, not {resolved[key]!r}")
+    for group in CONFIG_GROUPS:  # an experiment's `logger: none` sets the group's settings to a word
+        if group in resolved and not isinstance(resolved[group], dict):
+            raise ConfigError(f"{group} is {resolved[group]!r}, a value, where its config group's settings belong: "
+                              f"choose an option with {group}={resolved[group]} on the command line, or in an "
+                              f"experiment's defaults list (- override /{group}: {resolved[group]})")
 
 
 def note_replacing(folder: Path) -> None:
@@ -589,11 +603,11 @@ def register_chosen_models(argv: list[str]) -> list[str]:
     Traceback (most recent call last):
     posixlab.errors.ConfigError: model 'no-such-model' is not a packaged model (...
     """
-    configured = {p.stem for p in (Path(__file__).resolve().parent / "conf" / "model").glob("*.yaml")}
+    configured = {p.stem for folder in (Path(CONF_DIR), *_config_dirs(argv)) for p in (folder / "model").glob("*.yaml")}
     out = []
     for arg in argv:
         head, eq, value = arg.partition("=")
-        if not eq or head.lstrip("+~") != "model" or "(" in value:  # choice(...), range(...): Hydra's own sweeps
+        if not eq or arg.startswith("-") or head.lstrip("+~") != "model" or "(" in value:  # choice(...), range(...): Hydra's own sweeps
             out.append(arg)
             continue
         chosen = []
@@ -959,6 +973,36 @@ def check_group_choices(parsed, repository) -> None:
                               f"are {', '.join(options)}")
 
 
+def _config_dirs(argv: list[str]) -> list[Path]:
+    """The folders ``--config-dir``/``-cd`` add to Hydra's search path (your own experiments, models, ...).
+
+    >>> _config_dirs(["--config-dir", "/my/conf", "-m", "--config-dir=/other", "seed=1"])
+    [PosixPath('/my/conf'), PosixPath('/other')]
+    """
+    dirs = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--config-dir", "-cd")]
+    dirs += [a.split("=", 1)[1] for a in argv if a.startswith(("--config-dir=", "-cd="))]
+    return [Path(d).expanduser().resolve() for d in dirs]
+
+
+class _WithConfigDirs:
+    """Hydra's config repository of posixlab's configs, with the options of the ``--config-dir`` folders, which a
+    run's Hydra searches too: ``+experiment=mine`` from ``--config-dir my_conf`` is an option, not a typo."""
+
+    def __init__(self, repository, dirs: list[Path]):
+        self.repository, self.dirs = repository, dirs
+
+    def group_exists(self, group: str) -> bool:
+        return self.repository.group_exists(group) or any((d / group).is_dir() for d in self.dirs)
+
+    def config_exists(self, path: str) -> bool:
+        return self.repository.config_exists(path) or any((d / f"{path}.yaml").is_file() for d in self.dirs)
+
+    def get_group_options(self, group: str, results_filter=None) -> list[str]:
+        own = self.repository.get_group_options(group, results_filter=results_filter) \
+            if self.repository.group_exists(group) else []
+        return sorted({*own, *(p.stem for d in self.dirs for p in (d / group).glob("*.yaml"))})
+
+
 def check_override_keys(argv: list[str]) -> None:
     """A ``ConfigError`` for a command-line override that names a key the composed config does not have, with or
     without ``+``, before Hydra sees it: Hydra would answer "use +key=value", and with the ``+`` it would accept the
@@ -972,6 +1016,10 @@ def check_override_keys(argv: list[str]) -> None:
 
     if any(a in _NO_JOB or a.startswith("--info") for a in argv):
         return
+    if any(a.split("=")[0] in ("--config-path", "-cp", "--config-name", "-cn") for a in argv):
+        return  # a primary config of your own: Hydra's to check
+    dirs = _config_dirs(argv)
+    searchpath = [f"hydra.searchpath=[{','.join(f'file://{d}' for d in dirs)}]"] if dirs else []
     texts, skip = [], False
     for arg in argv:
         if skip or arg.startswith("-"):
@@ -990,12 +1038,13 @@ def check_override_keys(argv: list[str]) -> None:
         return  # Hydra's own message about the syntax follows
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        check_group_choices(parsed, GlobalHydra.instance().config_loader().repository)
-        groups, keys, added = _sort_overrides(parsed, GlobalHydra.instance().config_loader().repository)
+        repository = _WithConfigDirs(GlobalHydra.instance().config_loader().repository, dirs)
+        check_group_choices(parsed, repository)
+        groups, keys, added = _sort_overrides(parsed, repository)
 
         def composed(overrides: list[str], typed: bool = False) -> dict | DictConfig | None:
             try:
-                cfg = compose(config_name="config", overrides=overrides)
+                cfg = compose(config_name="config", overrides=[*searchpath, *overrides])
             except HydraException:
                 return None
             return cfg if typed else OmegaConf.to_container(cfg, resolve=False)

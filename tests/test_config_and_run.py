@@ -66,6 +66,28 @@ def test_runs_of_two_of_your_own_files_get_folders_named_by_their_files():
                      "smollm2-135m-instruct_quiz_spelling_0shot", "smollm2-135m-instruct_mmlu_spelling_0shot"]
 
 
+def test_the_options_of_your_own_config_dir_are_options_not_typos(tmp_path):
+    """``--config-dir my_conf +experiment=mine model=mysmol``: Hydra searches the folder, so posixlab's checks of
+    group options and model names do too (they refused both as typos)."""
+    from posixlab.cli import check_override_keys, register_chosen_models
+
+    (tmp_path / "experiment").mkdir()
+    (tmp_path / "experiment" / "mine.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - override /variant: template\ntask:\n  num_sets: 2\n")
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "mysmol.yaml").write_text(
+        "defaults:\n  - _defaults\nname: mysmol\nsource: packaged\npath: smollm2-135m-instruct\n")
+    argv = ["--config-dir", str(tmp_path), "+experiment=mine", "model=mysmol", "task.num_sets=3"]
+    assert register_chosen_models(argv) == argv
+    check_override_keys(argv)  # no error: both are options
+    with pytest.raises(ConfigError, match=r"experiment=mien: no such option \(did you mean mine\?\)"):
+        check_override_keys(["--config-dir", str(tmp_path), "+experiment=mien"])
+    with pytest.raises(ConfigError, match="experiment=mine: no such option"):
+        check_override_keys(["+experiment=mine"])  # without the folder, a typo still
+    with pytest.raises(ConfigError, match="model 'mysmol' is not a packaged model"):
+        register_chosen_models(["model=mysmol"])
+
+
 @pytest.mark.slow
 def test_a_home_path_and_a_sentence_s_punctuation_are_read_not_hydra_lexer_errors():
     """``dataset.path=~/sets.jsonl``: the shell leaves the ``~`` (the key is no variable's name) and Hydra's grammar
