@@ -631,6 +631,11 @@ def register_chosen_models(argv: list[str]) -> list[str]:
     return out
 
 
+def say_note(notice=None):
+    """Where a command-line rewrite says what it did: ``notice`` (a test's), else a line on stderr."""
+    return notice or (lambda text: print(text, file=sys.stderr))
+
+
 def expand_moved_settings(argv: list[str], notice=None) -> list[str]:
     """A task setting's older top-level spelling (``num_sets=50``, ``shots=0,1,2,3``) becomes its place under
     ``task.*``, with one notice for all of them (``notice``: where it goes; None: stderr), so every documented
@@ -650,7 +655,7 @@ def expand_moved_settings(argv: list[str], notice=None) -> list[str]:
             renamed.append(f"{key} is task.{key}")
         out.append(arg)
     if renamed:
-        (notice or (lambda text: print(text, file=sys.stderr)))(
+        say_note(notice)(
             f"posixlab: note: {', '.join(renamed)} now (a task's own settings live under task.*); the old spelling "
             f"still works")
     return out
@@ -746,7 +751,7 @@ def quote_text_values(argv: list[str], notice=None) -> list[str]:
                 quoted.append(head.lstrip("+~"))
         out.append(arg)
     if quoted:
-        (notice or (lambda text: print(text, file=sys.stderr)))(
+        say_note(notice)(
             f"posixlab: note: {', '.join(quoted)} read as text (Hydra's override grammar takes an apostrophe, "
             f"parentheses, a # or a sentence's comma only in quotes: key=\"...\")")
     return out
