@@ -66,12 +66,6 @@ def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, resamples: i
         raise PromptSetError(f"confidence must lie between 0 and 1, got {confidence}")
     if expanded and data.size < 2:
         raise PromptSetError("an expanded bootstrap interval needs at least two values (one has no spread to read)")
-    rng = np.random.Generator(np.random.PCG64(seed))
-    means = np.empty(resamples)
-    chunk = max(1, 2_000_000 // data.size)  # bounded memory on the full MMLU (14,042 sets)
-    for start in range(0, resamples, chunk):
-        stop = min(resamples, start + chunk)
-        means[start:stop] = data[rng.integers(0, data.size, size=(stop - start, data.size))].mean(axis=1)
     tail = (1 - confidence) / 2
     if expanded:
         n = data.size
@@ -80,6 +74,12 @@ def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, resamples: i
         if tail < float(n) ** -n:  # beyond the resamples' reach: the t interval, which the expanded one stands for
             half = t * float(data.std(ddof=1)) / math.sqrt(n)
             return float(data.mean()) - half, float(data.mean()) + half
+    rng = np.random.Generator(np.random.PCG64(seed))
+    means = np.empty(resamples)
+    chunk = max(1, 2_000_000 // data.size)  # bounded memory on the full MMLU (14,042 sets)
+    for start in range(0, resamples, chunk):
+        stop = min(resamples, start + chunk)
+        means[start:stop] = data[rng.integers(0, data.size, size=(stop - start, data.size))].mean(axis=1)
     lo, hi = np.quantile(means, [tail, 1 - tail])
     return float(lo), float(hi)
 
