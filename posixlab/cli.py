@@ -607,7 +607,8 @@ def register_chosen_models(argv: list[str]) -> list[str]:
     out = []
     for arg in argv:
         head, eq, value = arg.partition("=")
-        if not eq or arg.startswith("-") or head.lstrip("+~") != "model" or "(" in value:  # choice(...), range(...): Hydra's own sweeps
+        # choice(...), range(...): Hydra's own sweeps
+        if not eq or arg.startswith("-") or head.lstrip("+~") != "model" or "(" in value:
             out.append(arg)
             continue
         chosen = []
