@@ -54,12 +54,13 @@ class MixtureVariants(VariantGenerator):
     def per_kind(self, num_variants: int) -> int:
         drawn = num_variants + 1 - int(self.include_original)
         if num_variants < 1 or drawn % len(self.parts):
-            example = 7 * len(self.parts) - 1 + int(self.include_original)
+            k, original = len(self.parts), int(self.include_original)
+            each = [e for e in (max(drawn, k) // k, max(drawn, k) // k + 1) if e * k - 1 + original >= 1]  # nearest
+            examples = ", ".join(f"num_variants={e * k - 1 + original} gives {' + '.join([str(e)] * k)}" for e in each)
             raise ConfigError(
-                f"variant=mixture draws equally from {len(self.parts)} kinds, but a set of N = {num_variants + 1} "
+                f"variant=mixture draws equally from {k} kinds, but a set of N = {num_variants + 1} "
                 f"prompts {'with' if self.include_original else 'without'} the original leaves {drawn} to draw; "
-                f"choose num_variants so that this is a multiple of {len(self.parts)} "
-                f"({example} gives {' + '.join(['7'] * len(self.parts))})")
+                f"choose num_variants so that this is a multiple of {k} ({examples})")
         if drawn // len(self.parts) > min(map(_pool, self.parts)):
             raise ConfigError(f"variant=mixture draws at most {min(map(_pool, self.parts))} variants of each of "
                               f"{', '.join(self.kinds)}")
