@@ -24,7 +24,7 @@ import numpy as np
 from posixlab.data import DatasetSpec
 from posixlab.data.prompt_sets import UserPromptSet, prompt_sets_from_lists, read_prompt_set_file
 from posixlab.embeddings import EmbeddingSpec
-from posixlab.errors import ConfigError, PromptSetFileError
+from posixlab.errors import ConfigError, PromptSetFileError, check_progress
 from posixlab.judge import ALPHA, DEFAULT_JUDGE, INSTRUCTION, ROWS_FILE, check_options, judge_run, judged_rows, \
     read_judged
 from posixlab.judge import SUMMARY_FILE as JUDGE_FILE
@@ -242,6 +242,7 @@ def evaluated(settings: dict, model, tokenizer=None, *, score_cache: bool | None
     ``model`` (any form ``evaluate`` takes), in ``output_dir`` or a scratch folder, then ``judge``'s reading: what
     ``evaluate`` and ``evaluate_dataset`` return. The model and the judge are resolved before anything runs."""
     check_max_new_tokens(settings["max_new_tokens"])
+    check_progress(progress)
     spec, lm = resolve_model(model, tokenizer)
     if judge is not None:  # a judge it cannot resolve stops here, before the run
         judge_spec, judge_lm = judge_model(judge)
@@ -409,12 +410,21 @@ def _wrap_loaded(model, tokenizer) -> tuple[ModelSpec, CausalLM]:
 
 
 def _embedding(embedding) -> EmbeddingSpec | None:
+    """``embedding=`` as the command line takes it: an option of ``posixlab/conf/embedding/`` (``"gte-large"``, the
+    paper's, from the hub; ``"minilm"``), a packaged model's name, or a hub id (``"thenlper/gte-large"``)."""
     if embedding is None or isinstance(embedding, EmbeddingSpec):
         return embedding
-    if isinstance(embedding, str):
-        return EmbeddingSpec(name=embedding)
-    raise ConfigError(f"embedding must be an EmbeddingSpec, a packaged embedding name or None, not "
-                      f"{type(embedding).__name__}")
+    if not isinstance(embedding, str):
+        raise ConfigError(f"embedding must be an EmbeddingSpec, a name (minilm, gte-large, a hub id) or None, not "
+                          f"{type(embedding).__name__}")
+    option = resources.files("posixlab") / "conf" / "embedding" / f"{embedding}.yaml"
+    if embedding != "none" and "/" not in embedding and option.is_file():
+        import yaml
+
+        return EmbeddingSpec(**yaml.safe_load(option.read_text(encoding="utf-8")))
+    if embedding.count("/") == 1 and not Path(embedding).expanduser().exists():  # owner/name: the hub's
+        return EmbeddingSpec(name=embedding.rpartition("/")[2], source="hub", model=embedding)
+    return EmbeddingSpec(name=embedding)
 
 
 def _yaml(config: dict) -> str:

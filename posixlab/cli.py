@@ -41,7 +41,7 @@ from omegaconf.errors import MissingMandatoryValue
 from posixlab.commands import compare_command, dove_command, gate_command, gguf_path_command, judge_command, \
     judge_folder, judge_spec, judged_figures, merge_command, report_command, report_gate, write_run_report
 from posixlab.data.questions import answer_length, data_name
-from posixlab.errors import ConfigError, GateFailed, PosixlabError, check_flag, nearest
+from posixlab.errors import ConfigError, GateFailed, PosixlabError, check_flag, check_progress, nearest
 from posixlab.gate import GateConfig, check_gate, check_gate_applies, make_gate, metrics
 from posixlab.judge import JudgeConfig
 from posixlab.models.adapters import adapted_name
@@ -360,8 +360,7 @@ option with logger=none on the command line, or in an experiment's defaults list
     """
     for key in ("chat_template", "score_cache", "report", "dry_run", "fail_fast", "skip_done"):
         check_flag(key, resolved.get(key, False))
-    if resolved.get("progress", True) not in (True, False, "lines"):
-        raise ConfigError(f"progress takes true, false or lines, not {resolved['progress']!r}")
+    check_progress(resolved.get("progress", True))
     for key in ("cache_dir", "score_cache_dir"):
         if not isinstance(resolved.get(key) or "", str):
             raise ConfigError(f"{key} takes a folder or null, not {resolved[key]!r}")

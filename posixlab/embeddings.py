@@ -127,7 +127,9 @@ def _locate(spec: EmbeddingSpec) -> tuple[str, dict]:
     if spec.source == "package":
         if spec.name not in PACKAGED_EMBEDDERS:
             raise ModelUnavailableError(f"no packaged embedding model named {spec.name!r}; packaged: "
-                                        f"{', '.join(PACKAGED_EMBEDDERS)} (or use source=hub / source=path)")
+                                        f"{', '.join(PACKAGED_EMBEDDERS)}; the options: embedding=minilm, gte-large (the paper's, "
+                                        f"from the hub) or none, a hub id (owner/name), or embedding.source=hub|path "
+                                        f"with embedding.model=ID|FOLDER (in Python: EmbeddingSpec(...))")
         requirement, module, folder = PACKAGED_EMBEDDERS[spec.name]
         found = importlib.util.find_spec(module)
         if found is None or not found.submodule_search_locations:

@@ -89,6 +89,20 @@ def check_flag(name: str, value) -> None:
         raise ConfigError(f"{name} takes true or false, not {value!r}")
 
 
+def check_progress(value) -> None:
+    """A ``ConfigError`` unless ``value`` is a setting of ``progress``: true (bars), false (quiet) or ``lines``.
+
+    >>> check_progress("lines"), check_progress(False)
+    (None, None)
+    >>> check_progress("yes")
+    Traceback (most recent call last):
+    ...
+    posixlab.errors.ConfigError: progress takes true, false or lines, not 'yes'
+    """
+    if not (isinstance(value, bool) or isinstance(value, str) and value.lower() in ("true", "false", "lines")):
+        raise ConfigError(f"progress takes true, false or lines, not {value!r}")
+
+
 _TYPE_WORDS = {"int": ((int,), "a whole number"), "float": ((int, float), "a number"),
                "bool": ((bool,), "true or false"), "str": ((str,), "a string")}
 

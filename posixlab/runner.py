@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 
 from posixlab.backends import (backend_of, capabilities_of, check_capabilities, check_model, engine_for, load,
                                open_cache, open_for_plan)
-from posixlab.errors import check_flag
+from posixlab.errors import check_flag, check_progress
 from posixlab.models.capabilities import check_chat_template
 from posixlab.models.loading import check_hub_model
 from posixlab.plugins import loaded_plugins
@@ -106,6 +106,7 @@ def run(config_or_task, lm=None, progress: bool = True, given=None) -> dict:
     ``output_dir``; returns the summary. ``lm`` reuses a loaded model (the caller keeps it; a model loaded here is
     closed at the end, which stops a server it started); ``given``: the user's own POSIX prompt sets. ``progress``:
     True, bars; ``"lines"``, one plain line per finished unit (for logs: sweeps, cluster jobs); False, quiet."""
+    check_progress(progress)  # "yes" ran quiet, without a word
     lines = progress == "lines"
     progress = progress is True or (isinstance(progress, str) and progress.lower() == "true")
     task = config_or_task if isinstance(config_or_task, Task) else make_task(config_or_task, given=given)

@@ -248,6 +248,17 @@ def test_files_saved_with_a_byte_order_mark_and_crlf_lines_are_read(tmp_path):
     assert ParaphraseFile(tmp_path / "mine.jsonl", user_supplied=True).find_original("What is 2+2?") is not None
 
 
+def test_embedding_and_progress_take_what_the_command_line_takes():
+    from posixlab.api import _embedding
+    from posixlab.embeddings import EmbeddingSpec
+
+    assert _embedding("gte-large") == EmbeddingSpec("gte-large", "hub", "thenlper/gte-large", batch_size=32)
+    assert _embedding("minilm") == _embedding("all-MiniLM-L6-v2") == EmbeddingSpec()
+    assert _embedding("BAAI/bge-small-en-v1.5") == EmbeddingSpec("bge-small-en-v1.5", "hub", "BAAI/bge-small-en-v1.5")
+    with pytest.raises(ConfigError, match="progress takes true, false or lines, not 'yes'"):
+        posixlab.evaluate([["a?", "b?"]], model="no-such-model", progress="yes")  # before the model
+
+
 def test_a_json_file_of_lists_is_read_with_numbered_ids(tmp_path):
     path = tmp_path / "sets.json"
     path.write_text(json.dumps([["a?", "b?"], ["c?", "d?", "e?"]]))
