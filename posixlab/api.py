@@ -220,8 +220,9 @@ def evaluate(prompt_sets, model="smollm2-135m-instruct", *, tokenizer=None, max_
 
     ``score_cache``: reuse (and store) generations and scores in ``<cache_dir>/scores``. None (the default): on for
     models loaded by name, off for a model object you pass in, whose weights may differ from any saved copy.
-    ``embedding``: the sentence-embedding model of the semantic-coherence factor (an ``EmbeddingSpec`` or a
-    packaged name); None leaves that factor out. ``output_dir``: also keep the run's files there (as ``save``).
+    ``embedding``: the sentence-embedding model of the semantic-coherence factor (an ``EmbeddingSpec``, or a name
+    as the command line takes it: ``"minilm"``, ``"gte-large"``, the paper's, from the hub, or a hub id); None leaves
+    that factor out. ``output_dir``: also keep the run's files there (as ``save``).
     ``judge``: a judge model (any form ``model`` takes) that then reads the responses, with ``EvaluationResult.judge``'s
     defaults (``result.judged_share``; call ``result.judge(...)`` for its other options); opened once the run's
     model is closed.
