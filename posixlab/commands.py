@@ -7,6 +7,7 @@ No Hydra here: ``posixlab.cli`` dispatches to them (its ``COMMANDS``), and a run
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -415,11 +416,16 @@ def gate_command(args: list[str]) -> int:
     """``posixlab gate FOLDER... gate.KEY=VALUE...``: check saved runs' ``summary.json`` against thresholds, running
     nothing (what a CI job runs after a cached run). 0: every folder passed; 1: a threshold was missed; 2: an error."""
     if not args or args[0] in ("-h", "--help"):
-        return usage("usage: posixlab gate FOLDER [FOLDER ...] gate.KEY=VALUE [...]\n\nChecks the summary.json of "
-                     "run folders (or of every job of a sweep folder) against thresholds: " + ", ".join(metrics())
-                     + " (gate.accuracy_reading=options|greedy picks the accuracy read). Exit status 0: passed; 1: a "
-                     "threshold missed; 2: an error.", asked=args[:1] in (["-h"], ["--help"]))
+        return usage("usage: posixlab gate FOLDER [FOLDER ...] gate.KEY=VALUE [...] [--json]\n\nChecks the "
+                     "summary.json of run folders (or of every job of a sweep folder) against thresholds: "
+                     + ", ".join(metrics()) + " (gate.accuracy_reading=options|greedy picks the accuracy read); "
+                     "--json prints each folder's rows as JSON. Exit status 0: passed; 1: a threshold missed; 2: an "
+                     "error.", asked=args[:1] in (["-h"], ["--help"]))
+    as_json, args = "--json" in args, [a for a in args if a != "--json"]
     try:
+        flags = [a for a in args if a.startswith("-")]
+        if flags:
+            raise ConfigError(f"posixlab gate takes no {flags[0]} (its one flag is --json); see posixlab gate --help")
         gate = parse_gate_overrides([a for a in args if "=" in a])
         if not thresholds_of(gate):
             raise ConfigError(f"give at least one threshold: gate.KEY=VALUE with KEY one of {', '.join(metrics())}")
@@ -442,6 +448,11 @@ def gate_command(args: list[str]) -> int:
     except PosixlabError as exc:
         print(f"posixlab error: {exc}", file=sys.stderr)
         return 2
+    if as_json:  # a CI job's machine-readable verdict: the same rows and exit status
+        print(json.dumps([{"folder": str(run_folder), "passed": gate_passed(rows),
+                           "rows": [dataclasses.asdict(row) for row in rows]} for run_folder, rows in checked],
+                         indent=2))
+        return 0 if all(gate_passed(rows) for _, rows in checked) else 1
     return max(report_gate(rows, f"{run_folder}: ") for run_folder, rows in checked)
 
 

@@ -100,6 +100,13 @@ def test_min_judged_share_reads_the_judge_beside_the_run_and_its_controls_guard_
     assert "| min_judged_share | judged.judged_share | ≥ 0.5 | 0.5000 | pass |" in out
     assert "| max_judge_control_same | judged.control_judged_same | ≤ 0.5 | 0.0000 | pass |" in out
     assert gate_command([str(no), "gate.min_judged_share=0.6"]) == 1 and "| FAIL |" in capsys.readouterr().out
+    assert gate_command([str(no), "gate.min_judged_share=0.6", "--json"]) == 1  # the same rows, for a CI script
+    (verdict,) = json.loads(capsys.readouterr().out)
+    assert verdict["folder"] == str(no) and verdict["passed"] is False
+    assert [(r["metric"], r["value"], r["passed"]) for r in verdict["rows"]] == [
+        ("min_judged_share", 0.5, False), ("max_judge_control_same", 0.0, True)]
+    assert gate_command([str(no), "gate.min_judged_share=0.6", "--jsno"]) == 2
+    assert "posixlab gate takes no --jsno (its one flag is --json)" in capsys.readouterr().err
     assert gate_command([str(yes), "gate.min_judged_share=0.6"]) == 1  # the guard
     capsys.readouterr()
     unread = judged_folder(tmp_path / "unread", decoy_says="It depends")  # no control read: nothing vouches
