@@ -400,6 +400,9 @@ def merge_command(args: list[str]) -> int:
                      "shards of one cell (shard=1/N ... shard=N/N) into OUT, as one run of the whole cell.",
                      asked=args[:1] in (["-h"], ["--help"]))
     try:
+        flags = [a for a in args if a.startswith("-")]
+        if flags:
+            raise ConfigError(f"posixlab merge takes no flag ({flags[0]}): posixlab merge OUT SHARD_FOLDER ...")
         summary = merge_shards(args[1:], args[0])
     except PosixlabError as exc:
         print(f"posixlab error: {exc}", file=sys.stderr)

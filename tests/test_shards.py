@@ -87,6 +87,10 @@ def test_shards_that_do_not_belong_together_are_refused(runs, lm, tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "run.py"), "merge", str(tmp_path / "e"), str(root / "shard1")],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "missing shard(s) 2/3, 3/3" in proc.stderr
+    from posixlab.commands import merge_command
+
+    assert merge_command(["--json", str(tmp_path / "g"), str(root / "shard1")]) == 2  # not a folder named --json
+    assert not (tmp_path / "g").exists()
     proc = subprocess.run([sys.executable, str(ROOT / "run.py"), "merge", str(tmp_path / "f"),
                            *(str(root / f"shard{k}") for k in (1, 2, 3))], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "7 sets from 3 shards" in proc.stdout, proc.stderr[-2000:]
