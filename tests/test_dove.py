@@ -143,6 +143,9 @@ def test_bad_input_is_refused_saying_what_to_do(tmp_path):
         read_dove(tmp_path / "bad.jsonl")
     with pytest.raises(ConfigError, match="no such file"):
         read_dove(tmp_path / "missing.parquet")
+    (tmp_path / "quiz.csv").write_text("question,answer\n")
+    with pytest.raises(ConfigError, match=r"quiz.csv: DOVE's records are a .json, .jsonl or .parquet file"):
+        read_dove(tmp_path / "quiz.csv")
 
 
 def test_the_command_prints_the_table(tmp_path, root):

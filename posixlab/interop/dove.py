@@ -272,6 +272,9 @@ def read_dove(paths) -> list[dict]:
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"{path}: no such file")
+        if path.suffix.lower() not in (".parquet", ".json", ".jsonl"):
+            raise ConfigError(f"{path}: DOVE's records are a .json, .jsonl or .parquet file (posixlab dove export "
+                              f"writes .jsonl), not {path.suffix or 'a file without a suffix'}")
         if path.suffix == ".parquet":
             import pandas as pd
 
