@@ -126,10 +126,10 @@ def _locate(spec: EmbeddingSpec) -> tuple[str, dict]:
     """Where the model is (a folder or a hub id) and the loading arguments that go with it."""
     if spec.source == "package":
         if spec.name not in PACKAGED_EMBEDDERS:
-            raise ModelUnavailableError(f"no packaged embedding model named {spec.name!r}; packaged: "
-                                        f"{', '.join(PACKAGED_EMBEDDERS)}; the options: embedding=minilm, gte-large (the paper's, "
-                                        f"from the hub) or none, a hub id (owner/name), or embedding.source=hub|path "
-                                        f"with embedding.model=ID|FOLDER (in Python: EmbeddingSpec(...))")
+            raise ModelUnavailableError(
+                f"no packaged embedding model named {spec.name!r}; packaged: {', '.join(PACKAGED_EMBEDDERS)}; the "
+                f"options: embedding=minilm, gte-large (the paper's, from the hub) or none, a hub id (owner/name), or "
+                f"embedding.source=hub|path with embedding.model=ID|FOLDER (in Python: EmbeddingSpec(...))")
         requirement, module, folder = PACKAGED_EMBEDDERS[spec.name]
         found = importlib.util.find_spec(module)
         if found is None or not found.submodule_search_locations:
