@@ -609,13 +609,14 @@ def write_summary(folder: str | Path, summary: dict) -> None:
                  *paraphrase_quality_lines(summary.get("variant_details", {}).get("paraphrase_quality"))]
         (folder / SUMMARY_MD).write_text("\n".join(lines) + "\n", encoding="utf-8")
         return
+    interval = "n/a (one set)" if p["num_sets"] < 2 else f"{fmt(p['ci95'][0])} to {fmt(p['ci95'][1])}"
     lines = [
         f"# POSIX: {summary.get('model', {}).get('name', '?')}, {summary.get('dataset', '?')}, "
         f"{summary.get('variant', '?')} variants",
         "",
         "| metric | POSIX (mean ψ) | bootstrap 95% interval | sd | median | sets |",
         "|---|---|---|---|---|---|",
-        f"| ψ (paper, Def. 3.3) | {fmt(p['posix'])} | {fmt(p['ci95'][0])} to {fmt(p['ci95'][1])} | {fmt(p['sd'])} | "
+        f"| ψ (paper, Def. 3.3) | {fmt(p['posix'])} | {interval} | {fmt(p['sd'])} | "
         f"{fmt(p['median'])} | {p['num_sets']} |",
         f"| ψ (reference_compat, library 0.0.1) | {fmt(c['posix'])} | | {fmt(c['sd'])} | {fmt(c['median'])} | "
         f"{c['num_sets']} |",

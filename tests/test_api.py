@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import posixlab
+from tiny_model import tiny_lm  # noqa: F401  (the session fixture: a 2-layer model built in code)
 from posixlab.data.prompt_sets import prompt_sets_from_lists, read_prompt_set_file
 from posixlab.errors import ConfigError, PosixlabError, PromptSetFileError
 from posixlab.metrics import psi
@@ -257,6 +258,19 @@ def test_embedding_and_progress_take_what_the_command_line_takes():
     assert _embedding("BAAI/bge-small-en-v1.5") == EmbeddingSpec("bge-small-en-v1.5", "hub", "BAAI/bge-small-en-v1.5")
     with pytest.raises(ConfigError, match="progress takes true, false or lines, not 'yes'"):
         posixlab.evaluate([["a?", "b?"]], model="no-such-model", progress="yes")  # before the model
+
+
+def test_one_set_s_posix_is_said_to_have_no_interval(tmp_path, tiny_lm):  # noqa: F811
+    """One prompt set: its ψ is POSIX, and a bootstrap over one value is that value, no 95 % interval."""
+    from posixlab.report.build import build_report
+    from posixlab.tasks.posix import PosixTask
+
+    result = posixlab.evaluate([["What is 2+2?", "What's 2 + 2?"]], model=tiny_lm, max_new_tokens=2, embedding=None,
+                               progress=False)
+    result.save(tmp_path / "run")
+    assert "no interval from one set, sd n/a" in PosixTask.report_lines(result.summary)[0]
+    assert "| n/a (one set) |" in (tmp_path / "run" / "summary.md").read_text(encoding="utf-8")
+    assert "no interval from one set" in build_report([tmp_path / "run"], tmp_path / "page.html").read_text()
 
 
 def test_a_json_file_of_lists_is_read_with_numbered_ids(tmp_path):

@@ -619,7 +619,8 @@ class PosixTask(Task):
                     *accuracy, *api_lines(summary)]
         sd = "n/a" if p["sd"] is None else f"{p['sd']:.4f}"
         quality = describe_summary(summary.get("variant_details", {}).get("paraphrase_quality"))
-        return [f"POSIX = {p['posix']:.4f} (95% CI {p['ci95'][0]:.4f} to {p['ci95'][1]:.4f}, sd {sd}, median "
+        ci = "no interval from one set" if p["num_sets"] < 2 else f"95% CI {p['ci95'][0]:.4f} to {p['ci95'][1]:.4f}"
+        return [f"POSIX = {p['posix']:.4f} ({ci}, sd {sd}, median "
                 f"{p['median']:.4f}, {_sets(p['num_sets'])} of N = {summary['num_prompts_per_set'] or 'varies'}) · "
                 f"{about}", *accuracy, *([quality] if quality else [])]
 

@@ -69,7 +69,8 @@ def _headline(summary: dict) -> str:
     ci = p.get("ci95") or [None, None]
     n = summary.get("num_prompts_per_set") or "varies"
     return h.section("Headline", h.cards([
-        ("POSIX", h.fmt(p.get("posix")), f"95% CI {h.fmt(ci[0])} to {h.fmt(ci[1])}"),
+        ("POSIX", h.fmt(p.get("posix")), "no interval from one set" if p.get("num_sets") == 1
+         else f"95% CI {h.fmt(ci[0])} to {h.fmt(ci[1])}"),
         ("sets × N", f"{p.get('num_sets')} × {n}", f"sd {h.fmt(p.get('sd'))}, median {h.fmt(p.get('median'))}"),
         *about]))
 
