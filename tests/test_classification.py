@@ -389,3 +389,14 @@ def test_run_py_classification_job_and_wrong_dataset(tmp_path, rephrasings_file,
     wrong = subprocess.run([sys.executable, str(root / "run.py"), "task=classification", "dataset=mmlu_sample",
                             "logger=none"], capture_output=True, text=True, cwd=tmp_path)
     assert wrong.returncode == 2 and "not a classification data set" in wrong.stderr
+
+
+def test_one_sample_s_sensitivity_is_said_to_have_no_interval():
+    from posixlab.tasks.classification.app import report_lines
+
+    summary = {"sensitivity": {"mean": 0.0, "ci95": [0.0, 0.0]}, "consistency": None, "micro_f1": None,
+               "num_samples": 1, "num_rephrasings": 3, "model": {"name": "m"}, "dataset": "d", "strategy": "simple",
+               "probability": "greedy"}
+    assert report_lines(summary)[0].startswith("sensitivity S = 0.0000 (no interval from one sample) · ")
+    assert "(1 sample × Q = 3)" in report_lines(summary)[0]
+    assert "(2 samples × Q = 3)" in report_lines({**summary, "num_samples": 2})[0]

@@ -65,9 +65,11 @@ def report_lines(summary: dict) -> list[str]:
     f1_text = ("n/a (no gold labels)" if c is None else "n/a (a sample has no gold label)") if f1 is None else \
         f"{f1['mean']:.4f} ± {f1['sd'] or 0:.4f}" + (
             "" if f1.get("majority_baseline") is None else f" (majority class alone: {f1['majority_baseline']:.4f})")
-    interval = f" (95% CI {s['ci95'][0]:.4f} to {s['ci95'][1]:.4f})" if s.get("ci95") else ""
+    n = summary["num_samples"]
+    interval = " (no interval from one sample)" if n == 1 else \
+        f" (95% CI {s['ci95'][0]:.4f} to {s['ci95'][1]:.4f})" if s.get("ci95") else ""
     lines = [f"sensitivity S = {s['mean']:.4f}{interval} · consistency C = {consistency} · micro-F1 = {f1_text} "
-             f"({summary['num_samples']} samples × Q = {summary['num_rephrasings']}) · "
+             f"({n} sample{'' if n == 1 else 's'} × Q = {summary['num_rephrasings']}) · "
              f"{model_name(summary)} · {summary['dataset']} · {summary['strategy']} · "
              f"{summary['probability']}"]
     answers = summary.get("answers") or {}
