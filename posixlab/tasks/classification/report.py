@@ -68,7 +68,8 @@ def partial_meta(meta: dict, config: dict, records: list[dict], classes: list[st
 def _headline(summary: dict) -> str:
     s, c, f1 = summary.get("sensitivity") or {}, summary.get("consistency"), summary.get("micro_f1")
     model = model_name(summary)
-    ci = (f"95% CI {h.fmt(s['ci95'][0])} to {h.fmt(s['ci95'][1])}, " if s.get("ci95") else "")
+    ci = "no interval from one sample, " if summary.get("num_samples") == 1 else \
+        (f"95% CI {h.fmt(s['ci95'][0])} to {h.fmt(s['ci95'][1])}, " if s.get("ci95") else "")
     items = [("sensitivity S", h.fmt(s.get("mean")), f"{ci}sd {h.fmt(s.get('sd'))}, median {h.fmt(s.get('median'))}"),
              ("consistency C", h.fmt((c or {}).get("mean")), "no gold labels" if c is None else
               (f"95% CI {h.fmt(c['ci95'][0])} to {h.fmt(c['ci95'][1])}, " if c.get("ci95") else "")
