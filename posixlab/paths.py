@@ -41,6 +41,15 @@ def check_folder_to_write(folder: str | Path, what: str) -> None:
         raise ConfigError(f"{blocking} is a file, not a folder: {what} cannot go in {folder}; name a folder")
 
 
+def file_to_write(out: str | Path, name: str) -> Path:
+    """``out`` as the file to write: a folder given (one that exists, or a path ending in /) holds ``name``.
+
+    >>> file_to_write("pages/", "report.html"), file_to_write("page.html", "report.html")
+    (PosixPath('pages/report.html'), PosixPath('page.html'))
+    """
+    return Path(out) / name if Path(out).is_dir() or str(out).endswith(("/", os.sep)) else Path(out)
+
+
 _CLAIMED: dict[str, str] = {}  # folder asked for -> folder this process made (one answer however often asked)
 
 

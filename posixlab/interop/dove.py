@@ -47,13 +47,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
 from collections import defaultdict
 from pathlib import Path
 
 from posixlab.errors import ConfigError, DatasetUnavailableError
 from posixlab.interop.prompteval import is_prompteval, read_prompteval
+from posixlab.paths import file_to_write
 from posixlab.results import SETS_FILE, SUMMARY_FILE, iter_records, iter_records_in_order
 
 OUT_FILE = "dove.jsonl"
@@ -81,8 +81,7 @@ def export_dove(run_folder: str | Path, out: str | Path | None = None, *, score:
     summary = _run_summary(folder)
     items = _mmlu_items(summary, folder)
     model = _model_block(summary, context_window)
-    given = folder if out is None else Path(out)
-    out = given / OUT_FILE if given.is_dir() or str(out or "").endswith(("/", os.sep)) else given  # a folder: in it
+    out = file_to_write(folder if out is None else out, OUT_FILE)  # a folder (by default the run's): the file in it
     count = 0
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".part")  # a file a reader finds is whole; a failed export leaves none

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,7 @@ from pathlib import Path
 from posixlab.compare import UNITS, checked_values, compare_values, interval_words, judged_values
 from posixlab.errors import ConfigError, PosixlabError
 from posixlab.metrics.stats import holm_adjust
-from posixlab.paths import check_folder_to_write
+from posixlab.paths import check_folder_to_write, file_to_write
 from posixlab.report import html as h
 from posixlab.report.grid import grid_markdown, grid_section, one_setting_pairs, task_settings
 from posixlab.results import SCHEMA_VERSION, SUMMARY_FILE
@@ -213,7 +212,7 @@ def build_report(folders, out, gate_rows=None, *, gate=None) -> Path:
     shown = {Path(run.folder).resolve() for run in runs}
     absent = [cell for folder in folders for cell in cells_without_results(Path(folder), shown)]
     unread = [why for why in unread if not any(cell.startswith(why.split(":")[0] + ":") for cell in absent)]
-    out = Path(out) / REPORT_FILE if Path(out).is_dir() or str(out).endswith(("/", os.sep)) else Path(out)
+    out = file_to_write(out, REPORT_FILE)
     check_folder_to_write(out.parent, f"the page {out.name}")
     out.parent.mkdir(parents=True, exist_ok=True)
     with h.page_of_runs(len(runs)):  # the runs share the page's room for their units (report/html.py)
