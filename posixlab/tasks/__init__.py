@@ -28,7 +28,8 @@ def task_named(name: str) -> type[Task]:
 
         load_plugins()
         if name not in TASK_TYPES:
-            raise ConfigError(f"unknown task {name!r}{nearest(name, TASK_TYPES)}; the tasks are {', '.join(TASK_TYPES)}, or {HOW}{not_imported_note()}")
+            raise ConfigError(f"unknown task {name!r}{nearest(name, TASK_TYPES)}; the tasks are "
+                              f"{', '.join(TASK_TYPES)}, or {HOW}{not_imported_note()}")
     return TASK_TYPES[name]
 
 
