@@ -15,6 +15,7 @@ from posixlab.data.exemplars import ExemplarPool, exemplar_pool
 from posixlab.errors import CacheError, ConfigError, RephraserError
 from posixlab.prompts import PromptItem
 from posixlab.rephrase import Instruction, ParaphraseFile, RephraserConfig, make_paraphrase_source
+from posixlab.rephrase.quality import QualityRules
 from posixlab.variants import MixtureVariants, ParaphraseSource, ParaphraseVariants, get_variant_generator
 from posixlab.variants.base import PromptVariant
 from scripted import ScriptedRephraser
@@ -279,6 +280,27 @@ def test_too_few_valid_paraphrases_fail_with_the_count(tmp_path):
                                                           "The Red Planet is which planet?"]
     assert rerun.rephraser.calls == 1 and ParaphraseFile(tmp_path / "p.jsonl").get(
         source.key(ITEM.question))["requests"] == 4
+
+
+def test_a_short_question_s_rewrite_may_add_a_few_words_past_twice_its_length(tmp_path):
+    # "What is 2+2?" (12 characters) -> 27 is 2.25 times as long: refused as too long before length_slack, which cost
+    # the packaged rephraser 12 requests for 7 of 20 paraphrases; 53 more characters stay too long
+    reply = ["1. What is the sum of 2 and 2?\n2. Tell me the sum of 2 and 2, then explain long division in detail."]
+    source = source_with(tmp_path / "a.jsonl", reply, max_requests=1)
+    assert source.paraphrases("What is 2+2?", 1)[0] == ["What is the sum of 2 and 2?"]
+    strict = source_with(tmp_path / "b.jsonl", reply, max_requests=1, length_slack=0)
+    with pytest.raises(RephraserError, match=r"gave 0 of the 1 .*\(rejected: 2 too long\)"):
+        strict.paraphrases("What is 2+2?", 1)
+    # stored measures go through the same rule; measures written before length_added are held to the ratio alone
+    clean = {"similarity": 0.9, "numbers_missing": [], "numbers_added": [], "entities_missing": [], "borrowed": []}
+    assert QualityRules().verdict({**clean, "length_ratio": 2.25, "length_added": 15}) is None
+    assert QualityRules(length_slack=10).verdict({**clean, "length_ratio": 2.25, "length_added": 15}) == "too long"
+    assert QualityRules().verdict({**clean, "length_ratio": 2.25}) == "too long"
+    with pytest.raises(ConfigError, match="rephraser.length_slack must be 0 or more"):
+        RephraserConfig(length_slack=-1)
+    # the run's rephraser settings carry it: a paraphrase run's variant details say which rule wrote its paraphrases
+    cfg = RephraserConfig(backend="file", path=str(tmp_path / "a.jsonl"))
+    assert make_paraphrase_source(cfg, tmp_path).rules.length_slack == 30
 
 
 def test_prepare_tries_every_question_and_names_the_ones_that_failed(tmp_path):

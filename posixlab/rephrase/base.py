@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from posixlab.backends import generate, generate_many, system_folded
 from posixlab.errors import ConfigError, RephraserError
-from posixlab.rephrase.quality import split_statement_list
+from posixlab.rephrase.quality import LENGTH_SLACK, split_statement_list, too_long
 
 
 @dataclass(frozen=True)
@@ -178,13 +178,17 @@ def normalized(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().rstrip(".?!:;").strip().casefold()
 
 
-def rejection(candidate: str, original: str, accepted: list[str], length_ratio: tuple[float, float]) -> str | None:
-    """Why ``candidate`` is not a valid new paraphrase of ``original`` (None when it is).
+def rejection(candidate: str, original: str, accepted: list[str], length_ratio: tuple[float, float],
+              length_slack: int = LENGTH_SLACK) -> str | None:
+    """Why ``candidate`` is not a valid new paraphrase of ``original`` (None when it is). Too long means past
+    ``length_ratio[1]`` times the original's characters and ``length_slack`` characters more (``quality.too_long``).
 
     >>> rejection("What is 2+2?", "what is 2+2", [], (0.5, 2.0))
     'copy of the original'
     >>> rejection("Tell me the sum of 2 and 2, then explain long division in detail.", "What is 2+2?", [], (0.5, 2.0))
     'too long'
+    >>> rejection("What is the sum of 2 and 2?", "What is 2+2?", [], (0.5, 2.0)) is None  # 2.25x, 15 more
+    True
     >>> rejection("How much is 2+2?", "What is 2+2?", ["how much is 2+2"], (0.5, 2.0))
     'duplicate'
     >>> rejection("Marx claimed workers were alienated from their work.", "Marx claimed workers were alienated from:",
@@ -205,7 +209,7 @@ def rejection(candidate: str, original: str, accepted: list[str], length_ratio: 
     ratio = len(candidate) / max(1, len(original))
     if ratio < length_ratio[0]:
         return "too short"
-    if ratio > length_ratio[1]:
+    if too_long(ratio, len(candidate) - len(original), length_ratio[1], length_slack):
         return "too long"
     return None
 
@@ -236,11 +240,12 @@ class ParaphraseCollector:
 
     def __init__(self, name: str, instruction: Instruction, original: str, n: int, *, seed: int = 0,
                  per_request: int = 5, samples: int = 4, max_requests: int = 6,
-                 length_ratio: tuple[float, float] = (0.5, 2.0), existing: list[str] = (),
+                 length_ratio: tuple[float, float] = (0.5, 2.0), length_slack: int = LENGTH_SLACK,
+                 existing: list[str] = (),
                  existing_quality: list[dict] = (), first_request: int = 0, scorer=None, rules=None):
         self.name, self.instruction, self.original, self.n = name, instruction, original, n
         self.seed, self.samples, self.first_request = seed, samples, first_request
-        self.length_ratio, self.scorer, self.rules = length_ratio, scorer, rules
+        self.length_ratio, self.length_slack, self.scorer, self.rules = length_ratio, length_slack, scorer, rules
         self.stem, self.statements = split_statement_list(original)  # a numbered statement list is kept as written
         self.text = re.sub(r"\s*\n\s*", " ", self.stem).strip()
         self.found = Collected(paraphrases=list(existing)[:n], quality=list(existing_quality)[:n])
@@ -275,7 +280,8 @@ class ParaphraseCollector:
             survivors: list[str] = []
             for candidate in parse_reply(reply):
                 found.candidates += 1
-                reason = rejection(candidate, self.text, self.rewrites + survivors, self.length_ratio)
+                reason = rejection(candidate, self.text, self.rewrites + survivors, self.length_ratio,
+                                   self.length_slack)
                 if reason:
                     found.rejected[reason] += 1
                 else:

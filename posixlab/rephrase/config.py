@@ -56,6 +56,7 @@ class RephraserConfig:
     max_requests: int = 12  # requests per original before giving up, over every run (resumes do not retry)
     min_length_ratio: float = 0.5  # a paraphrase's length (characters) relative to the original's
     max_length_ratio: float = 2.0
+    length_slack: int = 30  # characters a rewrite may add past max_length_ratio (a short question's room to grow)
     # quality checks (posixlab.rephrase.quality): measured on every candidate, recorded with every paraphrase
     validate: bool = True  # False: no measures, no quality rules (the length limits above still apply)
     quality_embedding: str = "all-MiniLM-L6-v2"  # a packaged sentence-embedding model (posixlab.embeddings)
@@ -77,6 +78,8 @@ class RephraserConfig:
         for key in ("max_attempts", "max_concurrency", "per_request", "samples", "max_requests"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"rephraser.{key} must be at least 1, got {getattr(self, key)}")
+        if self.length_slack < 0:
+            raise ConfigError(f"rephraser.length_slack must be 0 or more (characters), got {self.length_slack}")
         if self.timeout <= 0:
             raise ConfigError(f"rephraser.timeout is seconds per request, above 0, got {self.timeout}")
 

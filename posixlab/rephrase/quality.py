@@ -10,7 +10,8 @@ Four measures per paraphrase (``measure``), each cheap enough to run on every ca
 - ``borrowed``: distinctive words of the rephraser instruction's worked examples that the paraphrase uses and the
   original lacks: the sign of a small model drifting to its examples' topic ("How does dark energy explain
   photosynthesis?");
-- ``length_ratio``: the paraphrase's length over the original's, in characters.
+- ``length_ratio``: the paraphrase's length over the original's, in characters; ``length_added``: the characters it
+  adds (negative: drops), which let a short original's rewrite grow past the ratio (``too_long``).
 
 The entity and borrowing tests are heuristics without a tagger (none installs offline here): a sentence-initial
 name ("Marx claimed ...") is not recognised as one, and a paraphrase that writes "U.S." for "United States" counts
@@ -193,11 +194,28 @@ def measure(candidate: str, original: str, similarity: float, distinctive: set[s
     return {
         "similarity": round(float(similarity), 6),
         "length_ratio": round(len(candidate) / max(1, len(original)), 4),
+        "length_added": len(candidate) - len(original),
         "numbers_missing": sorted(have - get),
         "numbers_added": sorted(get - have),
         "entities_missing": [name for name in entities(original) if not _mentions(candidate, name)],
         "borrowed": borrowed_words(candidate, original, distinctive),
     }
+
+
+# Characters a rewrite may add whatever the ratio: what a 2x ceiling allows a 30-character original. Without it a
+# short question's faithful rewrites were "too long" ("What is 2+2?" -> "What is the sum of 2 and 2?", 2.25x): the
+# packaged 1.5B rephraser had 215 of 240 candidates for "What is 2+2?" refused so, and 12 requests gave 7 of 20.
+LENGTH_SLACK = 30
+
+
+def too_long(ratio: float, added: float, max_ratio: float, slack: int = LENGTH_SLACK) -> bool:
+    """Whether a rewrite ``ratio`` times its original's length, ``added`` characters longer, is too long: past both
+    the ratio and the slack.
+
+    >>> too_long(27 / 12, 15, 2.0), too_long(65 / 12, 53, 2.0), too_long(90 / 40, 50, 2.0), too_long(3.0, 20, 2.0, 0)
+    (False, True, True, True)
+    """
+    return ratio > max_ratio and added > slack
 
 
 @dataclass(frozen=True)
@@ -207,6 +225,7 @@ class QualityRules:
     min_similarity: float = 0.0
     min_length_ratio: float = 0.5
     max_length_ratio: float = 2.0
+    length_slack: int = LENGTH_SLACK
     keep_numbers: bool = True
     keep_entities: bool = True
     reject_borrowed: bool = True
@@ -229,7 +248,9 @@ class QualityRules:
             return "borrows an example's words"
         if scores["length_ratio"] < self.min_length_ratio:
             return "too short"
-        if scores["length_ratio"] > self.max_length_ratio:
+        # measures written before length_added existed are held to the ratio alone, as they were
+        if too_long(scores["length_ratio"], scores.get("length_added", float("inf")), self.max_length_ratio,
+                    self.length_slack):
             return "too long"
         if scores["similarity"] < self.min_similarity:
             return "low similarity"

@@ -58,7 +58,7 @@ class ParaphraseSource:
         self.instruction = instruction
         self._scorer = scorer  # a QualityScorer, a function that builds one on first use, or None: no checks
         self.rules = rules or QualityRules()
-        self.collect_options = collect_options  # seed, per_request, samples, max_requests, length_ratio
+        self.collect_options = collect_options  # seed, per_request, samples, max_requests, length_*
         self.dry_run = False  # True: a missing paraphrase is a placeholder, nothing is written or sent
         self.progress = True  # a bar while the rephraser writes
 
@@ -430,7 +430,8 @@ def make_paraphrase_source(cfg: RephraserConfig, cache_dir: str | Path, model=No
     cfg = resolve_rephraser(cfg, model, instruction)
     instruction = Instruction.from_dict(cfg.instruction) if cfg.backend != "file" else None
     rules = QualityRules(min_similarity=cfg.min_similarity, min_length_ratio=cfg.min_length_ratio,
-                         max_length_ratio=cfg.max_length_ratio, keep_numbers=cfg.keep_numbers,
+                         max_length_ratio=cfg.max_length_ratio, length_slack=cfg.length_slack,
+                         keep_numbers=cfg.keep_numbers,
                          keep_entities=cfg.keep_entities, reject_borrowed=cfg.reject_borrowed)
     examples = instruction.examples if instruction is not None else ()
 
@@ -450,6 +451,7 @@ def make_paraphrase_source(cfg: RephraserConfig, cache_dir: str | Path, model=No
         source = ParaphraseSource(store, rephraser, instruction, shipped=shipped_files() if cfg.shipped else (),
                                   seed=cfg.seed, per_request=cfg.per_request,
                                   samples=cfg.samples, max_requests=cfg.max_requests,
-                                  length_ratio=(cfg.min_length_ratio, cfg.max_length_ratio), **checks)
+                                  length_ratio=(cfg.min_length_ratio, cfg.max_length_ratio),
+                                  length_slack=cfg.length_slack, **checks)
     source.dry_run = dry_run
     return source
