@@ -295,6 +295,19 @@ def race_row(record: dict, reading: str = "greedy") -> list:
             for a in answers]
 
 
+def prompts_per_set(summary: dict) -> str:
+    """A POSIX summary's N, as a headline writes it: one number, or the smallest to the largest where sets differ.
+
+    >>> prompts_per_set({"num_prompts_per_set": 21}), prompts_per_set({"num_prompts_per_set": None,
+    ...                                                                "num_prompts_range": [2, 4]})
+    ('21', '2 to 4')
+    """
+    if summary.get("num_prompts_per_set"):
+        return str(summary["num_prompts_per_set"])
+    low_high = summary.get("num_prompts_range")
+    return f"{low_high[0]} to {low_high[1]}" if low_high else "varies"  # a summary written before the range
+
+
 def race_words(race: dict | None) -> str | None:
     """A prompt race (``race_summary``) in one line: what is left racing, what was dropped when, what was asked.
 

@@ -69,7 +69,10 @@ def test_evaluate_equals_the_command_bit_for_bit(evaluated, sets_file, tmp_path)
     assert [r["max_new_tokens"] for r in evaluated.records] == [5, 3, 5]
     assert max(len(r["token_ids"]) for r in evaluated.records[1]["responses"]) <= 3
     assert [r["answer"] for r in evaluated.records] == ["Paris", None, None]
-    assert f"POSIX = {saved.posix:.4f}" in proc.stdout and "3 sets of N = varies" in proc.stdout
+    # sets of 3, 2 and 4 prompts: N as its range, in the headline and the summary (it said "N = varies")
+    assert f"POSIX = {saved.posix:.4f}" in proc.stdout and "3 sets of N = 2 to 4" in proc.stdout
+    assert saved.summary["num_prompts_per_set"] is None and saved.summary["num_prompts_range"] == [2, 4]
+    assert "3 × 2 to 4" in (out / "report.html").read_text(encoding="utf-8")  # the page's "sets × N" card
 
 
 @pytest.mark.slow
@@ -311,7 +314,7 @@ def test_the_console_command_runs_outside_the_checkout_after_pip_install(tmp_pat
     assert len(runs) == 1, list((elsewhere / "outputs").rglob("*"))
     result = posixlab.load_result(runs[0])
     assert result.ids == ["capital", "sum"] and len(result.psi) == 2
-    assert "2 sets of N = varies" in proc.stdout
+    assert "2 sets of N = 2 to 3" in proc.stdout
 
 
 def test_the_errors_to_catch_are_exported():

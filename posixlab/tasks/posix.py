@@ -31,7 +31,7 @@ from posixlab.rephrase import RephraserConfig, make_paraphrase_source
 from posixlab.metrics.accuracy import accuracy_metrics
 from posixlab.rephrase.quality import describe_summary
 from posixlab.results import (SETS_FILE, accuracy_lines, api_lines, build_summary, choice_lines, iter_records,
-                              race_words, summary_records, without_texts, write_summary)
+                              prompts_per_set, race_words, summary_records, without_texts, write_summary)
 from posixlab.scoring import EngineOptions
 from posixlab.seeding import rng_for
 from posixlab.shards import parse_shard
@@ -427,7 +427,7 @@ class PosixTask(Task):
     unit_name = "set"
     live_keys = ("psi",)
     summary_keys = ("schema_version", "psi", "factors", "psi_reference_compat", "compute", "accuracy",
-                    "prompt_choice", "most_sensitive", "num_prompts_per_set")
+                    "prompt_choice", "most_sensitive", "num_prompts_per_set", "num_prompts_range")
 
     def __init__(self, cfg: PosixConfig, given: list[UserPromptSet] | None = None):
         super().__init__(cfg)
@@ -548,8 +548,9 @@ class PosixTask(Task):
     @classmethod
     def summarize(cls, records: list[dict], meta: dict) -> dict:
         sizes = {len(r["prompts"]) for r in records}
-        # N, or None when the sets differ in size (user prompt sets, mixtures of other sizes)
-        meta = {**meta, "num_prompts_per_set": sizes.pop() if len(sizes) == 1 else None}
+        # N, or None when the sets differ in size (user prompt sets), then with the smallest and largest
+        meta = {**meta, "num_prompts_per_set": next(iter(sizes)) if len(sizes) == 1 else None,
+                **({"num_prompts_range": [min(sizes), max(sizes)]} if len(sizes) > 1 else {})}
         return build_summary(records, meta)
 
     @classmethod
@@ -621,7 +622,7 @@ class PosixTask(Task):
         quality = describe_summary(summary.get("variant_details", {}).get("paraphrase_quality"))
         ci = "no interval from one set" if p["num_sets"] < 2 else f"95% CI {p['ci95'][0]:.4f} to {p['ci95'][1]:.4f}"
         return [f"POSIX = {p['posix']:.4f} ({ci}, sd {sd}, median "
-                f"{p['median']:.4f}, {_sets(p['num_sets'])} of N = {summary['num_prompts_per_set'] or 'varies'}) · "
+                f"{p['median']:.4f}, {_sets(p['num_sets'])} of N = {prompts_per_set(summary)}) · "
                 f"{about}", *accuracy, *([quality] if quality else [])]
 
     @classmethod

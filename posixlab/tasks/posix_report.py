@@ -18,7 +18,7 @@ from posixlab.metrics.selection import best_set_words
 from posixlab.metrics.where import normalised_log_ratios
 from posixlab.rephrase.source import provenance_rows
 from posixlab.report import html as h
-from posixlab.results import race_words
+from posixlab.results import prompts_per_set, race_words
 from posixlab.tasks.base import model_name
 
 TOP_PAIRS = 5  # per set: the pairs whose terms of ψ are largest
@@ -67,7 +67,7 @@ def _headline(summary: dict) -> str:
         return h.section("Headline", h.cards([("POSIX", "n/a", "psi=false: answers only"),
                                                ("sets", str(summary.get("num_sets"))), *about]))
     ci = p.get("ci95") or [None, None]
-    n = summary.get("num_prompts_per_set") or "varies"
+    n = prompts_per_set(summary)
     return h.section("Headline", h.cards([
         ("POSIX", h.fmt(p.get("posix")), "no interval from one set" if p.get("num_sets") == 1
          else f"95% CI {h.fmt(ci[0])} to {h.fmt(ci[1])}"),
