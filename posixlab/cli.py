@@ -21,11 +21,14 @@ cannot be fetched, a prompt too long for the model, ...) prints one clear messag
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import logging
 import re
+import signal
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -239,8 +242,38 @@ def to_config(cfg: DictConfig, output_dir: str):
 CONF_DIR = str(Path(__file__).resolve().parent / "conf")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's time limit, ``kill``, ``timeout``), raised where Ctrl-C would be: the run stops the same
+    way, saying what is kept, instead of vanishing with its status file still saying running."""
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """SIGTERM raises ``Terminated`` inside the block, where nothing else handles it: a handler someone installed
+    (submitit's, which requeues a preempted SLURM job) and threads other than the main one are left alone."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def terminate(signum, frame):
+        raise Terminated
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> float | None:
+    with sigterm_as_interrupt():
+        return run_main(cfg)
+
+
+def run_main(cfg: DictConfig) -> float | None:
+    """One job of the command: the run, its report and gate, and what its folder says when it fails."""
     # one INFO line per rephraser request (or embedding model load) would bury the progress bars
     for name in ("httpx", "httpx2", "openai", "sentence_transformers"):
         logging.getLogger(name).setLevel(logging.WARNING)
@@ -285,19 +318,20 @@ def main(cfg: DictConfig) -> float | None:
     except PosixlabError as exc:
         print(f"\nposixlab error: {exc}", file=sys.stderr)
         return cell_failed(output_dir, f"posixlab error: {exc}", 2, keep_going)
-    except KeyboardInterrupt:  # Ctrl-C: what is kept and how to go on, not a traceback from inside the model
-        note_error(output_dir, "interrupted (Ctrl-C)")
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM: what is kept and how to go on, not a traceback
+        how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        note_error(output_dir, how if isinstance(exc, Terminated) else "interrupted (Ctrl-C)")
         kept = ("and in the score cache: the same command again computes only the rest" if resolved.get("score_cache")
                 else "(score_cache=false: the same command again computes them again)")
         units = f"{task_type.unit_name}s" if task_type is not None else "units"
         records = Path(output_dir) / (task_type.records_file if task_type is not None else "")
         if task_type is not None and (not records.is_file() or records.stat().st_size == 0):
-            print(f"\nposixlab: interrupted before its first {task_type.unit_name} finished ({output_dir}).",
+            print(f"\nposixlab: {how} before its first {task_type.unit_name} finished ({output_dir}).",
                   file=sys.stderr)
         else:
-            print(f"\nposixlab: interrupted. The {units} finished so far are in {output_dir} {kept}.",
+            print(f"\nposixlab: {how}. The {units} finished so far are in {output_dir} {kept}.",
                   file=sys.stderr)
-        sys.exit(130)
+        sys.exit(143 if isinstance(exc, Terminated) else 130)  # 128 + the signal, as a shell reports it
     except Exception as exc:  # noqa: BLE001 (unexpected: a CUDA out-of-memory, a bug)
         if group is None:  # one run: Hydra's traceback (HYDRA_FULL_ERROR=1: all of it)
             raise

@@ -1,11 +1,13 @@
 """Every config composes; run.py end to end on the packaged model; clear errors for bad input."""
 
 import json
+import signal
 import os
 import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -186,9 +188,6 @@ def test_the_python_api_and_run_py_give_the_same_numbers_bit_for_bit(lm, tmp_pat
 def test_killed_run_resumes_from_the_score_cache_with_identical_numbers(tmp_path):
     """A run killed (SIGKILL) after its first sets restarts, recomputes none of them, and ends with the numbers an
     uninterrupted run gives."""
-    import signal
-    import time
-
     common = ["num_sets=5", "num_variants=10", "progress=false", "engine.max_wave_rows=1",  # one set per wave
               f"score_cache_dir={tmp_path / 'scores'}"]
     env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
@@ -268,30 +267,51 @@ def test_hub_model_offline_fails_fast_with_a_clear_message(tmp_path):
     assert proc.returncode == 2 and "HF_HUB_OFFLINE is set" in proc.stderr
 
 
+def _signal_after_the_first_set(args: list[str], folder: Path, sig: int):
+    """``run.py ARGS`` sent ``sig`` once its first set is written: the process and its stderr."""
+    proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args], cwd=ROOT,
+                            env={**os.environ, "HYDRA_FULL_ERROR": "0"}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    sets = folder / "sets.jsonl"
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline and not (sets.is_file() and sets.read_text().strip()):
+        time.sleep(0.2)
+    proc.send_signal(sig)
+    return proc, proc.communicate(timeout=120)[1]
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path, capsys):
+    """SIGTERM (a SLURM time limit on a plain sbatch script, ``timeout``, ``kill``) once a set is written: the same
+    line as Ctrl-C, exit status 143, and the folder's status says terminated. Before, the process vanished without a
+    word and its status file said running."""
+    from posixlab.status import status_command
+
+    folder = tmp_path / "run"
+    proc, stderr = _signal_after_the_first_set(
+        ["num_sets=6", "engine.max_wave_rows=21", "progress=false", "logger=none", "report=false",
+         f"score_cache_dir={tmp_path / 'scores'}", f"hydra.run.dir={folder}"], folder, signal.SIGTERM)
+    assert proc.returncode == 143, stderr[-2000:]
+    assert f"posixlab: terminated (SIGTERM). The sets finished so far are in {folder} and in the score cache" in stderr
+    assert "Traceback" not in stderr
+    assert json.loads((folder / ".posixlab_job.json").read_text())["error"] == "terminated (SIGTERM)"
+    assert status_command([str(folder)]) == 3 and "terminated (SIGTERM)" in capsys.readouterr().out
+
+
 @pytest.mark.slow
 def test_ctrl_c_says_what_is_kept_and_the_same_command_goes_on(tmp_path, capsys):
     """Ctrl-C (SIGINT) once a set is written: posixlab's own line, not a traceback from inside the model, exit status
     130; the same command again takes the finished set from the score cache (the same record) and does the rest.
     ``posixlab status`` reads each run's folder: the first failed (interrupted) after its finished set, the second
     done."""
-    import signal
-    import time
-
     from posixlab.status import status_command
 
     args = ["num_sets=6", "engine.max_wave_rows=21", "progress=false", "logger=none", "report=false",
             f"score_cache_dir={tmp_path / 'scores'}"]
     # 6 sets, so that the run is still going when the signal comes on a busy machine (with 3 it once ended first)
     first = tmp_path / "first"
-    proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args, f"hydra.run.dir={first}"], cwd=ROOT,
-                            env={**os.environ, "HYDRA_FULL_ERROR": "0"}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc, stderr = _signal_after_the_first_set([*args, f"hydra.run.dir={first}"], first, signal.SIGINT)
     sets = first / "sets.jsonl"
-    deadline = time.monotonic() + 300
-    while proc.poll() is None and time.monotonic() < deadline and not (sets.is_file() and sets.read_text().strip()):
-        time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr[-2000:]
     assert f"posixlab: interrupted. The sets finished so far are in {first} and in the score cache" in stderr
     assert "Traceback" not in stderr
