@@ -427,7 +427,7 @@ class PosixTask(Task):
     unit_name = "set"
     live_keys = ("psi",)
     summary_keys = ("schema_version", "psi", "factors", "psi_reference_compat", "compute", "accuracy",
-                    "prompt_choice", "most_sensitive", "num_prompts_per_set", "num_prompts_range")
+                    "prompt_choice", "most_sensitive", "num_prompts_per_set")
 
     def __init__(self, cfg: PosixConfig, given: list[UserPromptSet] | None = None):
         super().__init__(cfg)
