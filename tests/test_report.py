@@ -124,6 +124,7 @@ def test_the_posix_page(posix_run):
     factors = re.search(r"The four factors.*?</section>", page, re.S).group(0)
     assert "every prompt gave the same response" in factors  # why a log-prob factor can have no set
     assert 'id="compare"' not in page and 'id="partial"' not in page and 'id="gate"' not in page
+    assert "older posixlab" not in page and "newer posixlab" not in page  # a new run's summary has every key
 
 
 def test_a_large_run_s_page_carries_the_details_of_its_highest_units_only(posix_run, cls_run, monkeypatch):
@@ -186,6 +187,7 @@ def test_the_classification_page(cls_run):
     samples = records(cls_run, "samples.jsonl")
     assert f"sensitivity S = {summary['sensitivity']['mean']:.4f}" in h1(page)
     assert page.count('<tr class="unit"') == len(samples) == 6
+    assert "older posixlab" not in page and "newer posixlab" not in page
     assert page.count('<section class="detail"') == 6
     assert page.count('<td class="answer') == 6 * 4  # an answer cell per sample and rephrasing
     differs = sum(len({p["label"] for p in r["predictions"]}) > 1 for r in samples)
