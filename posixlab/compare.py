@@ -211,6 +211,29 @@ def config_changes(base: dict, new: dict) -> dict:
             if flat_base.get(k) != flat_new.get(k) and not set(k.split(".")) & UNCOMPARED}
 
 
+# where a run's numbers were computed, outside its config: (words, the summary's keys to it)
+ENVIRONMENT = (("posixlab", ("posixlab",)), ("python", ("python",)), ("torch", ("model", "torch")),
+               ("transformers", ("model", "transformers")), ("device", ("model", "device")),
+               ("machine", ("environment", "machine")), ("torch threads", ("environment", "torch_threads")))
+
+
+def environment_changes(base: dict, new: dict) -> dict:
+    """What differs between two runs' summaries outside their configs: versions, device, machine, torch's thread
+    count (words -> [base, new]). A value one run did not record (an older run, a model behind a server) is no change.
+
+    >>> environment_changes({"python": "3.11.7", "environment": {"torch_threads": 1}},
+    ...                     {"python": "3.11.7", "environment": {"torch_threads": 2}, "model": {"torch": "2.13.0"}})
+    {'torch threads': [1, 2]}
+    """
+    def value(summary: dict, keys: tuple):
+        for key in keys:
+            summary = summary.get(key) if isinstance(summary, dict) else None
+        return summary
+
+    pairs = {words: [value(base, keys), value(new, keys)] for words, keys in ENVIRONMENT}
+    return {words: pair for words, pair in pairs.items() if None not in pair and pair[0] != pair[1]}
+
+
 def item_settings_changed(base: dict | None, new: dict | None) -> str:
     """Words for a refusal of two runs that share no unit: the settings that choose the items (the data set's, the
     number of units, the seed) and differ between the runs, base → new.
@@ -277,6 +300,7 @@ def compare_values(base_run: tuple, new_run: tuple, seed: int = 0, confidence: f
             "confidence": confidence, "seed": seed,
             "units": {"shared": len(shared), "base_only": len(base) - len(shared), "new_only": len(new) - len(shared)},
             "changed": config_changes(base_summary.get("config") or {}, new_summary.get("config") or {}),
+            "environment_changed": environment_changes(base_summary, new_summary),
             "metrics": compared, "not_compared": missing, "notes": notes}
 
 
@@ -290,7 +314,8 @@ def compare_table(result: dict) -> str:
     lines = [f"{result['new']} against {result['base']}, on {shared} ({units['base_only']} only in the base run, "
              f"{units['new_only']} only in the new one" + ("" if by == unit else f"; the runs share no {unit}, so "
                                                           f"each {by}'s {unit} in one is paired with its {unit} in "
-                                                          f"the other") + ").", "", f"Changed: {changed}.", "",
+                                                          f"the other") + ").", "", f"Changed: {changed}.",
+             *environment_lines(result.get("environment_changed")), "",
              f"| metric | better | {unit}s | base | new | new − base | {result['confidence']:.0%} interval | "
              "Wilcoxon p | verdict |", "|---|---|---|---|---|---|---|---|---|"]
     for m in result["metrics"]:
@@ -301,6 +326,19 @@ def compare_table(result: dict) -> str:
                   f"percentile bootstrap of the mean difference over the {unit}s (on 2 to 4 {unit}s, the t interval); "
                   f"verdict from the interval (0 outside it)."]
     return "\n".join(lines + unpaired_lines(result))
+
+
+def environment_lines(changed: dict | None) -> list[str]:
+    """The line under "Changed:" naming what differed outside the configs, where anything did.
+
+    >>> print(*environment_lines({"python": ["3.11.7", "3.11.9"], "torch threads": [1, 2]}))  # doctest: +NORMALIZE_WHITESPACE
+    Ran differently: python 3.11.7 → 3.11.9; torch threads 1 → 2 (another thread count moves a CPU run's numbers
+    in their last bits).
+    """
+    if not changed:
+        return []
+    why = " (another thread count moves a CPU run's numbers in their last bits)" if "torch threads" in changed else ""
+    return ["Ran differently: " + "; ".join(f"{k} {a} → {b}" for k, (a, b) in changed.items()) + why + "."]
 
 
 def unpaired_lines(result: dict, cell: str = "") -> list[str]:

@@ -46,6 +46,14 @@ from posixlab.tasks.base import Task
 from posixlab.version import __version__
 
 
+def run_environment() -> dict:
+    """What the numbers depend on beyond the config and the model's identity: the machine's architecture and, where a
+    model ran in this process, torch's thread count (another count splits a CPU run's sums differently: its numbers
+    move in their last bits, docs/choices.md). ``posixlab compare`` names a difference."""
+    torch = sys.modules.get("torch")  # not imported by a run whose model is behind a server
+    return {"machine": platform.machine(), "torch_threads": torch.get_num_threads() if torch is not None else None}
+
+
 def check(task: Task, lm=None) -> None:
     """Everything that can be checked before any input is built or any model loaded."""
     check_seed(getattr(task.cfg, "seed", 0))  # a plug-in task's config may have none
@@ -147,6 +155,7 @@ def run(config_or_task, lm=None, progress: bool = True, given=None) -> dict:
             **task.meta(lm),
             "posixlab": __version__,
             "python": platform.python_version(),
+            "environment": run_environment(),
             "config": asdict(cfg),
             "config_fingerprint": config_fingerprint(asdict(cfg)),
             "shard": None if cfg.shard is None else {

@@ -99,6 +99,29 @@ def test_a_rerun_is_identical_and_a_change_that_moves_nothing_is_within_noise(tm
     assert psi["interval"][0] < 0 < psi["interval"][1] and psi["verdict"] == "within noise"
 
 
+def test_what_differed_outside_the_configs_is_named(tmp_path):
+    """Two runs of one config at two torch thread counts differ in their last bits (docs/choices.md): the table says
+    why, where before it said only "nothing in the configs". A value one run lacks (an older run) is no change."""
+    import torch
+
+    from posixlab.runner import run_environment
+
+    here = run_environment()
+    assert here["torch_threads"] == torch.get_num_threads() and here["machine"]
+    folders = [write_run(tmp_path / name, [0.1, 0.2, 0.3]) for name in ("a", "b", "c")]
+    for folder, threads, transformers in zip(folders, (1, 2, None), ("5.23.0", "5.23.0", "5.24.0")):
+        summary = json.loads((folder / "summary.json").read_text())
+        summary.update(environment={**here, "torch_threads": threads}, model={"transformers": transformers})
+        (folder / "summary.json").write_text(json.dumps(summary))
+    result = compare_runs(folders[0], folders[1])
+    assert result["environment_changed"] == {"torch threads": [1, 2]}
+    table = compare_table(result)
+    assert "Changed: nothing in the configs.\nRan differently: torch threads 1 → 2 (another thread count moves a " \
+           "CPU run's numbers in their last bits).\n" in table
+    assert compare_runs(folders[0], folders[2])["environment_changed"] == {"transformers": ["5.23.0", "5.24.0"]}
+    assert "Ran differently" not in compare_table(compare_runs(folders[0], write_run(tmp_path / "d", [0.1, 0.2, 0.3])))
+
+
 def test_the_order_a_run_wrote_its_sets_in_changes_nothing(tmp_path):
     """A run writes each set as it finishes, so two runs of one cell (or a run and its merged shards) hold their
     sets in different orders: the comparison reads them in set order, and its interval is the same."""
