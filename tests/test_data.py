@@ -43,7 +43,7 @@ def test_selection_is_seeded():
         select_items(items, 0, 0)
 
 
-@pytest.mark.parametrize("suffix", ["jsonl", "json", "csv"])
+@pytest.mark.parametrize("suffix", ["jsonl", "json", "csv", "parquet"])
 def test_local_files_in_the_hub_layout(tmp_path, suffix):
     rows = [{"question": "2+2?", "subject": "elementary_mathematics", "A": "3", "B": "4", "C": "5", "D": "6", "answer": 1},
             {"question": "Sky colour?", "subject": "misc", "A": "red", "B": "blue", "C": "green", "D": "grey", "answer": "B"}]
@@ -52,6 +52,13 @@ def test_local_files_in_the_hub_layout(tmp_path, suffix):
         path.write_text("\n".join(json.dumps({**r, "choices": [r["A"], r["B"], r["C"], r["D"]]}) for r in rows))
     elif suffix == "json":
         path.write_text(json.dumps(rows))
+    elif suffix == "parquet":  # the hub's own file, copied: choices a list column, answer an integer (ClassLabel)
+        import pyarrow
+        import pyarrow.parquet
+
+        pyarrow.parquet.write_table(pyarrow.Table.from_pylist(
+            [{"question": r["question"], "subject": r["subject"], "choices": [r["A"], r["B"], r["C"], r["D"]],
+              "answer": 1} for r in rows]), path)
     else:
         path.write_text("question,subject,A,B,C,D,answer\n" + "\n".join(
             ",".join(str(r[k]) for k in ("question", "subject", "A", "B", "C", "D", "answer")) for r in rows))
@@ -71,6 +78,10 @@ def test_bad_local_files_and_names(tmp_path, monkeypatch):
         load_mmlu("path", str(text))
     with pytest.raises(DatasetUnavailableError, match="no file at"):
         load_mmlu("path", str(tmp_path / "missing.csv"))
+    torn = tmp_path / "torn.parquet"  # a download cut short: one line, not pyarrow's traceback
+    torn.write_bytes(b"PAR1\x00\x01")
+    with pytest.raises(DatasetUnavailableError, match=r"torn.parquet could not be read as Parquet: "):
+        load_mmlu("path", str(torn))
     (tmp_path / "run").mkdir()
     monkeypatch.chdir(tmp_path / "run")  # a relative path is read from the folder the command ran in: said so
     said = f"no file at ../missing.csv (from {tmp_path / 'run'}: {tmp_path / 'missing.csv'})"

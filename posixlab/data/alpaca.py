@@ -89,12 +89,12 @@ def items_from_rows(rows, source: str, include_inputs: bool = False) -> list[Pro
 
 def load_alpaca(source: str = "hub", path: str | None = None, split: str = "train", subjects: list[str] | None = None,
                 include_inputs: bool = False) -> list[PromptItem]:
-    """Alpaca items. ``source`` is "hub" (``tatsu-lab/alpaca``) or "path" (a local JSON, JSONL or CSV file)."""
+    """Alpaca items. ``source`` is "hub" (``tatsu-lab/alpaca``) or "path" (a local JSON, JSONL, CSV or Parquet file)."""
     if subjects:
         raise ConfigError("Alpaca instructions have no subjects; leave dataset.subjects null")
     if source == "path":
         if not path:
-            raise DatasetUnavailableError("dataset.source=path needs dataset.path=<a JSON, JSONL or CSV file>")
+            raise DatasetUnavailableError("dataset.source=path needs dataset.path=<a JSON, JSONL, CSV or Parquet file>")
         file = Path(path).expanduser()
         if not file.is_file() and file.name == SEED_TASKS:  # dataset=alpaca_selfinstruct on a machine without it
             raise DatasetUnavailableError(

@@ -1,7 +1,7 @@
 """BIG-Bench Hard (BBH) as open-ended ``PromptItem``s: the hub's ``lukaemon/bbh`` or a local copy.
 
 Sources. "hub" loads split ``test`` of one hub config per task (fields ``input``, ``target``). "path" reads either
-- a JSON, JSONL or CSV file in the hub's layout plus a ``task`` (or ``subject``) column, or
+- a JSON, JSONL, CSV or Parquet file in the hub's layout plus a ``task`` (or ``subject``) column, or
 - the original BBH repository's layout (github.com/suzgunmirac/BIG-Bench-Hard, folder ``bbh/``): a folder of
   ``<task>.json`` files, each ``{"examples": [{"input", "target"}, ...]}``, or one such file.
 A record without a task column takes its task from the file name when that is a BBH task name.
@@ -39,7 +39,7 @@ BBH_TASKS = (
 LOCAL_WAYS = ("dataset.source=path dataset.path=<JSON/JSONL/CSV file with fields task, input, target>, or "
               "dataset.path=<the original BBH repository's bbh/ folder of <task>.json files, or one of them>")
 LOCAL_HINT = f"To run offline, use a local copy: {LOCAL_WAYS}."
-FILE_TYPES = (".json", ".jsonl", ".csv")
+FILE_TYPES = (".json", ".jsonl", ".csv", ".parquet")
 
 
 def _wanted_tasks(subjects: list[str] | None) -> list[str] | None:
@@ -85,8 +85,9 @@ def _read_local(path: Path) -> list[PromptItem]:
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix.lower() in FILE_TYPES and p.is_file())
         if not files:
-            raise DatasetUnavailableError(f"{path} holds no .json, .jsonl or .csv file; give the BBH repository's "
-                                          f"bbh/ folder of <task>.json files, or one file with a task column")
+            raise DatasetUnavailableError(f"{path} holds no .json, .jsonl, .csv or .parquet file; give the BBH "
+                                          f"repository's bbh/ folder of <task>.json files, or one file with a task "
+                                          f"column")
     else:
         files = [path]
     items = []
@@ -102,8 +103,8 @@ def load_bbh(source: str = "hub", path: str | None = None, split: str = "test",
     wanted = _wanted_tasks(subjects)
     if source == "path":
         if not path:
-            raise DatasetUnavailableError("dataset.source=path needs dataset.path=<a JSON, JSONL or CSV file, or a "
-                                          "folder of <task>.json files>")
+            raise DatasetUnavailableError("dataset.source=path needs dataset.path=<a JSON, JSONL, CSV or Parquet "
+                                          "file, or a folder of <task>.json files>")
         if not Path(path).expanduser().exists():
             raise DatasetUnavailableError(f"no file or folder at {path}; use {LOCAL_WAYS}")
         items = _read_local(Path(path).expanduser())

@@ -1,4 +1,5 @@
-"""Where a data set's rows come from: a local JSON, JSONL or CSV file, or one split of a Hugging Face Hub data set.
+"""Where a data set's rows come from: a local JSON, JSONL, CSV or Parquet file, or one split of a Hugging Face Hub data
+set (whose own files are Parquet: a split copied from the hub is read as it is).
 
 Both give plain dicts in the hub's field layout; each loader turns them into ``PromptItem``s. Failures are
 ``DatasetUnavailableError``s that say what to do: for the hub, how to supply a local copy instead.
@@ -20,7 +21,8 @@ JSON_LIST_KEYS = ("data", "rows", "examples")
 
 
 def read_records(path: Path) -> list[dict]:
-    """Rows of a local JSONL, JSON (a list of objects, or an object holding one) or CSV (with a header) file.
+    """Rows of a local JSONL, JSON (a list of objects, or an object holding one), CSV (with a header) or Parquet file
+    (a hub data set's own file, e.g. ``cais/mmlu``'s ``all/test-00000-of-00001.parquet``: lists stay lists).
 
     >>> import tempfile; p = Path(tempfile.mkdtemp()) / "t.json"; _ = p.write_text('{"examples": [{"input": "1"}]}')
     >>> read_records(p)
@@ -32,7 +34,7 @@ def read_records(path: Path) -> list[dict]:
     if not path.is_file():  # owner/name with no file suffix: most likely a data set on the hub, meant as one
         hub = "" if given.count("/") != 1 or given.startswith((".", "/", "~")) or path.suffix else (
             f"; a data set on the Hugging Face Hub: dataset.source=hub dataset.path={given}")
-        raise DatasetUnavailableError(f"no file at {shown(path)}; give an existing JSON, JSONL or CSV file as "
+        raise DatasetUnavailableError(f"no file at {shown(path)}; give an existing JSON, JSONL, CSV or Parquet file as "
                                       f"dataset.path{hub}")
     suffix = path.suffix.lower()
     try:
@@ -55,12 +57,25 @@ def read_records(path: Path) -> list[dict]:
             raise DatasetUnavailableError(
                 f"{path}: expected a JSON list of records or an object with a list under one of "
                 f"{', '.join(repr(k) for k in JSON_LIST_KEYS)}")
+        if suffix == ".parquet":
+            return parquet_rows(path)
         if suffix == ".csv":
             with open(path, newline="", encoding="utf-8-sig") as f:  # with or without a byte-order mark
                 return list(csv.DictReader(f))
     except (json.JSONDecodeError, csv.Error, UnicodeDecodeError) as exc:
         raise DatasetUnavailableError(f"{path} could not be parsed as {suffix[1:].upper()}: {exc}") from None
-    raise DatasetUnavailableError(f"{path}: unsupported file type {suffix!r}; use .jsonl, .json or .csv")
+    raise DatasetUnavailableError(f"{path}: unsupported file type {suffix!r}; use .jsonl, .json, .csv or .parquet")
+
+
+def parquet_rows(path: Path) -> list[dict]:
+    """A Parquet file's rows as plain dicts (pyarrow, which ``datasets`` installs)."""
+    import pyarrow
+    import pyarrow.parquet
+
+    try:
+        return pyarrow.parquet.read_table(path).to_pylist()
+    except (pyarrow.ArrowException, OSError) as exc:
+        raise DatasetUnavailableError(f"{path} could not be read as Parquet: {exc}") from None
 
 
 def hub_rows(hub_id: str, configs: list[str | None], split: str, label: str, local_hint: str) -> dict:

@@ -1,9 +1,9 @@
 """MMLU as multiple-choice ``PromptItem``s: the bundled sample, the hub's ``cais/mmlu``, or a local file.
 
 All three go through one record layout, the hub's: ``question``, ``subject``, ``choices`` (four strings) and
-``answer`` (0-3 or a letter). A local JSON, JSONL or CSV file may instead give the options as columns ``A``-``D``
-(or ``answer_a``-``answer_d``). Subjects are written with spaces ("high school biology"), as the paper's prompt
-names them; the hub's underscores are replaced.
+``answer`` (0-3 or a letter). A local JSON, JSONL, CSV or Parquet file (the hub's own, copied) may instead give the
+options as columns ``A``-``D`` (or ``answer_a``-``answer_d``). Subjects are written with spaces ("high school
+biology"), as the paper's prompt names them; the hub's underscores are replaced.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def load_mmlu(source: str = "sample", path: str | None = None, split: str = "tes
         items = items_from_rows(read_records(SAMPLE_PATH), "bundled MMLU sample")
     elif source == "path":
         if not path:
-            raise DatasetUnavailableError("dataset.source=path needs dataset.path=<a JSON, JSONL or CSV file>")
+            raise DatasetUnavailableError("dataset.source=path needs dataset.path=<a JSON, JSONL, CSV or Parquet file>")
         items = items_from_rows(read_records(Path(path).expanduser()), str(path))
     elif source == "hub":
         rows = hub_rows(HUB_ID, ["all"], split, "MMLU", LOCAL_HINT)["all"]

@@ -283,15 +283,15 @@ def load_questions(source: str = "path", path: str | None = None, split: str | N
     fields = {"question": question, "choices": choices, "answer": answer, "subject": subject, "id": id,
               "graded": graded}
     if not path:
-        raise ConfigError("dataset=questions needs dataset.path: a JSON, JSONL or CSV file of your questions, or a "
-                          "hub data set's id with dataset.source=hub")
+        raise ConfigError("dataset=questions needs dataset.path: a JSON, JSONL, CSV or Parquet file of your questions, "
+                          "or a hub data set's id with dataset.source=hub")
     if source == "path":
         if split is not None:
             raise ConfigError(f"a file has no splits (dataset.split={split}); give the split's own file")
         items = items_from_records(read_records(Path(path).expanduser()), str(path), data_name(path), **fields)
     elif source == "hub":
         split = split or "test"
-        hint = ("To run offline, save the split as a JSON, JSONL or CSV file and run with dataset.source=path "
+        hint = ("To run offline, save the split as a JSON, JSONL, CSV or Parquet file and run with dataset.source=path "
                 "dataset.path=FILE (the same dataset.options)")
         rows = hub_rows(path, [config], split, path, hint)[config]
         items = items_from_records(rows, f"{path}{':' + config if config else ''}:{split}", data_name(path, config),
