@@ -223,7 +223,7 @@ def test_bbh_errors_say_what_to_do(tmp_path):
     with pytest.raises(DatasetUnavailableError, match=r"no 'input' field \(fields: question, target\)"):
         _bbh(no_input)
     (tmp_path / "empty").mkdir()
-    with pytest.raises(DatasetUnavailableError, match="holds no .json, .jsonl or .csv file"):
+    with pytest.raises(DatasetUnavailableError, match="holds no .json, .jsonl, .csv or .parquet file"):
         _bbh(tmp_path / "empty")
     with pytest.raises(DatasetUnavailableError, match="no file or folder at"):
         _bbh(tmp_path / "missing")
