@@ -224,6 +224,29 @@ def test_wos_files_and_balanced_draw(tmp_path, capsys):
         read_wos(folder)
 
 
+def test_a_split_s_parquet_file_copied_from_the_hub(tmp_path):
+    """The hub's own file for a split (CogComp/trec's test-00000-of-00001.parquet), read as the hub's rows are: the
+    coarse label's index through the hub's order, and the ids a hub run gives (the split off the file's name)."""
+    import pyarrow
+    import pyarrow.parquet
+
+    trec = tmp_path / "test-00000-of-00001.parquet"
+    pyarrow.parquet.write_table(pyarrow.Table.from_pylist([
+        {"text": "How far is it from Denver to Aspen ?", "coarse_label": 5, "fine_label": 40},
+        {"text": "Who was Galileo ?", "coarse_label": 3, "fine_label": 29}]), trec)
+    samples = load_samples("trec", "path", str(trec))
+    assert [(s.sample_id, s.gold) for s in samples] == [("trec/test/0", "Number"), ("trec/test/1", "Person")]
+    rte = tmp_path / "validation.parquet"
+    pyarrow.parquet.write_table(pyarrow.Table.from_pylist([
+        {"premise": "A cat sat.", "hypothesis": "A cat exists.", "idx": 4, "label": 0}]), rte)
+    (sample,) = load_samples("rte", "path", str(rte))
+    assert (sample.sample_id, sample.gold, sample.text) == ("rte/validation/4", "entailment",
+                                                            "Premise: A cat sat.\nHypothesis: A cat exists.")
+    with pytest.raises(DatasetUnavailableError, match=r"test-00000-of-00001.parquet, row 0: no 'premise' field; cb is "
+                                                      r"read in the layout of the hub's aps/super_glue \(fields: text,"):
+        load_samples("cb", "path", str(trec))  # another data set's file
+
+
 def test_missing_local_file_says_what_to_do(tmp_path):
     with pytest.raises(DatasetUnavailableError, match="dataset.path"):
         load_samples("trec", "path", None)

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from posixlab.data.classifier_file import ClassifierDefinition, Sample, read_definition
-from posixlab.data.files import hub_rows
+from posixlab.data.files import hub_rows, parquet_rows
 from posixlab.paths import shown
 from posixlab.errors import ConfigError, DatasetUnavailableError, is_whole
 
@@ -173,27 +173,47 @@ def _hub_samples(name: str, split: str) -> list[Sample]:
     hub_id, config, label_field = HUB[name]
     rows = hub_rows(hub_id, [config], split, name, LOCAL_HINT[name])[config]
     names = getattr(rows.features.get(label_field), "names", None) if hasattr(rows, "features") else None
-    order = names or HUB_LABEL_ORDER[name]
+    return _hub_layout_samples(name, rows, split, names, hub_id)
+
+
+def _hub_parquet_samples(name: str, path: Path) -> list[Sample]:
+    """A split's Parquet file copied from the hub (``CogComp/trec``'s ``test-00000-of-00001.parquet``): the hub's
+    rows, with the ids a hub run gives them (the split read off the file's name), so that the two runs pair."""
+    split = re.match(r"^(.+?)(-\d{5}-of-\d{5})?$", path.stem).group(1)
+    return _hub_layout_samples(name, parquet_rows(path), split, None, str(path))
+
+
+def _hub_layout_samples(name: str, rows, split: str, names: list[str] | None, source: str) -> list[Sample]:
+    """Samples of ``rows`` in the hub's layout for ``name`` (``source``: the hub id or the file, for errors)."""
     out = []
     for n, row in enumerate(rows):
-        label = row.get(label_field)
-        gold = None if label is None or label == -1 else str(order[label] if isinstance(label, int) else label)
-        if name == "trec":
-            gold = TREC_CODES.get(gold, gold) if gold else None
-            text, fields = row["text"], {}
-        elif name in ("cb", "rte"):
-            gold = gold.replace("_", " ") if gold else None
-            text, fields = _entailment_text(row["premise"], row["hypothesis"]), {}
-        elif name == "dbpedia14":
-            gold = _spaced(gold) if gold else None
-            text, fields = f"{row['title'].strip()}: {row['content'].strip()}", {"title": row["title"]}
-        else:
-            gold = WOS_CLASSES[int(label)] if label is not None else None
-            text, fields = row["input_data"], {}
-        if gold is not None and gold not in CLASSES[name]:
-            raise DatasetUnavailableError(f"{hub_id}: label {label!r} maps to {gold!r}, not one of {CLASSES[name]}")
-        out.append(Sample(f"{name}/{split}/{row.get('idx', n)}", text.strip(), gold, fields))
+        try:
+            out.append(_hub_row_sample(name, row, n, split, names, source))
+        except KeyError as exc:  # another data set's file, or not the hub's layout
+            raise DatasetUnavailableError(f"{source}, row {n}: no {exc.args[0]!r} field; {name} is read in the "
+                                          f"layout of the hub's {HUB[name][0]} (fields: {', '.join(row)})") from None
     return out
+
+
+def _hub_row_sample(name: str, row: dict, n: int, split: str, names: list[str] | None, source: str) -> Sample:
+    label_field, order = HUB[name][2], names or HUB_LABEL_ORDER[name]
+    label = row.get(label_field)  # a split without labels (a test split) may hold none
+    gold = None if label is None or label == -1 else str(order[label] if isinstance(label, int) else label)
+    if name == "trec":
+        gold = TREC_CODES.get(gold, gold) if gold else None
+        text, fields = row["text"], {}
+    elif name in ("cb", "rte"):
+        gold = gold.replace("_", " ") if gold else None
+        text, fields = _entailment_text(row["premise"], row["hypothesis"]), {}
+    elif name == "dbpedia14":
+        gold = _spaced(gold) if gold else None
+        text, fields = f"{row['title'].strip()}: {row['content'].strip()}", {"title": row["title"]}
+    else:
+        gold = WOS_CLASSES[int(label)] if label is not None else None
+        text, fields = row["input_data"], {}
+    if gold is not None and gold not in CLASSES[name]:
+        raise DatasetUnavailableError(f"{source}: label {label!r} maps to {gold!r}, not one of {CLASSES[name]}")
+    return Sample(f"{name}/{split}/{row.get('idx', n)}", text.strip(), gold, fields)
 
 
 def load_samples(name: str, source: str, path: str | None = None, split: str | None = None,
@@ -210,6 +230,8 @@ def load_samples(name: str, source: str, path: str | None = None, split: str | N
         raise ConfigError(f"dataset.source for {name} is hub or path, got {source!r}")
     if not path:
         raise DatasetUnavailableError(f"dataset.source=path needs dataset.path. {LOCAL_HINT[name]}")
+    if Path(path).suffix.lower() == ".parquet":
+        return _hub_parquet_samples(name, Path(path).expanduser())
     if name == "trec":
         return read_trec(path)
     if name in ("cb", "rte"):
