@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from posixlab.data.files import hub_rows, read_records
+from posixlab.data.files import FILE_SUFFIXES, hub_rows, read_records
 from posixlab.errors import ConfigError, DatasetUnavailableError
 from posixlab.prompts import PromptItem
 
@@ -39,7 +39,6 @@ BBH_TASKS = (
 LOCAL_WAYS = ("dataset.source=path dataset.path=<JSON/JSONL/CSV file with fields task, input, target>, or "
               "dataset.path=<the original BBH repository's bbh/ folder of <task>.json files, or one of them>")
 LOCAL_HINT = f"To run offline, use a local copy: {LOCAL_WAYS}."
-FILE_TYPES = (".json", ".jsonl", ".csv", ".parquet")
 
 
 def _wanted_tasks(subjects: list[str] | None) -> list[str] | None:
@@ -83,7 +82,7 @@ def items_from_rows(rows, source: str, default_task: str | None = None) -> list[
 def _read_local(path: Path) -> list[PromptItem]:
     """Items of one file, or of every JSON/JSONL/CSV file of a folder (the original repository's layout)."""
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix.lower() in FILE_TYPES and p.is_file())
+        files = sorted(p for p in path.iterdir() if p.suffix.lower() in FILE_SUFFIXES and p.is_file())
         if not files:
             raise DatasetUnavailableError(f"{path} holds no .json, .jsonl, .csv or .parquet file; give the BBH "
                                           f"repository's bbh/ folder of <task>.json files, or one file with a task "

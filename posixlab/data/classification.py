@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from posixlab.data.classifier_file import ClassifierDefinition, Sample, read_definition
-from posixlab.data.files import hub_rows, parquet_rows
+from posixlab.data.files import hub_file_split, hub_rows, parquet_rows
 from posixlab.paths import shown
 from posixlab.errors import ConfigError, DatasetUnavailableError, is_whole
 
@@ -179,8 +179,7 @@ def _hub_samples(name: str, split: str) -> list[Sample]:
 def _hub_parquet_samples(name: str, path: Path) -> list[Sample]:
     """A split's Parquet file copied from the hub (``CogComp/trec``'s ``test-00000-of-00001.parquet``): the hub's
     rows, with the ids a hub run gives them (the split read off the file's name), so that the two runs pair."""
-    split = re.match(r"^(.+?)(-\d{5}-of-\d{5})?$", path.stem).group(1)
-    return _hub_layout_samples(name, parquet_rows(path), split, None, str(path))
+    return _hub_layout_samples(name, parquet_rows(path), hub_file_split(path) or path.stem, None, str(path))
 
 
 def _hub_layout_samples(name: str, rows, split: str, names: list[str] | None, source: str) -> list[Sample]:

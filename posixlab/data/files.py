@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 from posixlab.errors import DatasetUnavailableError
@@ -18,6 +19,7 @@ from posixlab.paths import shown
 # A JSON file may wrap its records in an object: {"data": [...]} (exports), {"rows": [...]}, or {"examples": [...]}
 # (the original BIG-Bench Hard repository's <task>.json files).
 JSON_LIST_KEYS = ("data", "rows", "examples")
+FILE_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")  # what read_records reads
 
 
 def read_records(path: Path) -> list[dict]:
@@ -65,6 +67,16 @@ def read_records(path: Path) -> list[dict]:
     except (json.JSONDecodeError, csv.Error, UnicodeDecodeError) as exc:
         raise DatasetUnavailableError(f"{path} could not be parsed as {suffix[1:].upper()}: {exc}") from None
     raise DatasetUnavailableError(f"{path}: unsupported file type {suffix!r}; use .jsonl, .json, .csv or .parquet")
+
+
+def hub_file_split(path) -> str | None:
+    """The split a hub data set's file holds, read off its name (``<split>-00000-of-00001.parquet``), or None.
+
+    >>> hub_file_split("all/test-00000-of-00001.parquet"), hub_file_split("quiz.parquet")
+    ('test', None)
+    """
+    shard = re.match(r"^(.+?)-\d{5}-of-\d{5}$", Path(path).stem)
+    return shard.group(1) if shard else None
 
 
 def parquet_rows(path: Path) -> list[dict]:

@@ -37,7 +37,7 @@ import re
 import sys
 from pathlib import Path
 
-from posixlab.data.files import hub_rows, read_records
+from posixlab.data.files import FILE_SUFFIXES, hub_file_split, hub_rows, read_records
 from posixlab.data.mmlu import keep_subjects
 from posixlab.errors import ConfigError, DatasetUnavailableError
 from posixlab.prompts import MIN_OPTIONS, OPTION_LETTERS, PromptItem
@@ -60,12 +60,15 @@ def data_name(path=None, config=None) -> str:
     ('arc_easy', 'ai2_arc-ARC-Challenge', 'questions')
     >>> data_name("my data (v2).csv"), data_name("exports/mmlu.jsonl")    # not the paper's MMLU
     ('my_data_v2_', 'mmlu-questions')
-
+    >>> data_name("arc/ARC-Challenge/test-00000-of-00001.parquet")    # a hub file, copied: its folder and split
+    'ARC-Challenge-test'
     """
     if not path:
         return DEFAULT_NAME
     text = str(path).rstrip("/")
-    name = Path(text).stem if Path(text).suffix.lower() in (".json", ".jsonl", ".csv") else text.rpartition("/")[2]
+    name = Path(text).stem if Path(text).suffix.lower() in FILE_SUFFIXES else text.rpartition("/")[2]
+    if Path(text).suffix.lower() == ".parquet" and hub_file_split(text):
+        name = "-".join(filter(None, (Path(text).parent.name, hub_file_split(text))))
     name = f"{name}-{config}" if config else name
     name = re.sub(r"[^\w.-]+", "_", name) or DEFAULT_NAME  # a job folder's name: no spaces, no slashes
     return f"{name}-{DEFAULT_NAME}" if name in OWN_NAMES else name
