@@ -29,8 +29,8 @@ from posixlab.prompts import PromptItem
 
 HUB_ID = "tatsu-lab/alpaca"
 SEED_TASKS = "selfinstruct_seed_tasks.jsonl"  # conf/dataset/alpaca_selfinstruct.yaml's default file name
-LOCAL_HINT = ("To run offline, use a local copy: dataset.source=path dataset.path=<JSON/JSONL/CSV file with fields "
-              "instruction, input, output> (Self-Instruct's seed_tasks.jsonl layout also works).")
+LOCAL_HINT = ("To run offline, use a local copy: dataset.source=path dataset.path=<JSON/JSONL/CSV/Parquet file with "
+              "fields instruction, input, output> (Self-Instruct's seed_tasks.jsonl layout also works).")
 
 
 def _input_output(row: dict, where: str) -> tuple[str, str | None]:

@@ -36,7 +36,7 @@ BBH_TASKS = (
     "tracking_shuffled_objects_seven_objects", "tracking_shuffled_objects_three_objects", "web_of_lies",
     "word_sorting",
 )
-LOCAL_WAYS = ("dataset.source=path dataset.path=<JSON/JSONL/CSV file with fields task, input, target>, or "
+LOCAL_WAYS = ("dataset.source=path dataset.path=<JSON/JSONL/CSV/Parquet file with fields task, input, target>, or "
               "dataset.path=<the original BBH repository's bbh/ folder of <task>.json files, or one of them>")
 LOCAL_HINT = f"To run offline, use a local copy: {LOCAL_WAYS}."
 
@@ -80,7 +80,7 @@ def items_from_rows(rows, source: str, default_task: str | None = None) -> list[
 
 
 def _read_local(path: Path) -> list[PromptItem]:
-    """Items of one file, or of every JSON/JSONL/CSV file of a folder (the original repository's layout)."""
+    """Items of one file, or of every JSON/JSONL/CSV/Parquet file of a folder (the original repository's layout)."""
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix.lower() in FILE_SUFFIXES and p.is_file())
         if not files:
