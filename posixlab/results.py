@@ -233,7 +233,8 @@ def build_summary(records: list[dict], meta: dict) -> dict:
         return build_answers_summary(records, meta)
     summary = {"schema_version": SCHEMA_VERSION, **meta}
     psis = [r["psi"] for r in records]
-    summary["psi"] = {**summarize(psis), "ci95": list(bootstrap_ci(psis, seed=meta.get("seed", 0)))}
+    interval = bootstrap_ci(psis, seed=meta.get("seed", 0), bounds=(0.0, None))  # ψ ≥ 0
+    summary["psi"] = {**summarize(psis), "ci95": list(interval)}
     summary["factors"] = factor_means(records)
     summary["accuracy"] = accuracy_summary(records, seed=meta.get("seed", 0))
     summary["prompt_choice"] = prompt_choice(records, seed=meta.get("seed", 0))

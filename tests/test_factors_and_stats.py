@@ -114,7 +114,6 @@ def test_the_expanded_interval_reads_the_same_draws_at_t_corrected_tails():
 def test_the_expanded_interval_of_two_to_four_values_is_the_t_interval_the_resamples_cannot_reach():
     # by hand: two values 1 and 2: mean 1.5, s = 0.707107, t(0.975, 1) = 12.706205, half = 12.706205 · 0.5 = 6.353102
     assert bootstrap_ci([1.0, 2.0], expanded=True) == pytest.approx((-4.853102, 7.853102), abs=1e-5)
-    assert bootstrap_ci([1.0, 2.0])[0] >= 1.0  # the plain interval stays within the values: "worse" on two sets
     for n in (3, 4):  # the expanded tail below n⁻ⁿ (3: 6.8e-8 < 0.037; 4: 1.2e-4 < 0.0039): t interval
         d = np.arange(1.0, n + 1)
         half = scipy_stats.t.ppf(0.975, n - 1) * d.std(ddof=1) / math.sqrt(n)
@@ -125,6 +124,25 @@ def test_the_expanded_interval_of_two_to_four_values_is_the_t_interval_the_resam
     rng = np.random.default_rng(11)  # false alarms on three normal values of mean 0 (nominal 2.5 %; was 13.8 %)
     alarms = sum(bootstrap_ci(rng.normal(size=3), resamples=500, seed=k, expanded=True)[0] > 0 for k in range(400))
     assert alarms <= 20
+
+
+def test_the_plain_interval_of_two_or_three_values_is_the_t_interval_not_their_range():
+    """The headline's interval (POSIX over sets, S over samples) on 2 or 3 values: the percentile interval was the
+    values' range (min 1, max 2 for 1 and 2: "95% CI 1.0000 to 2.0000"), which holds the mean of two values drawn
+    about it half the time; now the t interval (by hand as above), which holds it 95 % of the time."""
+    assert bootstrap_ci([1.0, 2.0]) == pytest.approx((-4.853102, 7.853102), abs=1e-5)
+    d = np.array([1.0, 2.0, 4.0])  # by hand: mean 7/3, s = 1.527525, t(0.975, 2) = 4.302653, half = 3.794582
+    assert bootstrap_ci(d) == pytest.approx((7 / 3 - 3.794582, 7 / 3 + 3.794582), abs=1e-5)
+    # held to the values' own range where given (ψ ≥ 0, S in [0, 1]): 0.05 ± 0.635310 → 0 to 0.685310
+    assert bootstrap_ci([0.0, 0.1], bounds=(0.0, None)) == pytest.approx((0.0, 0.685310), abs=1e-5)
+    assert bootstrap_ci([0.0, 1.0], bounds=(0.0, 1.0)) == (0.0, 1.0)
+    four = [1.0, 2.0, 4.0, 8.0]  # 0.025 > 4⁻⁴: the resampled means reach the tail, the bootstrap's own, within range
+    assert 1.0 <= bootstrap_ci(four)[0] and bootstrap_ci(four)[1] <= 8.0
+    assert bootstrap_ci([1.0, 2.0, 4.0], confidence=0.9)[0] >= 1.0  # 0.05 > 3⁻³ at 90 %: the bootstrap's
+    rng = np.random.default_rng(5)  # coverage of mean 0 on 400 pairs of normal values: 50 % before
+    held = sum(lo <= 0 <= hi for lo, hi in (bootstrap_ci(rng.normal(size=2), resamples=200, seed=k)
+                                            for k in range(400)))
+    assert held >= 370
 
 
 def test_the_expanded_interval_keeps_false_alarms_near_nominal_on_ten_values():

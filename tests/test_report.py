@@ -839,7 +839,8 @@ def test_a_grid_cell_carries_the_paper_s_value_for_its_model_and_setting(posix_r
 
 def test_a_classification_run_s_sensitivity_carries_its_interval_to_the_grid(cls_run, tmp_path):
     """S's 95% interval: the percentile bootstrap of the samples' S, seeded by the run's seed (by hand: two samples
-    of S 0 and 1 resample to means 0, 1/2 and 1 with chances 1/4, 1/2, 1/4, so the interval is [0, 1]); the result
+    of S 0 and 1, no resampling reaches a 2.5 % tail: the t interval, 0.5 ± 6.353102, held to S's range [0, 1]; and
+    S 0.1 and 0.15: 0.125 ± 0.317655, held at 0 below); the result
     line, summary.md and the run's page print it, W&B logs it; in a grid of two classification runs each value
     carries it."""
     from posixlab.metrics.stats import bootstrap_ci
@@ -854,6 +855,9 @@ def test_a_classification_run_s_sensitivity_carries_its_interval_to_the_grid(cls
     two = [{**samples[0], "sensitivity": 0.0}, {**samples[1], "sensitivity": 1.0}]
     by_hand = build_classification_summary(two, summary["classes"], summary["num_rephrasings"], {"seed": 3})
     assert by_hand["sensitivity"]["ci95"] == [0.0, 1.0] and by_hand["sensitivity"]["mean"] == 0.5
+    close = [{**samples[0], "sensitivity": 0.1}, {**samples[1], "sensitivity": 0.15}]
+    close_ci = build_classification_summary(close, summary["classes"], summary["num_rephrasings"], {"seed": 3})
+    assert close_ci["sensitivity"]["ci95"] == pytest.approx([0.0, 0.442655], abs=1e-6)  # was [0.1, 0.15]
     assert f"sensitivity S = {summary['sensitivity']['mean']:.4f} (95% CI {low:.4f} to {high:.4f}) · " in \
         ClassificationTask.report_lines(summary)[0]
     assert f"| sensitivity S_τ, 95% interval (bootstrap over samples) | {low:.3f} to {high:.3f} |" in \

@@ -33,7 +33,7 @@ DATASET_ORDER = ["mmlu", "alpaca", "bbh"]
 def psi_stats(psis: list[float]) -> dict:
     """POSIX and the spread of ψ over one cell's sets, with the bootstrap 95% interval of POSIX."""
     stats = summarize(psis)
-    lo, hi = bootstrap_ci(psis)
+    lo, hi = bootstrap_ci(psis, bounds=(0.0, None))
     return {**stats, "ci95_low": lo, "ci95_high": hi}
 
 

@@ -39,7 +39,8 @@ BOOTSTRAP_RESAMPLES = 10_000
 
 
 def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
-                 seed: int = 0, expanded: bool = False) -> tuple[float, float]:
+                 seed: int = 0, expanded: bool = False,
+                 bounds: tuple[float | None, float | None] = (None, None)) -> tuple[float, float]:
     """Percentile bootstrap interval for the mean (POSIX) of ``values``: resample the sets with replacement
     ``resamples`` times from a seeded generator, take the mean of each resample, return the middle ``confidence``
     share of those means. Deterministic for a given seed.
@@ -53,7 +54,11 @@ def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, resamples: i
     resampled means' reach (below n⁻ⁿ, the chance of a resample of n copies of the smallest value: 2 to 4 values at
     95 %), their quantile would stop at the values' own extremes, an interval that excludes 0 whenever every value
     has one sign (one-sided misses of 26 %, 14 % and 7 % at 2, 3 and 4 normal values, against 2.5 %): the interval
-    is then the t interval it stands for, mean ± t₍₁₋α/2, n−1₎·s/√n.
+    is then the t interval it stands for, mean ± t₍₁₋α/2, n−1₎·s/√n. The plain interval takes the same t interval
+    where its own tail is out of reach (2 and 3 values at 95 %): there the percentile interval was the values'
+    range, which holds the mean of 2 values drawn about it half the time (1 − 2·2⁻²) and of 3 three times in four
+    (1 − 2·2⁻³), for a "95 %" interval. One value has no interval: (v, v). ``bounds``: the values' own range (ψ ≥ 0,
+    S in [0, 1]), which a t interval may leave; the interval is held within it.
 
     >>> lo, hi = bootstrap_ci([0.1, 0.4, 0.2, 0.9, 0.3, 0.5], seed=0, expanded=True)
     >>> lo < bootstrap_ci([0.1, 0.4, 0.2, 0.9, 0.3, 0.5], seed=0)[0]     # the same draws, read further out
@@ -66,14 +71,14 @@ def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, resamples: i
         raise PromptSetError(f"confidence must lie between 0 and 1, got {confidence}")
     if expanded and data.size < 2:
         raise PromptSetError("an expanded bootstrap interval needs at least two values (one has no spread to read)")
-    tail = (1 - confidence) / 2
-    if expanded:
-        n = data.size
+    tail, n = (1 - confidence) / 2, data.size
+    if n > 1:
         t = float(_stats.t.ppf(1 - tail, n - 1))
-        tail = float(_stats.norm.cdf(-math.sqrt(n / (n - 1)) * t))
-        if tail < float(n) ** -n:  # beyond the resamples' reach: the t interval, which the expanded one stands for
+        if expanded:
+            tail = float(_stats.norm.cdf(-math.sqrt(n / (n - 1)) * t))
+        if tail < float(n) ** -n:  # beyond the resamples' reach: the t interval (which the expanded one stands for)
             half = t * float(data.std(ddof=1)) / math.sqrt(n)
-            return float(data.mean()) - half, float(data.mean()) + half
+            return _within(float(data.mean()) - half, bounds), _within(float(data.mean()) + half, bounds)
     rng = np.random.Generator(np.random.PCG64(seed))
     means = np.empty(resamples)
     chunk = max(1, 2_000_000 // data.size)  # bounded memory on the full MMLU (14,042 sets)
@@ -81,7 +86,12 @@ def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, resamples: i
         stop = min(resamples, start + chunk)
         means[start:stop] = data[rng.integers(0, data.size, size=(stop - start, data.size))].mean(axis=1)
     lo, hi = np.quantile(means, [tail, 1 - tail])
-    return float(lo), float(hi)
+    return float(lo), float(hi)  # means of resampled values: within the values' range, so within any bounds
+
+
+def _within(value: float, bounds: tuple[float | None, float | None]) -> float:
+    low, high = bounds
+    return min(high, value) if high is not None and value > high else max(low, value) if low is not None else value
 
 
 def paired_wilcoxon(a: Sequence[float], b: Sequence[float]) -> dict:

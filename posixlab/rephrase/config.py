@@ -20,6 +20,7 @@ from pathlib import Path
 
 from posixlab.errors import ConfigError, check_field_types
 from posixlab.rephrase.base import Rephraser
+from posixlab.rephrase.quality import LENGTH_SLACK
 
 BACKENDS = ("auto", "hf", "llamacpp", "openai", "file")
 DEFAULT_REPHRASER = "qwen2.5-coder-1.5b-instruct"  # the packaged model that writes paraphrases in process
@@ -56,7 +57,7 @@ class RephraserConfig:
     max_requests: int = 12  # requests per original before giving up, over every run (resumes do not retry)
     min_length_ratio: float = 0.5  # a paraphrase's length (characters) relative to the original's
     max_length_ratio: float = 2.0
-    length_slack: int = 30  # characters a rewrite may add past max_length_ratio (a short question's room to grow)
+    length_slack: int = LENGTH_SLACK  # characters a rewrite may add past max_length_ratio (room for a short question)
     # quality checks (posixlab.rephrase.quality): measured on every candidate, recorded with every paraphrase
     validate: bool = True  # False: no measures, no quality rules (the length limits above still apply)
     quality_embedding: str = "all-MiniLM-L6-v2"  # a packaged sentence-embedding model (posixlab.embeddings)

@@ -55,7 +55,8 @@ def build_classification_summary(records: list[dict], classes: list[str], num_re
     has_gold = any(g is not None for g in gold)
     summary = {"task": "classification", **meta, "classes": classes, "num_rephrasings": num_rephrasings,
                "num_samples": len(records),
-               "sensitivity": {**_stats(s_values), "ci95": list(bootstrap_ci(s_values, seed=meta.get("seed", 0)))
+               "sensitivity": {**_stats(s_values), "ci95": list(bootstrap_ci(s_values, seed=meta.get("seed", 0),
+                                                                                     bounds=(0.0, 1.0)))  # S in [0, 1]
                                if s_values else None, "per_class": per_class_s}}
     if has_gold:
         c = consistency(distributions, gold, real)
