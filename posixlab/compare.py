@@ -331,7 +331,8 @@ def compare_table(result: dict) -> str:
 def environment_lines(changed: dict | None) -> list[str]:
     """The line under "Changed:" naming what differed outside the configs, where anything did.
 
-    >>> print(*environment_lines({"python": ["3.11.7", "3.11.9"], "torch threads": [1, 2]}))  # doctest: +NORMALIZE_WHITESPACE
+    >>> changed = {"python": ["3.11.7", "3.11.9"], "torch threads": [1, 2]}
+    >>> print(*environment_lines(changed))  # doctest: +NORMALIZE_WHITESPACE
     Ran differently: python 3.11.7 → 3.11.9; torch threads 1 → 2 (another thread count moves a CPU run's numbers
     in their last bits).
     """
