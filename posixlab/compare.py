@@ -211,10 +211,9 @@ def config_changes(base: dict, new: dict) -> dict:
             if flat_base.get(k) != flat_new.get(k) and not set(k.split(".")) & UNCOMPARED}
 
 
-# where a run's numbers were computed, outside its config: (words, the summary's keys to it)
-ENVIRONMENT = (("posixlab", ("posixlab",)), ("python", ("python",)), ("torch", ("model", "torch")),
-               ("transformers", ("model", "transformers")), ("device", ("model", "device")),
-               ("machine", ("environment", "machine")), ("torch threads", ("environment", "torch_threads")))
+# where a run's numbers were computed, outside its config: words -> the summary's dotted key
+ENVIRONMENT = {"posixlab": "posixlab", "python": "python", "torch": "model.torch", "transformers": "model.transformers",
+               "device": "model.device", "machine": "environment.machine", "torch threads": "environment.torch_threads"}
 
 
 def environment_changes(base: dict, new: dict) -> dict:
@@ -225,12 +224,8 @@ def environment_changes(base: dict, new: dict) -> dict:
     ...                     {"python": "3.11.7", "environment": {"torch_threads": 2}, "model": {"torch": "2.13.0"}})
     {'torch threads': [1, 2]}
     """
-    def value(summary: dict, keys: tuple):
-        for key in keys:
-            summary = summary.get(key) if isinstance(summary, dict) else None
-        return summary
-
-    pairs = {words: [value(base, keys), value(new, keys)] for words, keys in ENVIRONMENT}
+    flat_base, flat_new = flatten(base), flatten(new)
+    pairs = {words: [flat_base.get(key), flat_new.get(key)] for words, key in ENVIRONMENT.items()}
     return {words: pair for words, pair in pairs.items() if None not in pair and pair[0] != pair[1]}
 
 

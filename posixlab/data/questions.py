@@ -67,8 +67,9 @@ def data_name(path=None, config=None) -> str:
         return DEFAULT_NAME
     text = str(path).rstrip("/")
     name = Path(text).stem if Path(text).suffix.lower() in FILE_SUFFIXES else text.rpartition("/")[2]
-    if Path(text).suffix.lower() == ".parquet" and hub_file_split(text):
-        name = "-".join(filter(None, (Path(text).parent.name, hub_file_split(text))))
+    split = hub_file_split(text) if Path(text).suffix.lower() == ".parquet" else None
+    if split:
+        name = "-".join(filter(None, (Path(text).parent.name, split)))
     name = f"{name}-{config}" if config else name
     name = re.sub(r"[^\w.-]+", "_", name) or DEFAULT_NAME  # a job folder's name: no spaces, no slashes
     return f"{name}-{DEFAULT_NAME}" if name in OWN_NAMES else name

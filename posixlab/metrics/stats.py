@@ -91,7 +91,11 @@ def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, resamples: i
 
 def _within(value: float, bounds: tuple[float | None, float | None]) -> float:
     low, high = bounds
-    return min(high, value) if high is not None and value > high else max(low, value) if low is not None else value
+    if low is not None:
+        value = max(low, value)
+    if high is not None:
+        value = min(high, value)
+    return value
 
 
 def paired_wilcoxon(a: Sequence[float], b: Sequence[float]) -> dict:
