@@ -79,6 +79,11 @@ def test_c_s_interval_against_a_loop_over_each_resample_s_pairs():
     assert (low, high) == pytest.approx(tuple(np.percentile(values, [2.5, 97.5])), abs=1e-12)
     assert low < consistency(P, gold)["mean"] < high and len(values) > 390
     assert consistency_interval(P[:3], ["a", "b", "c"]) is None
+    # three samples: the rarest resample has the chance 3⁻³ = 3.7 %, above a 2.5 % tail, so the percentiles would be
+    # the extremes (here a single value: every resample with a's two samples has C = C_a), not a 95 % interval
+    assert consistency(P[:3], ["a", "a", "b"])["mean"] is not None
+    assert consistency_interval(P[:3], ["a", "a", "b"]) is None
+    assert consistency_interval(P[:4], ["a", "a", "b", "b"]) is not None
 
 
 def test_micro_f1_counts_na_as_wrong():

@@ -57,10 +57,29 @@ def test_worked_example_by_hand():
     assert r["rephrasings"]["sensitivity"] == pytest.approx(0.5119, abs=1e-4)
     assert r["rephrasings"]["consistency"] == pytest.approx(0.5)
     assert r["deterministic"] is False
-    # per-sample differences h/2 and 0: every resampled mean is 0, h/4 or h/2
-    lo, hi = beyond["sensitivity"]["ci95"]
-    assert 0 <= lo <= H / 4 <= hi <= H / 2 + 1e-12
+    # Two samples: no resample is rare enough for a 2.5 % tail (the percentile interval was the range, 0 to h/2), so
+    # the t interval of the per-sample differences. Flip: 7/12 − 1/4 = 1/3 and 8/12 − 1/2 = 1/6, mean 1/4,
+    # s = (1/6)/√2, half = t(0.975, 1) · s/√2 = 12.706205/12 = 1.058850, held at 1. S: h/2 and 0, mean h/4,
+    # half 12.706205 · h/4 = 2.004 on either side: the whole range [−1, 1]. C, a mean over pairs: no interval.
+    assert beyond["flip_rate"]["ci95"] == pytest.approx([0.25 - 1.058850, 1.0], abs=1e-6)
+    assert beyond["sensitivity"]["ci95"] == [-1.0, 1.0]
+    assert beyond["consistency"]["ci95"] is None
     assert r == noise_floor(WORKED, ["a", "a"], CLASSES, seed=0)  # seeded: the same intervals
+
+
+def test_three_samples_take_the_t_interval_and_four_the_bootstrap():
+    # a third sample, a copy of sample 1: S differences h/2, 0, 0 (mean h/6, s = h/(2√3)); flip differences 1/3, 1/6,
+    # 1/6 (mean 2/9, s = 1/√108); t(0.975, 2) = 4.302653 and half = t · s/√3: S h/6 ± 0.717109 h, flip
+    # 2/9 ± 0.239036
+    r = noise_floor(WORKED + WORKED[1:], ["a"] * 3, CLASSES, seed=0)["beyond_noise"]
+    assert r["sensitivity"]["ci95"] == pytest.approx([H / 6 - 0.717109 * H, H / 6 + 0.717109 * H], abs=1e-6)
+    assert r["flip_rate"]["ci95"] == pytest.approx([2 / 9 - 0.239036, 2 / 9 + 0.239036], abs=1e-6)
+    assert r["consistency"]["ci95"] is None
+    # four samples: the bootstrap reaches a 2.5 % tail (4⁻⁴ = 0.4 %), and its means stay within the differences' range
+    r = noise_floor(WORKED * 2, ["a"] * 4, CLASSES, seed=0)["beyond_noise"]
+    lo, hi = r["sensitivity"]["ci95"]
+    assert 0 <= lo < hi <= H / 2 + 1e-12
+    assert r["consistency"]["ci95"] is not None
 
 
 def test_leftover_prompts_and_q_below_r():

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from posixlab.errors import ConfigError
+from posixlab.metrics.stats import beyond_resampling_reach
 
 NA = "N/A"  # the class of an answer that names no class; counted in C (the paper's code divides by ln C with it)
 
@@ -181,7 +182,9 @@ def consistency_interval(distributions, gold: Sequence[str | None], classes: Seq
                          seed: int = 0, resamples: int = 10_000) -> tuple[float, float] | None:
     """95% percentile bootstrap interval of C, the unweighted mean of C_y over classes (``consistency``'s ``mean``,
     no self-pairs): the samples resampled with replacement (seeded, as S's interval over samples), each resample's C
-    over pairs of different samples (``resampled_pair_means``). None where C is None.
+    over pairs of different samples (``resampled_pair_means``). None where C is None, and on 2 or 3 samples, whose
+    resamples cannot reach a 2.5 % tail (``stats.beyond_resampling_reach``) while C, a mean over pairs, has no
+    per-sample values for the t interval that S takes there.
 
     By hand: class a's two samples agree 0.5, class b's two agree 1. A resample with both of a's samples and not both
     of b's has C 0.5; with both of each, 0.75; with b's alone, 1; each happens in more than 2.5% of resamples.
@@ -199,8 +202,8 @@ def consistency_interval(distributions, gold: Sequence[str | None], classes: Seq
         if len(rows) >= 2:  # a class of one sample has no pair, in C as here
             pair_values[c] = consistency_matrix(p[rows])
             np.fill_diagonal(pair_values[c], 0.0)
-    if not pair_values:
-        return None
+    if not pair_values or beyond_resampling_reach(len(gold), 0.025):
+        return None  # on 2 or 3 samples no resample is rare enough for a 2.5 % tail: no interval, not their range
     rng, n = np.random.default_rng(seed), len(gold)
     chunk = max(1, 2_000_000 // n)  # resamples at a time: bounded memory on a large data set
     values = np.concatenate([resampled_pair_means(pair_values, gold,

@@ -18,7 +18,8 @@ much of the prediction changes the rephrasings add beyond the noise.
   rate is the share of disagreeing ordered pairs among all Q prompts at repeat r (count-free: no blocks needed).
 - ``beyond_noise``: rephrasings − floor for S and the flip rate, floor − rephrasings for C (positive: the
   rephrasings cost consistency), each with a 95% percentile bootstrap interval over samples (paired: one resample of
-  the samples serves both sides), and the share of the changes that the rephrasings add.
+  the samples serves both sides; on 2 or 3 samples, whose resamples cannot reach a 2.5 % tail, the t interval for S
+  and the flip rate and none for C), and the share of the changes that the rephrasings add.
 
 Why equal counts: the plug-in entropy of R draws is biased downward, more so for fewer draws (two draws from a fair
 coin have entropy 0 half the time), so S over Q = 30 rephrasings and S over R = 2 repeats are not comparable; here
@@ -61,6 +62,7 @@ import numpy as np
 from posixlab.errors import ConfigError
 from posixlab.metrics.classification import NA, class_distribution, consistency, consistency_matrix, sensitivity  # noqa: F401,E501  (consistency_matrix: a doctest)
 from posixlab.metrics.classification import resampled_pair_means
+from posixlab.metrics.stats import beyond_resampling_reach, t_interval
 
 RESAMPLES = 1000
 
@@ -163,6 +165,15 @@ def _interval(values: np.ndarray) -> list[float] | None:
         return None
     lo, hi = np.percentile(values, [2.5, 97.5])
     return [float(lo), float(hi)]
+
+
+def _difference_interval(differences: np.ndarray, samples: np.ndarray) -> list[float] | None:
+    """95% interval of the mean of per-sample differences (each in [−1, 1]): the paired percentile bootstrap over
+    ``samples``, or, on 2 or 3 samples, whose resamples cannot reach a 2.5 % tail (their percentile interval would be
+    the differences' range), the t interval (``stats.bootstrap_ci``'s rule)."""
+    if beyond_resampling_reach(len(differences), 0.025):
+        return list(t_interval(differences, bounds=(-1.0, 1.0)))
+    return _interval(differences[samples].mean(axis=1))
 
 
 def _consistency_bootstrap(floor_means: dict[str, np.ndarray], reph_means: dict[str, np.ndarray], gold,
@@ -322,8 +333,8 @@ def _beyond_noise(s_sides, flip_sides, c_sides, pair_means, gold, seed: int, res
     samples = rng.integers(0, n, size=(resamples, n))
     d_s, d_flip = reph_s - floor_s, reph_flip - floor_flip
     flip_reph, flip_floor = float(reph_flip.mean()), float(floor_flip.mean())
-    beyond = {"sensitivity": {"value": float(d_s.mean()), "ci95": _interval(d_s[samples].mean(axis=1))},
-              "flip_rate": {"value": float(d_flip.mean()), "ci95": _interval(d_flip[samples].mean(axis=1))},
+    beyond = {"sensitivity": {"value": float(d_s.mean()), "ci95": _difference_interval(d_s, samples)},
+              "flip_rate": {"value": float(d_flip.mean()), "ci95": _difference_interval(d_flip, samples)},
               "consistency": None,
               "share_of_changes_from_rephrasing": (max(0.0, flip_reph - flip_floor) / flip_reph
                                                    if flip_reph > 0 else None),
@@ -331,7 +342,10 @@ def _beyond_noise(s_sides, flip_sides, c_sides, pair_means, gold, seed: int, res
                             "method": "percentile, paired (one resample of the samples for both sides)"}}
     if c_floor is not None and c_reph is not None:
         values, used_resamples = _consistency_bootstrap(floor_means, reph_means, list(gold), samples)
-        beyond["consistency"] = {"value": c_floor - c_reph, "ci95": _interval(values),
+        # on 2 or 3 samples the resamples cannot reach a 2.5 % tail, and C, a mean over pairs, has no per-sample
+        # values for a t interval: no interval
+        beyond["consistency"] = {"value": c_floor - c_reph,
+                                 "ci95": None if beyond_resampling_reach(n, 0.025) else _interval(values),
                                  "resamples_used": used_resamples}
     return beyond
 

@@ -72,13 +72,10 @@ def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, resamples: i
     if expanded and data.size < 2:
         raise PromptSetError("an expanded bootstrap interval needs at least two values (one has no spread to read)")
     tail, n = (1 - confidence) / 2, data.size
-    if n > 1:
-        t = float(_stats.t.ppf(1 - tail, n - 1))
-        if expanded:
-            tail = float(_stats.norm.cdf(-math.sqrt(n / (n - 1)) * t))
-        if tail < float(n) ** -n:  # beyond the resamples' reach: the t interval (which the expanded one stands for)
-            half = t * float(data.std(ddof=1)) / math.sqrt(n)
-            return _within(float(data.mean()) - half, bounds), _within(float(data.mean()) + half, bounds)
+    if expanded:
+        tail = float(_stats.norm.cdf(-math.sqrt(n / (n - 1)) * _stats.t.ppf(1 - tail, n - 1)))
+    if beyond_resampling_reach(n, tail):  # the t interval, which the expanded one stands for
+        return t_interval(data, confidence, bounds)
     rng = np.random.Generator(np.random.PCG64(seed))
     means = np.empty(resamples)
     chunk = max(1, 2_000_000 // data.size)  # bounded memory on the full MMLU (14,042 sets)
@@ -87,6 +84,34 @@ def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, resamples: i
         means[start:stop] = data[rng.integers(0, data.size, size=(stop - start, data.size))].mean(axis=1)
     lo, hi = np.quantile(means, [tail, 1 - tail])
     return float(lo), float(hi)  # means of resampled values: within the values' range, so within any bounds
+
+
+def beyond_resampling_reach(n: int, tail: float) -> bool:
+    """Whether a bootstrap of ``n`` values cannot read a ``tail`` this rare: the rarest resample, n copies of the
+    smallest value, has the chance n⁻ⁿ (25 % at 2 values, 3.7 % at 3, 0.39 % at 4), so a quantile below it is the
+    values' own extreme and a "95 %" interval is their range. One value has no tail to read.
+
+    >>> [beyond_resampling_reach(n, 0.025) for n in (1, 2, 3, 4)]
+    [False, True, True, False]
+    """
+    return n > 1 and tail < float(n) ** -n
+
+
+def t_interval(values: Sequence[float], confidence: float = 0.95,
+               bounds: tuple[float | None, float | None] = (None, None)) -> tuple[float, float]:
+    """Student's t interval for the mean, mean ± t₍₁₋α/2, n−1₎·s/√n, held within ``bounds`` (the values' own range,
+    which the interval may leave). By hand, 1 and 2: mean 1.5, s = 1/√2, t₍0.975, 1₎ = 12.706205, half 6.353102.
+
+    >>> [round(v, 6) for v in t_interval([1.0, 2.0])]
+    [-4.853102, 7.853102]
+    >>> t_interval([0.0, 0.1], bounds=(0.0, None))[0]
+    0.0
+    """
+    data = np.asarray([float(v) for v in values], dtype=np.float64)
+    if data.size < 2:
+        raise PromptSetError(f"a t interval needs at least two values, got {data.size}")
+    half = float(_stats.t.ppf(1 - (1 - confidence) / 2, data.size - 1)) * float(data.std(ddof=1)) / math.sqrt(data.size)
+    return _within(float(data.mean()) - half, bounds), _within(float(data.mean()) + half, bounds)
 
 
 def _within(value: float, bounds: tuple[float | None, float | None]) -> float:
