@@ -209,6 +209,9 @@ OmegaConf.register_new_resolver("posixlab.data", data_label, replace=True)
 
 OmegaConf.register_new_resolver("posixlab.shard", shard_label, replace=True)
 OmegaConf.register_new_resolver("posixlab.new_folder", claim_new_folder, replace=True)  # a single run's folder
+# a sweep's folder: cached, since Hydra copies a config's resolver cache into each job's config (the cells of the
+# launching process, and, pickled with it, a submitit job's on another machine), so every cell asks nothing again
+OmegaConf.register_new_resolver("posixlab.new_sweep_folder", claim_new_folder, replace=True, use_cache=True)
 OmegaConf.register_new_resolver("posixlab.answer_length", answer_length, replace=True)
 OmegaConf.register_new_resolver("posixlab.data_name", data_name, replace=True)
 

@@ -57,7 +57,9 @@ def claim_new_folder(path: str) -> str:
     """A folder no other run writes: ``path`` created here, or, where another process made it first (two runs of one
     name started in the same second: they wrote one folder and mixed their results), ``path_2``, ``path_3``, ... The
     creation is atomic (``mkdir``), and one process gets one answer for one ``path``, however often it is asked
-    (conf/config.yaml's ``hydra.run.dir``, ``${posixlab.new_folder:...}``).
+    (conf/config.yaml's ``hydra.run.dir``, ``${posixlab.new_folder:...}``; a sweep's ``hydra.sweep.dir``,
+    ``${posixlab.new_sweep_folder:...}``: two sweeps started in one second wrote one folder, one ``multirun.yaml`` and
+    one grid, and a cell of the second with the first's number and name ran into the first's cell).
 
     >>> import tempfile; root = tempfile.mkdtemp()
     >>> first = claim_new_folder(f"{root}/run"); first == f"{root}/run", claim_new_folder(f"{root}/run") == first

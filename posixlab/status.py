@@ -380,13 +380,11 @@ def _grid(sweep: Path) -> tuple[list[list[str]] | None, dict]:
     config = OmegaConf.load(path)
     launcher = {}
     try:
-        with_dir = OmegaConf.merge(config, {"hydra": {"sweep": {"dir": str(sweep)}}})
-        launcher = OmegaConf.to_container(with_dir.hydra.launcher, resolve=False) or {}
-        folder = with_dir.hydra.launcher.get("submitit_folder")
-        if folder is not None:
-            import hydra.core.utils  # noqa: F401 (registers the ${now:} resolver that sweep folders use)
-
-            launcher["submitit_folder"] = str(with_dir.hydra.launcher.submitit_folder)
+        # set, not merged: a merge would resolve the saved ${posixlab.new_sweep_folder:...} and make a new folder
+        config.hydra.sweep.dir = str(sweep)
+        launcher = OmegaConf.to_container(config.hydra.launcher, resolve=False) or {}
+        if config.hydra.launcher.get("submitit_folder") is not None:
+            launcher["submitit_folder"] = str(config.hydra.launcher.submitit_folder)
     except Exception:  # noqa: BLE001 (an unresolvable launcher folder leaves the cells' own files)
         pass
     try:

@@ -92,3 +92,27 @@ def test_a_killed_job_fails_its_cell_alone_and_the_sweep_waits_for_the_others(tm
     states = {cell.name: (cell.state, cell.detail) for cell in sweep_status(sweep)[0]}
     assert states[killed.name][0] == "failed" and "its job ended before the cell was done" in states[killed.name][1]
     assert states[other.name][0] == "done"
+
+
+def test_a_sweep_started_in_a_taken_second_gets_a_folder_of_its_own(tmp_path):
+    """Two sweeps started in one second (``posixlab -m ... &`` twice from a script) wrote one folder: one
+    ``multirun.yaml``, one grid of both, and a cell of the second with the first's number and name ran into the first's
+    cell. Every second of the next two minutes is taken here, as another sweep would have taken it: the sweep goes to
+    ``<second>_2``, with its submitit jobs (other processes) in that one folder, and nothing is made in the taken
+    folders or beside them (the sweep's end once resolved the saved folder name again, and made a new one)."""
+    import datetime
+
+    day = tmp_path / "multirun" / datetime.datetime.now().strftime("%Y-%m-%d")
+    start = datetime.datetime.now()
+    taken = {(start + datetime.timedelta(seconds=s)).strftime("%H-%M-%S") for s in range(120)}
+    for name in taken:
+        (day / name).mkdir(parents=True)
+        (day / name / "other_sweep.txt").write_text("")
+    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), "-m", "hydra/launcher=submitit_local", "seed=1,2",
+                           *CELL], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    made = sorted(p.name for p in day.iterdir() if p.name not in taken)
+    assert len(made) == 1 and made[0].endswith("_2") and made[0][:-2] in taken, made
+    sweep = day / made[0]
+    assert len(list(sweep.glob("*/summary.json"))) == 2 and (sweep / "grid.md").is_file()
+    assert all(sorted(p.name for p in (day / name).iterdir()) == ["other_sweep.txt"] for name in taken)
