@@ -333,8 +333,17 @@ def environment_lines(changed: dict | None) -> list[str]:
     """
     if not changed:
         return []
+    return [f"Ran differently: {environment_words(changed)}."]
+
+
+def environment_words(changed: dict) -> str:
+    """``environment_changes`` in words (a report page's "what changed" cell too), and why a thread count matters.
+
+    >>> environment_words({"device": ["cpu", "cuda:0"]})
+    'device cpu → cuda:0'
+    """
     why = " (another thread count moves a CPU run's numbers in their last bits)" if "torch threads" in changed else ""
-    return ["Ran differently: " + "; ".join(f"{k} {a} → {b}" for k, (a, b) in changed.items()) + why + "."]
+    return "; ".join(f"{k} {a} → {b}" for k, (a, b) in changed.items()) + why
 
 
 def unpaired_lines(result: dict, cell: str = "") -> list[str]:

@@ -643,6 +643,14 @@ def test_two_runs_are_compared_and_the_gate_is_shown(posix_run, cls_run, tmp_pat
     rerun = build_report([posix_run, tmp_path / "rerun"], tmp_path / "again.html").read_text(encoding="utf-8")
     paired = re.search(r'<table id="paired-table"[^>]*>(.*?)</table>', rerun, re.S).group(1)
     assert "psi" in paired and paired.count("identical") == paired.count("<tr") - 1  # the same run: nothing moved
+    assert "ran differently" not in paired
+    summary = json.loads((tmp_path / "rerun" / "summary.json").read_text())  # a rerun on another thread count
+    summary["environment"]["torch_threads"] = summary["environment"]["torch_threads"] + 1
+    (tmp_path / "rerun" / "summary.json").write_text(json.dumps(summary))
+    rerun = build_report([posix_run, tmp_path / "rerun"], tmp_path / "again.html").read_text(encoding="utf-8")
+    paired = re.search(r'<table id="paired-table"[^>]*>(.*?)</table>', rerun, re.S).group(1)
+    threads = summary["environment"]["torch_threads"]
+    assert f"no setting; ran differently: torch threads {threads - 1} → {threads} (another thread count" in paired
 
     out = tmp_path / "gated.html"
     assert report_command([str(posix_run), "gate.max_posix=0.0", "--out", str(out)]) == 0

@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from posixlab.compare import UNITS, checked_values, compare_values, interval_words, judged_values
+from posixlab.compare import UNITS, checked_values, compare_values, environment_words, interval_words, judged_values
 from posixlab.errors import ConfigError, PosixlabError
 from posixlab.metrics.stats import holm_adjust
 from posixlab.paths import check_folder_to_write, file_to_write
@@ -447,6 +447,8 @@ def _paired(paired: list) -> str:
         notes += [f"{n} against {base}: {note}" for note in result["notes"]]
         if result["paired_by"] != result["unit"]:  # no set in common: each question's set in one, in the other
             changed += f" (paired by {result['paired_by']})"
+        if result.get("environment_changed"):  # "no setting" while the numbers moved: why (posixlab compare's line)
+            changed += f"; ran differently: {environment_words(result['environment_changed'])}"
         compared += [(n, base, changed, m) for m in result["metrics"]]
     missing = ('<p class="small">Not paired, sharing no unit or item (another seed, data set or sample): '
                f"{h.esc('; '.join(unpaired))}.</p>") if unpaired else ""
