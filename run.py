@@ -1,9 +1,10 @@
 """Run posixlab from a checkout: ``python run.py variant=template`` is ``posixlab variant=template``.
 
-The application lives in ``posixlab/cli.py`` (and its configs in ``posixlab/conf``, linked here as ``conf/``).
+The application lives in ``posixlab/cli.py`` (and its configs in ``posixlab/conf``, linked here as ``conf/``);
+``posixlab/console.py`` is its entry point.
 """
 
-from posixlab.cli import entry
+from posixlab.console import entry
 
 if __name__ == "__main__":
     entry()

@@ -1,6 +1,6 @@
-"""``python -m posixlab ...`` is the ``posixlab`` command (``posixlab.cli.entry``)."""
+"""``python -m posixlab ...`` is the ``posixlab`` command (``posixlab.console.entry``)."""
 
 if __name__ == "__main__":
-    from posixlab.cli import entry
+    from posixlab.console import entry
 
     entry()

@@ -330,6 +330,37 @@ def test_ctrl_c_says_what_is_kept_and_the_same_command_goes_on(tmp_path, capsys)
     assert re.search(r"again +done +6/6 sets +POSIX 0\.\d{4}", capsys.readouterr().out)
 
 
+CTRL_C_WHILE_STARTING = """
+import importlib.abc, sys
+class CtrlC(importlib.abc.MetaPathFinder):  # Ctrl-C arriving while the application's modules import
+    def find_spec(self, name, path, target=None):
+        if name == "posixlab.cli":
+            raise KeyboardInterrupt
+sys.meta_path.insert(0, CtrlC())
+from posixlab.console import entry
+entry()
+"""
+CTRL_C_BEFORE_THE_JOB = """
+import posixlab.cli
+def ctrl_c():  # Ctrl-C arriving before a run's job began (Hydra composing the config, a command's own work)
+    raise KeyboardInterrupt
+posixlab.cli.entry = ctrl_c
+from posixlab.console import entry
+entry()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script, line", [(CTRL_C_WHILE_STARTING, "posixlab: interrupted (Ctrl-C) while starting; "
+                                                                   "nothing was run.\n"),
+                                          (CTRL_C_BEFORE_THE_JOB, "\nposixlab: interrupted (Ctrl-C).\n")])
+def test_ctrl_c_before_a_run_begins_is_one_line(script, line):
+    """Importing the application takes seconds; Ctrl-C then (a setting seen wrong just after Enter) printed forty
+    lines of import machinery from whatever module was loading. Now one line and exit status 130, as a run says."""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert (proc.returncode, proc.stderr) == (130, line)
+
+
 @pytest.mark.slow
 def test_posixlab_status_says_why_a_run_stopped(tmp_path, capsys):
     """A run stopped by a posixlab error: its folder's status is failed, with the error the terminal showed (a local
