@@ -64,8 +64,8 @@ class EvaluationResult(RunResult):
 
     @property
     def posix_ci95(self) -> tuple[float, float] | None:
-        """POSIX's 95% percentile bootstrap interval over the sets (seeded by the run's seed), as the result line
-        prints it."""
+        """POSIX's 95% expanded percentile bootstrap interval over the sets (seeded by the run's seed), as the result
+        line prints it."""
         ci = self.summary["psi"].get("ci95")
         return None if ci is None else (ci[0], ci[1])
 

@@ -48,7 +48,7 @@ class ClassificationResult(RunResult):
 
     @property
     def sensitivity_ci95(self) -> tuple[float, float] | None:
-        """S's 95% percentile bootstrap interval over the samples (seeded by the run's seed)."""
+        """S's 95% expanded percentile bootstrap interval over the samples (seeded by the run's seed)."""
         ci = self.summary["sensitivity"].get("ci95")
         return None if ci is None else (ci[0], ci[1])
 

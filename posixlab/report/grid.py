@@ -126,9 +126,9 @@ def grid_section(runs: list, numbers: list[int], sections: list[str]) -> str:
         return ""
     return h.section("Grid", "".join(out) + '<p class="small">Each value links to its run below; * a partial run. '
                      "Only the settings that differ between the runs are named. Under a value: its 95% interval "
-                     "where its run has one (the percentile bootstrap over sets or samples that its run's result line "
-                     "prints; an accuracy's two-way interval over items and prompts), and what its task reads the "
-                     "headline against (POSIX: the paper's mean ± sd of ψ for the same model and setting). A "
+                     "where its run has one (the expanded percentile bootstrap over sets or samples that its run's "
+                     "result line prints; an accuracy's two-way interval over items and prompts), and what its task "
+                     "reads the headline against (POSIX: the paper's mean ± sd of ψ for the same model and setting). A "
                      "headline's other measures (accuracy, consistency) open below it.</p>", id="grid")
 
 

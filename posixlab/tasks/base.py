@@ -289,7 +289,7 @@ class Task:
     @classmethod
     def headline_interval(cls, summary: dict) -> tuple[float, float] | None:
         """The headline's 95% interval, where the summary gives one beside it (``ci95`` in the mapping that holds the
-        headline: POSIX's percentile bootstrap over sets); None otherwise.
+        headline: POSIX's expanded percentile bootstrap over sets); None otherwise.
 
         >>> class T(Task):
         ...     headline_key = "psi.posix"

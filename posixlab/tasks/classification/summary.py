@@ -42,10 +42,10 @@ def _stats(values: list[float]) -> dict:
 
 
 def build_classification_summary(records: list[dict], classes: list[str], num_rephrasings: int, meta: dict) -> dict:
-    """S_τ over samples (its 95% percentile bootstrap interval over samples, seeded by the run's seed as POSIX's over
-    sets; and per gold class), C_y (Eq. 7: per class over pairs of distinct samples, then the unweighted mean over
-    classes, with its interval over the same resampled samples; also with self-pairs and pooled), micro-F1 per
-    rephrasing (when every sample has a gold label)."""
+    """S_τ over samples (its 95% expanded percentile bootstrap interval over samples, seeded by the run's seed as
+    POSIX's over sets; and per gold class), C_y (Eq. 7: per class over pairs of distinct samples, then the unweighted
+    mean over classes, with its interval over the same resampled samples; also with self-pairs and pooled), micro-F1
+    per rephrasing (when every sample has a gold label)."""
     real = [c for c in classes if c != NA]
     s_values = [r["sensitivity"] for r in records]
     gold = [r["gold"] for r in records]
