@@ -1170,8 +1170,9 @@ def run_folders_of_files(command: str, args: list[str]) -> list[str]:
 
 
 def entry() -> None:
-    """The ``posixlab`` console command (through ``posixlab.console.entry``): one of ``COMMANDS`` (``posixlab report RUN_DIR ...``, ``gate``, ``compare``,
-    ``status``, ``merge``, ``dove``, ``judge``, ``gguf-path``), ``posixlab help``, or else a Hydra job."""
+    """The ``posixlab`` console command (through ``posixlab.console.entry``): one of ``COMMANDS`` (``posixlab
+    report RUN_DIR ...``, ``gate``, ``compare``, ``status``, ``merge``, ``dove``, ``judge``, ``gguf-path``),
+    ``posixlab help``, or else a Hydra job."""
     prefer_expandable_segments()  # before anything touches a GPU
     sys.argv[1:] = expand_moved_settings(expand_model_aliases(sys.argv[1:]))
     if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:
