@@ -165,6 +165,27 @@ def test_a_dry_run_loads_no_weights_starts_no_server_and_writes_no_cache(tmp_pat
 
 
 @pytest.mark.slow  # the packaged SmolLM2's tokenizer
+def test_a_dry_run_of_paraphrases_loads_no_embedding_model(tmp_path, monkeypatch):
+    """The paraphrases' quality checks read an embedding model (MiniLM): a dry run of a paraphrase run, or of a
+    classification run (its task sentence's rephrasings), loaded it to re-check shipped paraphrases it then only
+    counted. It plans with the records as they are; the run itself checks them."""
+    import posixlab.embeddings
+    from posixlab.runner import run
+    from posixlab.tasks.classification.config import ClassificationConfig, ClassificationData
+
+    def never(*_, **__):
+        raise AssertionError("a dry run loads no embedding model")
+
+    monkeypatch.setattr(posixlab.embeddings.SentenceEmbedder, "__init__", never)
+    cfg = PosixConfig(model=SMOL, dataset=DatasetSpec("mmlu", source="sample"), variant="paraphrase", num_sets=2,
+                      num_variants=3, dry_run=True, embedding=None, output_dir=str(tmp_path / "posix"))
+    assert run(cfg, progress=False)["dry_run"]["prompts"] == 8
+    cfg = ClassificationConfig(model=SMOL, data=ClassificationData("mmlu_letters", num_samples=2), dry_run=True,
+                               output_dir=str(tmp_path / "cls"))
+    assert run(cfg, progress=False)["dry_run"]["units"] == 2
+
+
+@pytest.mark.slow  # the packaged SmolLM2's tokenizer
 def test_prompts_encoded_in_one_batch_get_the_ids_they_get_one_at_a_time():
     """A set's prompts are tokenised in one call (the fast tokenizer's batch, on every core): the very same ids as
     one call per prompt, with and without the special tokens, for the prompts a 3-shot set holds and for edge cases."""

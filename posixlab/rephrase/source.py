@@ -69,6 +69,8 @@ class ParaphraseSource:
 
     @property
     def scorer(self) -> QualityScorer | None:
+        if self.dry_run:  # a dry run plans with the paraphrases as they are (the run checks them): no model loads
+            return None
         if callable(self._scorer) and not isinstance(self._scorer, QualityScorer):
             self._scorer = self._scorer()  # the embedding model loads only when a paraphrase is checked
         return self._scorer
