@@ -75,11 +75,12 @@ def test_three_samples_take_the_t_interval_and_four_the_bootstrap():
     assert r["sensitivity"]["ci95"] == pytest.approx([H / 6 - 0.717109 * H, H / 6 + 0.717109 * H], abs=1e-6)
     assert r["flip_rate"]["ci95"] == pytest.approx([2 / 9 - 0.239036, 2 / 9 + 0.239036], abs=1e-6)
     assert r["consistency"]["ci95"] is None
+    assert r["bootstrap"]["method"].endswith("; on 2 or 3 samples the t interval (S, flip rate), none for C")
     # four samples: the bootstrap reaches a 2.5 % tail (4⁻⁴ = 0.4 %), and its means stay within the differences' range
     r = noise_floor(WORKED * 2, ["a"] * 4, CLASSES, seed=0)["beyond_noise"]
     lo, hi = r["sensitivity"]["ci95"]
     assert 0 <= lo < hi <= H / 2 + 1e-12
-    assert r["consistency"]["ci95"] is not None
+    assert r["consistency"]["ci95"] is not None and "t interval" not in r["bootstrap"]["method"]
 
 
 def test_leftover_prompts_and_q_below_r():

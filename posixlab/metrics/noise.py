@@ -339,7 +339,9 @@ def _beyond_noise(s_sides, flip_sides, c_sides, pair_means, gold, seed: int, res
               "share_of_changes_from_rephrasing": (max(0.0, flip_reph - flip_floor) / flip_reph
                                                    if flip_reph > 0 else None),
               "bootstrap": {"resamples": resamples, "seed": seed, "unit": "samples", "level": 0.95,
-                            "method": "percentile, paired (one resample of the samples for both sides)"}}
+                            "method": "percentile, paired (one resample of the samples for both sides)"
+                                      + ("; on 2 or 3 samples the t interval (S, flip rate), none for C"
+                                         if beyond_resampling_reach(n, 0.025) else "")}}
     if c_floor is not None and c_reph is not None:
         values, used_resamples = _consistency_bootstrap(floor_means, reph_means, list(gold), samples)
         # on 2 or 3 samples the resamples cannot reach a 2.5 % tail, and C, a mean over pairs, has no per-sample
