@@ -27,7 +27,7 @@ from posixlab.metrics import psi_per_prompt, summarize
 from posixlab.metrics.factors import FACTOR_NAMES, LOGPROB_FACTOR_NOTE
 from posixlab.metrics.race import race_prompts
 from posixlab.metrics.selection import best_set_words, choose_prompt, lowest_prompt_set
-from posixlab.metrics.stats import bootstrap_ci
+from posixlab.metrics.stats import bootstrap_ci, interval_method
 from posixlab.metrics.where import most_moved_pair
 
 SETS_FILE = "sets.jsonl"
@@ -234,7 +234,7 @@ def build_summary(records: list[dict], meta: dict) -> dict:
     summary = {"schema_version": SCHEMA_VERSION, **meta}
     psis = [r["psi"] for r in records]
     interval = bootstrap_ci(psis, seed=meta.get("seed", 0), bounds=(0.0, None))  # ψ ≥ 0
-    summary["psi"] = {**summarize(psis), "ci95": list(interval)}
+    summary["psi"] = {**summarize(psis), "ci95": list(interval), "ci_method": interval_method(len(psis))}
     summary["factors"] = factor_means(records)
     summary["accuracy"] = accuracy_summary(records, seed=meta.get("seed", 0))
     summary["prompt_choice"] = prompt_choice(records, seed=meta.get("seed", 0))
@@ -623,12 +623,13 @@ def write_summary(folder: str | Path, summary: dict) -> None:
                  *paraphrase_quality_lines(summary.get("variant_details", {}).get("paraphrase_quality"))]
         (folder / SUMMARY_MD).write_text("\n".join(lines) + "\n", encoding="utf-8")
         return
-    interval = "n/a (one set)" if p["num_sets"] < 2 else f"{fmt(p['ci95'][0])} to {fmt(p['ci95'][1])}"
+    interval = "n/a (one set)" if p["num_sets"] < 2 else f"{fmt(p['ci95'][0])} to {fmt(p['ci95'][1])}" + (
+        f" ({p['ci_method']})" if p.get("ci_method") else "")
     lines = [
         f"# POSIX: {summary.get('model', {}).get('name', '?')}, {summary.get('dataset', '?')}, "
         f"{summary.get('variant', '?')} variants",
         "",
-        "| metric | POSIX (mean ψ) | bootstrap 95% interval | sd | median | sets |",
+        "| metric | POSIX (mean ψ) | 95% interval over sets | sd | median | sets |",
         "|---|---|---|---|---|---|",
         f"| ψ (paper, Def. 3.3) | {fmt(p['posix'])} | {interval} | {fmt(p['sd'])} | "
         f"{fmt(p['median'])} | {p['num_sets']} |",

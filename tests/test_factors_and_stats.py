@@ -11,7 +11,7 @@ from posixlab.errors import PromptSetError
 from posixlab.metrics import psi
 from posixlab.metrics.factors import (confidence_dispersion, response_entropy, semantic_coherence, set_factors,
                                       unique_responses)
-from posixlab.metrics.stats import bootstrap_ci, holm_adjust, paired_wilcoxon, spearman
+from posixlab.metrics.stats import bootstrap_ci, holm_adjust, interval_method, paired_wilcoxon, spearman, t_interval
 
 
 def test_diversity_and_entropy_by_hand():
@@ -143,6 +143,26 @@ def test_the_plain_interval_of_two_or_three_values_is_the_t_interval_not_their_r
     held = sum(lo <= 0 <= hi for lo, hi in (bootstrap_ci(rng.normal(size=2), resamples=200, seed=k, expanded=False)
                                             for k in range(400)))
     assert held >= 370
+
+
+def test_the_method_a_summary_records_is_the_one_the_interval_used():
+    """``interval_method`` (a summary's ``ci_method``, beside each interval) names what ``bootstrap_ci`` did: where it
+    says the t interval, the interval is the t interval; where it says a bootstrap, it is not (the resampled means'
+    quantiles), for each count of values and both readings, at 95 % and 90 %."""
+    rng = np.random.default_rng(3)
+    for confidence in (0.95, 0.9):
+        for expanded in (True, False):
+            for n in range(2, 9):
+                d = rng.normal(size=n)
+                method = interval_method(n, confidence, expanded)
+                t = t_interval(d, confidence)
+                got = bootstrap_ci(d, confidence, resamples=2000, expanded=expanded)
+                assert (got == pytest.approx(t)) == (method == "t interval"), (confidence, expanded, n, method)
+                assert method in ("t interval", "expanded percentile bootstrap" if expanded else
+                                  "percentile bootstrap")
+    assert interval_method(1) is None and bootstrap_ci([0.3]) == (0.3, 0.3)  # one value: no interval
+    assert [interval_method(n, expanded=False) for n in (2, 3, 4)] == ["t interval", "t interval",
+                                                                       "percentile bootstrap"]
 
 
 def test_the_headline_interval_of_five_sets_holds_the_mean_as_often_as_it_says():

@@ -845,6 +845,54 @@ def test_a_grid_cell_carries_the_paper_s_value_for_its_model_and_setting(posix_r
     assert "<h3>POSIX by model</h3>" in page and '<details class="measure">' not in page
 
 
+def test_an_interval_written_before_its_method_was_recorded_is_marked_not_read_as_today_s(posix_run, cls_run,
+                                                                                         tmp_path):
+    """A summary records its interval's method (``ci_method``: the expanded bootstrap, or the t interval on 2-4
+    values; since 2026-12-07). An older run's interval (the plain percentile bootstrap, narrower on few sets) shown
+    beside a new one's is marked: † under its grid value, with the footnote, in the page and the sweep's Markdown
+    grid; its own page's headline says so. Runs that all record it show no mark."""
+    from posixlab.metrics.stats import interval_method
+    from posixlab.report.build import sweep_summary
+    from posixlab.tasks.base import UNRECORDED_METHOD
+
+    summary = json.loads((posix_run / "summary.json").read_text(encoding="utf-8"))
+    assert summary["psi"]["ci_method"] == interval_method(summary["psi"]["num_sets"]) == "t interval"  # 3 sets
+    assert "| {:.4f} to {:.4f} (t interval) |".format(*summary["psi"]["ci95"]) in \
+        (posix_run / "summary.md").read_text(encoding="utf-8")
+    for name in ("new-run", "old-run"):
+        shutil.copytree(posix_run, tmp_path / "sweep" / name)
+        copy = json.loads(json.dumps(summary))
+        copy["model"]["name"] = name
+        if name == "old-run":
+            del copy["psi"]["ci_method"]
+        (tmp_path / "sweep" / name / "summary.json").write_text(json.dumps(copy), encoding="utf-8")
+    interval = "[{:.4f}, {:.4f}]".format(*summary["psi"]["ci95"])
+    grid = re.search(r'<section id="grid">(.*?)</section>', page_of(tmp_path / "sweep"), re.S).group(1)
+    headline = grid.split('<details class="measure">')[0]
+    assert re.search(rf'<td>new-run</td><td [^>]+><a [^>]+>[0-9.]+</a><div class="small">{re.escape(interval)}'
+                     r'</div></td>', headline)
+    assert re.search(rf'<td>old-run</td><td [^>]+><a [^>]+>[0-9.]+</a><div class="small">{re.escape(interval)}†'
+                     r'</div></td>', headline)
+    assert f"† {UNRECORDED_METHOD}." in grid and grid.count("†") == 2  # the mark and its footnote, not accuracy's
+    lines = sweep_summary(tmp_path / "sweep", page=False)
+    assert [line for line in lines if "old-run" in line][0].endswith(f"{interval}† |")
+    assert f"{interval} |" in [line for line in lines if "new-run" in line][0] and lines[-1] == f"† {UNRECORDED_METHOD}."
+    old_card = "(plain percentile: a run before 2026-12-07)"
+    assert old_card in page_of(tmp_path / "sweep" / "old-run", tmp_path / "old.html")
+    assert old_card not in page_of(tmp_path / "sweep" / "new-run", tmp_path / "new.html")
+    shutil.rmtree(tmp_path / "sweep" / "old-run")  # every run records its method: no mark
+    shutil.copytree(tmp_path / "sweep" / "new-run", tmp_path / "sweep" / "other-run")
+    assert "†" not in page_of(tmp_path / "sweep") and "†" not in "".join(sweep_summary(tmp_path / "sweep", page=False))
+    cls = json.loads((cls_run / "summary.json").read_text(encoding="utf-8"))  # S's, and C's (the plain percentile)
+    assert cls["sensitivity"]["ci_method"] == interval_method(cls["num_samples"])
+    assert cls["consistency"]["ci_method"] == ("percentile bootstrap" if cls["consistency"]["ci95"] else None)
+    shutil.copytree(cls_run, tmp_path / "cls-old")
+    del cls["sensitivity"]["ci_method"]
+    (tmp_path / "cls-old" / "summary.json").write_text(json.dumps(cls), encoding="utf-8")
+    assert old_card in page_of(tmp_path / "cls-old", tmp_path / "cls-old.html")
+    assert old_card not in page_of(cls_run, tmp_path / "cls-new.html")
+
+
 def test_a_classification_run_s_sensitivity_carries_its_interval_to_the_grid(cls_run, tmp_path):
     """S's 95% interval: the percentile bootstrap of the samples' S, seeded by the run's seed (by hand: two samples
     of S 0 and 1, no resampling reaches a 2.5 % tail: the t interval, 0.5 ± 6.353102, held to S's range [0, 1]; and

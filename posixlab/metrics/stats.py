@@ -71,11 +71,10 @@ def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, resamples: i
         raise PromptSetError("a bootstrap interval needs at least one value")
     if not 0 < confidence < 1:
         raise PromptSetError(f"confidence must lie between 0 and 1, got {confidence}")
-    tail, n = (1 - confidence) / 2, data.size
+    n = data.size
     if n == 1:
         return float(data[0]), float(data[0])
-    if expanded:
-        tail = float(_stats.norm.cdf(-math.sqrt(n / (n - 1)) * _stats.t.ppf(1 - tail, n - 1)))
+    tail = _tail(n, confidence, expanded)
     if beyond_resampling_reach(n, tail):  # the t interval, which the expanded one stands for
         return t_interval(data, confidence, bounds)
     rng = np.random.Generator(np.random.PCG64(seed))
@@ -86,6 +85,29 @@ def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, resamples: i
         means[start:stop] = data[rng.integers(0, data.size, size=(stop - start, data.size))].mean(axis=1)
     lo, hi = np.quantile(means, [tail, 1 - tail])
     return float(lo), float(hi)  # means of resampled values: within the values' range, so within any bounds
+
+
+def _tail(n: int, confidence: float, expanded: bool) -> float:
+    """The share of resampled means ``bootstrap_ci`` leaves out on each side, for ``n`` values (n ≥ 2)."""
+    tail = (1 - confidence) / 2
+    return float(_stats.norm.cdf(-math.sqrt(n / (n - 1)) * _stats.t.ppf(1 - tail, n - 1))) if expanded else tail
+
+
+def interval_method(n: int, confidence: float = 0.95, expanded: bool = True) -> str | None:
+    """What ``bootstrap_ci`` computes on ``n`` values, in words: a run's summary records it beside each interval
+    (``ci_method``), so that runs written under another method (the plain percentile interval, before 2026-12-07)
+    can be told apart. None for one value (no interval).
+
+    >>> [interval_method(n) for n in (1, 2, 4, 5, 14042)]
+    [None, 't interval', 't interval', 'expanded percentile bootstrap', 'expanded percentile bootstrap']
+    >>> interval_method(3, expanded=False), interval_method(4, expanded=False)
+    ('t interval', 'percentile bootstrap')
+    """
+    if n < 2:
+        return None
+    if beyond_resampling_reach(n, _tail(n, confidence, expanded)):
+        return "t interval"
+    return "expanded percentile bootstrap" if expanded else "percentile bootstrap"
 
 
 def beyond_resampling_reach(n: int, tail: float) -> bool:

@@ -19,7 +19,7 @@ import json
 
 from posixlab.compare import UNCOMPARED, flatten
 from posixlab.report import html as h
-from posixlab.tasks.base import model_name, summary_interval, summary_value
+from posixlab.tasks.base import UNRECORDED_METHOD, interval_unrecorded, model_name, summary_interval, summary_value
 
 # besides where a run wrote (compare.UNCOMPARED): the engine's batch and memory options change no number, and the
 # model is its name
@@ -129,7 +129,8 @@ def grid_section(runs: list, numbers: list[int], sections: list[str]) -> str:
                      "where its run has one (the expanded percentile bootstrap over sets or samples that its run's "
                      "result line prints; an accuracy's two-way interval over items and prompts), and what its task "
                      "reads the headline against (POSIX: the paper's mean ± sd of ψ for the same model and setting). A "
-                     "headline's other measures (accuracy, consistency) open below it.</p>", id="grid")
+                     f"headline's other measures (accuracy, consistency) open below it. {h.esc(_unrecorded_note(runs))}"
+                     "</p>", id="grid")
 
 
 def grid_markdown(runs: list) -> list[str]:
@@ -152,12 +153,13 @@ def grid_markdown(runs: list) -> list[str]:
                                     if row[row_key] == row_value and (column_key is None or row[column_key] == c))
                          or "—" for c in columns]
                 out.append("| " + " | ".join([row_value, *cells]) + " |")
-    return out[1:]
+    note = _unrecorded_note(runs)
+    return out[1:] + (["", note] if note and out else [])
 
 
 def _markdown_value(run, key: str, interval: str | None) -> str:
     """A run's value in a Markdown grid: the number (starred: a partial run), its interval, its task's note."""
-    notes = [note for note in (_interval(run, interval), run.task.grid_note(run.summary)) if note]
+    notes = [note for note in (_interval(run, interval, headline=True), run.task.grid_note(run.summary)) if note]
     return h.fmt(summary_value(run.summary, key)) + "*" * run.partial + "".join(f" {note}" for note in notes)
 
 
@@ -191,7 +193,7 @@ def _pivot(runs: list, members: list[tuple[int, dict]], axes: tuple, measure: tu
                      f"{h.esc(h.fmt(summary_value(runs[i].summary, key)))}{'*' if runs[i].partial else ''}</a>"
                      for i in here]
             value = summary_value(runs[here[0]].summary, key) if len(here) == 1 else None
-            notes = [_interval(runs[here[0]], interval)] if len(here) == 1 else []  # two runs of a cell: each its own
+            notes = [_interval(runs[here[0]], interval, headline)] if len(here) == 1 else []  # two runs of a cell: each its own
             if headline and here:  # one cell: one setting, so one published value
                 notes.append(runs[here[0]].task.grid_note(runs[here[0]].summary))
             line.append(h.cell(value, " / ".join(links) + "".join(f'<div class="small">{h.esc(note)}</div>'
@@ -202,10 +204,20 @@ def _pivot(runs: list, members: list[tuple[int, dict]], axes: tuple, measure: tu
     return h.table(columns, lines, cls="grid")
 
 
-def _interval(run, key: str | None) -> str | None:
-    """A run's interval at ``key`` as its grid cell writes it under the value ("[0.1234, 0.3456]"), where it has one."""
+def _interval(run, key: str | None, headline: bool = False) -> str | None:
+    """A run's interval at ``key`` as its grid cell writes it under the value ("[0.1234, 0.3456]"), where it has one;
+    a headline's with † where the run records no method for it (``interval_unrecorded``; the other measures' intervals
+    have never changed method)."""
     ci = None if key is None else summary_interval(run.summary, key)
-    return None if ci is None else f"[{h.fmt(ci[0])}, {h.fmt(ci[1])}]"
+    dagger = "†" if ci is not None and headline and interval_unrecorded(run.summary, key) else ""
+    return None if ci is None else f"[{h.fmt(ci[0])}, {h.fmt(ci[1])}]{dagger}"
+
+
+def _unrecorded_note(runs: list) -> str:
+    """The footnote for † (``_interval``) when a grid of ``runs`` shows one; empty otherwise."""
+    shown = any(interval_unrecorded(runs[i].summary, task.grid_measures()[0][2])
+                for task, mine, _, _ in task_grids(runs) for i in mine)
+    return f"† {UNRECORDED_METHOD}." if shown else ""
 
 
 def one_setting_pairs(rows: list[dict[str, str]], names: list[str]) -> list[tuple[int, int, str | None]]:

@@ -118,6 +118,27 @@ def summary_interval(summary: dict, key: str) -> tuple[float, float] | None:
     return None
 
 
+UNRECORDED_METHOD = ("its run records no method: written before 2026-12-07, when intervals over sets and samples were "
+                     "plain percentile bootstraps, narrower on few of them")
+
+
+def interval_unrecorded(summary: dict, key: str) -> bool:
+    """Whether the interval at the dotted ``key`` (``psi.ci95``) was written without its method beside it
+    (``ci_method``, since 2026-12-07): an older run's plain percentile interval, which a page marks so that it is not
+    read as the expanded one beside it.
+
+    >>> interval_unrecorded({"psi": {"ci95": [0.2, 0.4]}}, "psi.ci95")
+    True
+    >>> interval_unrecorded({"psi": {"ci95": [0.2, 0.4], "ci_method": "t interval"}}, "psi.ci95")
+    False
+    >>> interval_unrecorded({"psi": {"ci95": None}}, "psi.ci95")   # no interval: nothing to mark
+    False
+    """
+    *parent, _ = key.split(".")
+    holder = _at(summary, ".".join(parent)) if parent else summary
+    return summary_interval(summary, key) is not None and isinstance(holder, dict) and "ci_method" not in holder
+
+
 def read_setting(values: dict, cls, where: str):
     """``cls(**values)``, or a ``ConfigError`` naming the keys ``cls`` does not have.
 

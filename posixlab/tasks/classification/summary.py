@@ -12,7 +12,7 @@ import numpy as np
 
 from posixlab.answers import accuracy_summary
 from posixlab.metrics.classification import NA, consistency, consistency_interval, micro_f1
-from posixlab.metrics.stats import bootstrap_ci
+from posixlab.metrics.stats import bootstrap_ci, interval_method
 from posixlab.metrics.noise import noise_floor_from_records
 from posixlab.models.capabilities import DETERMINISTIC
 from posixlab.results import SUMMARY_FILE, SUMMARY_MD
@@ -57,13 +57,15 @@ def build_classification_summary(records: list[dict], classes: list[str], num_re
                "num_samples": len(records),
                "sensitivity": {**_stats(s_values), "ci95": list(bootstrap_ci(s_values, seed=meta.get("seed", 0),
                                                                                      bounds=(0.0, 1.0)))  # S in [0, 1]
-                               if s_values else None, "per_class": per_class_s}}
+                               if s_values else None, "ci_method": interval_method(len(s_values)),
+                               "per_class": per_class_s}}
     if has_gold:
         c = consistency(distributions, gold, real)
         with_self = consistency(distributions, gold, real, self_pairs=True)
         ci = consistency_interval(distributions, gold, real, seed=meta.get("seed", 0)) if c["mean"] is not None \
             else None
         summary["consistency"] = {"mean": c["mean"], "ci95": None if ci is None else list(ci),
+                                  "ci_method": None if ci is None else "percentile bootstrap",
                                   "per_class": c["per_class"], "self_pairs": False,
                                   "pooled": c["pooled"], "num_pairs": c["num_pairs"],
                                   "mean_with_self_pairs": with_self["mean"],
