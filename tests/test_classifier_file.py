@@ -99,6 +99,17 @@ def test_csv_samples_file_with_bom_quotes_and_no_labels(tmp_path):
     assert not d.labelled and d.definitions == {} and d.aliases == {}
 
 
+@pytest.mark.parametrize("separator", [";", "\t"])
+def test_a_samples_file_a_spreadsheet_saved_with_semicolons_or_tabs_reads_as_with_commas(tmp_path, separator):
+    """The header line says the separator (``posixlab.data.files.csv_delimiter``): a comma inside a text, or a
+    semicolon there, stays in the text."""
+    (tmp_path / "s.csv").write_text(f'text{separator}label\n"Great, really; great"{separator}positive\n'
+                                    f"Awful{separator}negative\n", encoding="utf-8")
+    d = load_classifier(write(tmp_path, {"t.json": json.dumps(
+        {"task": "Classify the review.", "classes": ["positive", "negative"], "samples": "s.csv"})}))
+    assert [(s.text, s.gold) for s in d.samples] == [("Great, really; great", "positive"), ("Awful", "negative")]
+
+
 def test_task_from_the_file_classes_definitions_aliases_frame(tmp_path):
     path = write(tmp_path, {"t.yaml": GOOD})
     task = ClassificationTask(config(path, tmp_path, strategy="detail"))

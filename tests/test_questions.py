@@ -83,6 +83,23 @@ def test_a_csv_with_option_columns_and_answers_in_every_form(tmp_path):
     assert items[0].options == ("red", "green", "blue", "grey") and items[0].subject is None
 
 
+@pytest.mark.parametrize("separator", [",", ";", "\t"])
+def test_a_spreadsheet_s_csv_reads_with_its_own_separator_and_lists_as_pandas_writes_them(tmp_path, separator):
+    """A "CSV" saved where the decimal mark is a comma is separated by semicolons (Excel in most of Europe), and a
+    TSV by tabs: the header line says which (a question's own semicolons do not); a column of lists, as pandas'
+    ``to_csv`` writes it (Python's quotes), or as JSON, is the options' list. Read alike, byte-order mark or not."""
+    path = tmp_path / "quiz.csv"
+    with open(path, "w", newline="", encoding="utf-8-sig") as f:
+        writer = csv.writer(f, delimiter=separator)
+        writer.writerow(["question", "options", "gold"])
+        writer.writerow(["What is 2+2; or 4+0?", "['3', '4', '5', '6']", "B"])
+        writer.writerow(["Red planet?", '["Venus", "Mars, the red one", "Jupiter"]', "1"])
+    items = load_questions(path=str(path), choices="options", answer="gold")
+    assert [(i.question, i.options, i.answer) for i in items] == [
+        ("What is 2+2; or 4+0?", ("3", "4", "5", "6"), "B"), ("Red planet?", ("Venus", "Mars, the red one", "Jupiter"),
+                                                              "B")]
+
+
 def test_options_and_an_answer_the_settings_do_not_name_are_pointed_out_not_silently_dropped(tmp_path, capsys):
     path = tmp_path / "quiz.csv"
     path.write_text("question,A,B,C,answer\nWhat is 2+2?,3,4,5,B\nRed planet?,Venus,Mars,Jupiter,B\n")
@@ -120,7 +137,10 @@ def test_open_ended_questions_carry_their_answer_as_a_reference_unless_graded():
      "answer 'F' is none of the 5 options (an index 0-4, a letter A-E"),
     ([{"question": "x", "o": ["a"]}], {"choices": "o"},
      "no question with 2-10 options in doc (1 with 1); give choices=null for open-ended questions"),
-    ([{"question": "x", "o": "abcd"}], {"choices": "o"}, "o holds str, not a list of options"),
+    ([{"question": "x", "o": "a|b|c|d"}], {"choices": "o"}, "o holds the text 'a|b|c|d', not a list of options; write "
+     'them as a JSON list (["3", "4", "5", "6"]; in a CSV cell too), or each in a column of its own, named in order: '
+     "dataset.options.choices=[A,B,C,D]"),
+    ([{"question": "x", "o": 4}], {"choices": "o"}, "o holds int, not a list of options"),
     ([{"question": "x", "o": {"texts": []}}], {"choices": "o"}, "o is an object without a 'text' list"),
     ([{"question": "  "}], {}, "doc, record 0: the question (question) is empty"),
     (["a question"], {}, "doc, record 0 is a str, not an object with fields"),

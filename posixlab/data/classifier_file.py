@@ -53,6 +53,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from posixlab.data.files import csv_delimiter
 from posixlab.errors import ConfigError
 from posixlab.metrics.classification import NA
 
@@ -356,7 +357,7 @@ def _jsonl_rows(path: Path, text: str) -> list[tuple[str, dict]]:
 
 
 def _csv_rows(path: Path, text: str) -> list[tuple[str, dict]]:
-    reader = csv.reader(io.StringIO(text, newline=""))
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=csv_delimiter(text))
     try:
         header = next(reader)
     except StopIteration:

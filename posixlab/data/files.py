@@ -8,6 +8,7 @@ Both give plain dicts in the hub's field layout; each loader turns them into ``P
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
 from pathlib import Path
@@ -24,7 +25,8 @@ FILE_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")  # what read_records rea
 
 def read_records(path: Path) -> list[dict]:
     """Rows of a local JSONL, JSON (a list of objects, or an object holding one), CSV (with a header) or Parquet file
-    (a hub data set's own file, e.g. ``cais/mmlu``'s ``all/test-00000-of-00001.parquet``: lists stay lists).
+    (a hub data set's own file, e.g. ``cais/mmlu``'s ``all/test-00000-of-00001.parquet``: lists stay lists). A CSV file
+    is separated by commas, or by semicolons or tabs where its header line holds no comma (``csv_delimiter``).
 
     >>> import tempfile; p = Path(tempfile.mkdtemp()) / "t.json"; _ = p.write_text('{"examples": [{"input": "1"}]}')
     >>> read_records(p)
@@ -63,10 +65,27 @@ def read_records(path: Path) -> list[dict]:
             return parquet_rows(path)
         if suffix == ".csv":
             with open(path, newline="", encoding="utf-8-sig") as f:  # with or without a byte-order mark
-                return list(csv.DictReader(f))
+                text = f.read()
+            return list(csv.DictReader(io.StringIO(text, newline=""), delimiter=csv_delimiter(text)))
     except (json.JSONDecodeError, csv.Error, UnicodeDecodeError) as exc:
         raise DatasetUnavailableError(f"{path} could not be parsed as {suffix[1:].upper()}: {exc}") from None
     raise DatasetUnavailableError(f"{path}: unsupported file type {suffix!r}; use .jsonl, .json, .csv or .parquet")
+
+
+def csv_delimiter(text: str) -> str:
+    """The separator of a CSV file, read off its header line: a comma, or, where the header holds none, a semicolon or
+    a tab, as a spreadsheet saves "CSV" where the decimal mark is a comma (Excel in most of Europe) or as TSV. Only
+    the header decides (a question's own semicolons never do); a one-column header is comma-separated.
+
+    >>> [csv_delimiter(h) for h in ("question,options,gold", "question;options;gold", "q\\tgold\\n1;2\\t3", "text")]
+    [',', ';', '\\t', ',']
+    >>> csv_delimiter('"a;b",c\\n')   # a comma in the header: comma-separated, however many semicolons
+    ','
+    """
+    header = text.split("\n", 1)[0]
+    if "," in header:
+        return ","
+    return max((";", "\t"), key=header.count) if (";" in header or "\t" in header) else ","
 
 
 def hub_file_split(path) -> str | None:

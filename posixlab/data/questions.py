@@ -31,6 +31,7 @@ Decisions.
 
 from __future__ import annotations
 
+import ast
 import itertools
 import json
 import re
@@ -114,12 +115,22 @@ dataset.options (question=..., choices=..., answer=...)
 
 
 def _json_text(value):
-    """A list or object a CSV cell holds as JSON text, parsed; anything else as it is."""
+    """A list or object a CSV cell holds as JSON text, or as Python writes it (pandas' ``to_csv`` of a column of
+    lists: single quotes), parsed; anything else as it is.
+
+    >>> _json_text('["3", "4"]'), _json_text("['3', 'four']"), _json_text("[(A) 3]"), _json_text("[1, f(2)]")
+    (['3', '4'], ['3', 'four'], '[(A) 3]', '[1, f(2)]')
+    """
     if isinstance(value, str) and value.strip()[:1] in "[{":
         try:
             return json.loads(value)
         except json.JSONDecodeError:
+            pass
+        try:  # literals only: a cell is never run
+            parsed = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
             return value
+        return parsed if isinstance(parsed, (list, dict)) else value
     return value
 
 
@@ -147,6 +158,11 @@ def options_of(record: dict, choices, where: str) -> tuple[list[str], list[str] 
                                           f"{', '.join(value)}); name the list itself, e.g. {choices}.FIELD")
         labels = [str(label) for label in value.get("label") or []] or None
         value = value["text"]
+    if isinstance(value, str):  # a CSV cell, most often: the options joined, or a list written as Python prints it
+        raise DatasetUnavailableError(
+            f"{where}: {choices} holds the text {value[:60]!r}, not a list of options; write them as a JSON list "
+            f'(["3", "4", "5", "6"]; in a CSV cell too), or each in a column of its own, named in order: '
+            f"dataset.options.choices=[A,B,C,D]")
     if not isinstance(value, (list, tuple)):
         raise DatasetUnavailableError(f"{where}: {choices} holds {type(value).__name__}, not a list of options")
     if value and all(isinstance(option, dict) and "text" in option for option in value):  # [{label, text}, ...]
