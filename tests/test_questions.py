@@ -371,3 +371,33 @@ def test_two_option_questions_whose_answer_names_a_field_by_its_label_from_the_c
                                                                                           "B")]
     from posixlab.prompts import render
     assert render(items[0]).endswith("_ was too big.\n(A)the trophy (B)the case\nA:")
+
+
+def test_few_shot_open_ended_questions_without_answers_say_what_would_give_exemplars(tmp_path):
+    """Exemplars show their gold answer after their question: open-ended questions without one cannot be exemplars,
+    and "use fewer shots" would not help at any count; the error names the answer's field, an exemplar file and
+    0-shot. Questions with answers but too few of them for k shots: the count, and no "subject None" where the data
+    set has no subjects."""
+    from posixlab.tasks.posix import PosixConfig, build_prompt_sets
+
+    path = tmp_path / "open.jsonl"
+    path.write_text('{"instruction": "Write a haiku about rain.", "ref": "Rain on the roof"}\n'
+                    '{"instruction": "List three prime numbers.", "ref": "2, 3, 5"}\n', encoding="utf-8")
+
+    def build(shots: int, **options):
+        spec = DatasetSpec("open", loader="questions", source="path", path=str(path),
+                           options={"question": "instruction", **options})
+        return build_prompt_sets(PosixConfig(model=None, dataset=spec, variant="template", shots=shots, num_sets=2,
+                                             embedding=None), progress=False)
+
+    with pytest.raises(ConfigError) as caught:
+        build(1)
+    assert str(caught.value).startswith("shots=1, but no exemplar from the other items of the same data set in open "
+                                        "(path) has a gold answer to show after its question: name the answer's "
+                                        "field (dataset.options.answer=FIELD), give exemplars with answers in a file "
+                                        "of their own (dataset.exemplar_path=FILE), or run 0-shot")
+    with pytest.raises(ConfigError) as caught:
+        build(2, answer="ref")  # each question has one other to draw from
+    assert str(caught.value) == ("shots=2, but only 1 exemplar(s) with a gold answer exist for open/0 in the other "
+                                 "items of the same data set in open (path); use fewer shots")
+    assert len(build(1, answer="ref")[0]) == 2

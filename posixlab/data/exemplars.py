@@ -50,9 +50,15 @@ class ExemplarPool:
             return ()
         candidates = [c for c in self.by_subject.get(item.subject, [])
                       if c.item_id != item.item_id and c.question.strip() != item.question.strip()]
+        if not any(self.by_subject.values()):  # no answer anywhere: fewer shots would not help
+            raise ConfigError(f"shots={k}, but no exemplar from {self.description} has a gold answer to show after "
+                              f"its question: name the answer's field (dataset.options.answer=FIELD), give "
+                              f"exemplars with answers in a file of their own (dataset.exemplar_path=FILE), or run "
+                              f"0-shot")
         if len(candidates) < k:
+            subject = f" (subject {item.subject!r})" if item.subject is not None else ""
             raise ConfigError(f"shots={k}, but only {len(candidates)} exemplar(s) with a gold answer exist for "
-                              f"{item.item_id} (subject {item.subject!r}) in {self.description}; use fewer shots")
+                              f"{item.item_id}{subject} in {self.description}; use fewer shots")
         if self.ordered:
             return tuple(candidates[:k])
         return tuple(rng_for(seed, item.item_id, "exemplars", 0).sample(candidates, k))
