@@ -876,7 +876,8 @@ def test_an_interval_written_before_its_method_was_recorded_is_marked_not_read_a
     assert f"† {UNRECORDED_METHOD}." in grid and grid.count("†") == 2  # the mark and its footnote, not accuracy's
     lines = sweep_summary(tmp_path / "sweep", page=False)
     assert [line for line in lines if "old-run" in line][0].endswith(f"{interval}† |")
-    assert f"{interval} |" in [line for line in lines if "new-run" in line][0] and lines[-1] == f"† {UNRECORDED_METHOD}."
+    assert f"{interval} |" in [line for line in lines if "new-run" in line][0]
+    assert lines[-1] == f"† {UNRECORDED_METHOD}."
     old_card = "(plain percentile: a run before 2026-12-07)"
     assert old_card in page_of(tmp_path / "sweep" / "old-run", tmp_path / "old.html")
     assert old_card not in page_of(tmp_path / "sweep" / "new-run", tmp_path / "new.html")

@@ -193,7 +193,8 @@ def _pivot(runs: list, members: list[tuple[int, dict]], axes: tuple, measure: tu
                      f"{h.esc(h.fmt(summary_value(runs[i].summary, key)))}{'*' if runs[i].partial else ''}</a>"
                      for i in here]
             value = summary_value(runs[here[0]].summary, key) if len(here) == 1 else None
-            notes = [_interval(runs[here[0]], interval, headline)] if len(here) == 1 else []  # two runs of a cell: each its own
+            # two runs of a cell: no interval here, each has its own in its section
+            notes = [_interval(runs[here[0]], interval, headline)] if len(here) == 1 else []
             if headline and here:  # one cell: one setting, so one published value
                 notes.append(runs[here[0]].task.grid_note(runs[here[0]].summary))
             line.append(h.cell(value, " / ".join(links) + "".join(f'<div class="small">{h.esc(note)}</div>'
