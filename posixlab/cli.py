@@ -50,7 +50,7 @@ from posixlab.judge import JudgeConfig
 from posixlab.models.adapters import adapted_name
 from posixlab.models.allocator import prefer_expandable_segments
 from posixlab.models.loading import ModelSpec
-from posixlab.paths import claim_new_folder, default_cache_dir
+from posixlab.paths import claim_new_folder, default_cache_dir, sweep_path
 from posixlab.plugins import load_recorded_plugins, record_plugins
 from posixlab.report.build import sweep_summary
 from posixlab.results import SAMPLES_FILE, SETS_FILE, SUMMARY_FILE
@@ -212,6 +212,7 @@ OmegaConf.register_new_resolver("posixlab.new_folder", claim_new_folder, replace
 # a sweep's folder: cached, since Hydra copies a config's resolver cache into each job's config (the cells of the
 # launching process, and, pickled with it, a submitit job's on another machine), so every cell asks nothing again
 OmegaConf.register_new_resolver("posixlab.new_sweep_folder", claim_new_folder, replace=True, use_cache=True)
+OmegaConf.register_new_resolver("posixlab.sweep_path", sweep_path, replace=True)
 OmegaConf.register_new_resolver("posixlab.answer_length", answer_length, replace=True)
 OmegaConf.register_new_resolver("posixlab.data_name", data_name, replace=True)
 

@@ -50,6 +50,19 @@ def file_to_write(out: str | Path, name: str) -> Path:
     return Path(out) / name if Path(out).is_dir() or str(out).endswith(("/", os.sep)) else Path(out)
 
 
+def sweep_path(experiment_name: str | None, date: str, time: str) -> str:
+    """Where a sweep writes (conf/config.yaml's ``hydra.sweep.dir``, then claimed by ``claim_new_folder``):
+    ``multirun/<date>/<time>``, or for an experiment file's sweep ``multirun/<experiment_name>/<date>_<time>``. One
+    definition that the experiment files steer with ``experiment_name``: an experiment that set ``hydra.sweep.dir``
+    itself had the base value resolved as the configs merged (OmegaConf dereferences a value it merges over), which
+    claimed, and so made, an empty ``multirun/<date>/<time>`` beside every such run or sweep.
+
+    >>> sweep_path(None, "2026-12-07", "20-16-08"), sweep_path("offline_table1", "2026-12-07", "20-16-08")
+    ('multirun/2026-12-07/20-16-08', 'multirun/offline_table1/2026-12-07_20-16-08')
+    """
+    return f"multirun/{date}/{time}" if experiment_name is None else f"multirun/{experiment_name}/{date}_{time}"
+
+
 _CLAIMED: dict[str, str] = {}  # folder asked for -> folder this process made (one answer however often asked)
 
 

@@ -136,6 +136,27 @@ def test_paper_table2_is_the_papers_grid():
     assert params.model == "llama2-7b,llama2-7b-chat,mistral-7b,mistral-7b-instruct"
 
 
+def test_composing_an_experiment_makes_no_folder_and_its_sweep_goes_under_its_name(tmp_path, monkeypatch):
+    """An experiment file names its sweep folder through ``experiment_name`` alone (conf/config.yaml's one
+    ``hydra.sweep.dir``): when experiments set ``hydra.sweep.dir`` themselves, merging theirs over the base value
+    resolved the base one, which claimed, and so made, an empty ``multirun/<date>/<time>`` beside every experiment's
+    run or sweep (and in the working folder of whatever composed one: these tests made a hundred a run). Composing
+    makes nothing; resolving gives the folder, made then."""
+    import re
+
+    import posixlab.cli  # noqa: F401  (the resolvers and the defaults' config nodes)
+
+    monkeypatch.chdir(tmp_path)
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        for name in sorted(p.stem for p in (CONF / "experiment").glob("*.yaml") if not p.stem.startswith("_")):
+            cfg = compose(config_name="config", overrides=[f"+experiment={name}"], return_hydra_config=True)
+            assert list(tmp_path.iterdir()) == [], name
+        assert re.fullmatch(rf"multirun/{name}/\d{{4}}-\d\d-\d\d_\d\d-\d\d-\d\d(_\d+)?", cfg.hydra.sweep.dir)
+        assert (tmp_path / cfg.hydra.sweep.dir).is_dir()
+        plain = compose(config_name="config", overrides=[], return_hydra_config=True)
+        assert re.fullmatch(r"multirun/\d{4}-\d\d-\d\d/\d\d-\d\d-\d\d(_\d+)?", plain.hydra.sweep.dir)
+
+
 @pytest.mark.parametrize("launcher", ["local_parallel", "slurm"])
 def test_launcher_configs_compose(launcher):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
