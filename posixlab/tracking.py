@@ -1,5 +1,5 @@
 """Weights & Biases for the posixlab command (``posixlab/cli.py``): one W&B run per Hydra job, grouped by sweep;
-offline by default.
+offline by default (``logger.mode``, which the environment's ``WANDB_MODE`` sets where the command line does not).
 
 The results folder stays the source of truth: W&B gets a copy of what the job wrote (the resolved config, the
 per-set table, the summary, the figures, and the folder itself as an artifact). The library never imports W&B;
@@ -19,6 +19,22 @@ from pathlib import Path
 from posixlab.errors import ConfigError
 
 WANDB_MODES = ("offline", "online", "disabled")  # wandb.init's modes, as logger.mode takes them
+LEGACY_MODES = {"dryrun": "offline", "run": "online"}  # W&B's older names, still read from WANDB_MODE by W&B
+
+
+def wandb_mode(value: str) -> str:
+    """``logger.mode`` as ``wandb.init`` takes it: W&B's older names read as theirs now; anything else is an error
+    that says where the value may have come from (the environment's ``WANDB_MODE``, where the command line gives none).
+
+    >>> wandb_mode("offline"), wandb_mode("dryrun"), wandb_mode("run")
+    ('offline', 'offline', 'online')
+    """
+    mode = LEGACY_MODES.get(value, value)
+    if mode not in WANDB_MODES:
+        raise ConfigError(f"logger.mode must be one of {', '.join(WANDB_MODES)}, got {value!r} (where logger.mode is "
+                          f"not given, the environment's WANDB_MODE sets it: WANDB_MODE="
+                          f"{os.environ.get('WANDB_MODE', '')!r} here)")
+    return mode
 
 
 class Tracker:
@@ -35,9 +51,7 @@ class Tracker:
             return
         if backend != "wandb":
             raise ConfigError(f"unknown logger backend {backend!r}; choose wandb or none (logger=none)")
-        mode = settings.get("mode", "offline")
-        if mode not in WANDB_MODES:
-            raise ConfigError(f"logger.mode must be one of {', '.join(WANDB_MODES)}, got {mode!r}")
+        mode = wandb_mode(settings.get("mode", "offline"))
         if mode == "disabled":
             return
         # W&B's own console lines (its Weave advertisement when openai is imported, sync hints) would bury the run's;

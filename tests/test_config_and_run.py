@@ -54,6 +54,27 @@ def test_every_config_composes_into_a_run_config():
     assert len(GROUPS["model"]) >= 15
 
 
+def test_w_and_b_s_own_wandb_mode_sets_the_mode_the_command_line_wins(monkeypatch):
+    """``WANDB_MODE`` in the environment, as any W&B program reads it (a cluster script's ``WANDB_MODE=disabled``),
+    sets ``logger.mode`` where the command line does not; it was ignored, so such a script still wrote offline runs.
+    W&B's older names (dryrun, run) read as offline and online; an unknown one is named with where it came from."""
+    import posixlab.cli  # noqa: F401  (the resolvers and the defaults' config nodes)
+    from posixlab.tracking import Tracker
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        monkeypatch.delenv("WANDB_MODE", raising=False)
+        assert compose(config_name="config").logger.mode == "offline"
+        monkeypatch.setenv("WANDB_MODE", "disabled")
+        assert compose(config_name="config").logger.mode == "disabled"
+        assert compose(config_name="config", overrides=["logger.mode=offline"]).logger.mode == "offline"
+    assert Tracker({"backend": "wandb", "mode": "disabled"}, {}, ".", name="r", group=None).run is None  # nothing
+    monkeypatch.setenv("WANDB_MODE", "loud")
+    with pytest.raises(ConfigError, match=re.escape("logger.mode must be one of offline, online, disabled, got 'loud' "
+                                                    "(where logger.mode is not given, the environment's WANDB_MODE "
+                                                    "sets it: WANDB_MODE='loud' here)")):
+        Tracker({"backend": "wandb", "mode": "loud"}, {}, ".", name="r", group=None)
+
+
 def test_runs_of_two_of_your_own_files_get_folders_named_by_their_files():
     import posixlab.cli  # noqa: F401  (registers the resolvers that run_name uses)
 
