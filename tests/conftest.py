@@ -12,6 +12,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent  # posixlab is installed (requirements.txt: -e .), experiments/ is
 # reached as a package from the repository root, where `python -m pytest` runs
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# runs log to W&B offline unless a test says otherwise: WANDB_MODE sets logger.mode, and the machine's own (a
+# developer's WANDB_MODE=disabled or online) must not change what the tests see
+os.environ["WANDB_MODE"] = "offline"
 
 from hub_fixtures import healthy_hub, hub  # noqa: E402,F401 - the hub stand-in's fixtures (tests/hub_fixtures.py)
 from slurm_fixtures import slurm_cluster  # noqa: E402,F401 - a one-node SLURM cluster (tests/slurm_fixtures.py)
