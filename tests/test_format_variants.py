@@ -190,6 +190,15 @@ def test_open_ended_items_are_refused_naming_the_data_set(tmp_path):
                     output_dir=str(tmp_path))
     with pytest.raises(ConfigError, match=r"needs multiple-choice items; data set 'alpaca'"):
         build_prompt_sets(cfg, progress=False)  # before any model is loaded
+    # Alpaca's items never have options: refused with the settings, before the hub is asked for it (offline, the hub's
+    # error came first, and after a local copy was made, this one)
+    from posixlab.tasks.posix import check_settings
+
+    hub = PosixConfig(model=None, dataset=DatasetSpec("alpaca", source="hub"), variant="format", embedding=None)
+    with pytest.raises(ConfigError, match=r"needs multiple-choice items; data set 'alpaca' has open-ended items\. "):
+        check_settings(hub)
+    check_settings(PosixConfig(model=None, dataset=DatasetSpec("alpaca", source="hub"), variant="template",
+                               embedding=None))
 
 
 # --- the mixture ------------------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from posixlab.prompts import PromptItem
 LOADERS = {"mmlu": load_mmlu, "alpaca": load_alpaca, "bbh": load_bbh, "questions": load_questions}
 # data sets whose items' answers are reference outputs, never graded (``PromptItem.graded``): no accuracy
 UNGRADED = frozenset({"alpaca"})
+OPEN_ENDED = frozenset({"alpaca"})  # loaders whose items never have options (BBH's are open-ended, some tasks' MCQ)
 
 
 @dataclass(frozen=True)
@@ -112,5 +113,5 @@ def select_items(items: list[PromptItem], num: int | None, seed: int,
     return kept[: num or len(kept)]
 
 
-__all__ = ["BBH_TASKS", "DatasetSpec", "LOADERS", "UNGRADED", "load_alpaca", "load_bbh", "load_items", "load_mmlu",
+__all__ = ["BBH_TASKS", "DatasetSpec", "LOADERS", "OPEN_ENDED", "UNGRADED", "load_alpaca", "load_bbh", "load_items", "load_mmlu",
            "load_questions", "select_items"]

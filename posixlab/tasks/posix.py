@@ -17,7 +17,7 @@ from pathlib import Path
 
 from posixlab.answers import candidate_strings, set_answers
 from posixlab.backends import text_only
-from posixlab.data import DatasetSpec, load_items, select_items
+from posixlab.data import OPEN_ENDED, DatasetSpec, load_items, select_items
 from posixlab.data.exemplars import exemplar_pool
 from posixlab.data.prompt_sets import UserPromptSet, read_prompt_set_file
 from posixlab.embeddings import EmbeddingSpec, SentenceEmbedder, check_embedding_available
@@ -40,6 +40,7 @@ from posixlab.tasks.base import (ACCURACY_GATES, ACCURACY_MISSING, ACCURACY_RANG
                                  shared_settings)
 from posixlab.tasks.race import PromptRace
 from posixlab.variants import PromptSet, PromptVariant, VariantGenerator, get_variant_generator, variant_type
+from posixlab.variants.format import open_ended_refused
 
 USER_SETS = "prompt_sets"  # the data set name of the user's own prompt sets (conf/dataset/prompt_sets.yaml)
 USER_VARIANT = "user"  # their variant type: the prompts are the user's, no variant is generated
@@ -124,6 +125,8 @@ def check_settings(cfg: PosixConfig) -> None:
         raise ConfigError(f"dataset.exemplar_split={cfg.dataset.exemplar_split} names a split of a hub data set; "
                           f"{cfg.dataset.name} is read from {cfg.dataset.source} (dataset.source), which has no "
                           f"splits: give the exemplars' file as dataset.exemplar_path=FILE")
+    if cfg.variant == "format" and (cfg.dataset.loader or cfg.dataset.name) in OPEN_ENDED:  # before it downloads
+        raise open_ended_refused(cfg.dataset.name)
     share = cfg.prompt_share
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
         raise ConfigError(f"prompt_share is the share of each set's prompts to answer, above 0 and at most 1, not "

@@ -131,14 +131,21 @@ def exemplar_answer(record: dict, exemplar: PromptItem) -> str:
     return " " + marks[order.index(gold)] + record["mark_gap"] + exemplar.options[gold]
 
 
+def open_ended_refused(dataset: str, item_id: str | None = None) -> ConfigError:
+    """The error for format variants on open-ended items (an item's, or a data set's whose items all are: Alpaca's,
+    refused before it is read)."""
+    which = f" (item {item_id!r} has no options)" if item_id else ""
+    return ConfigError(f"variant=format reorders and relabels answer options, so it needs multiple-choice items; data "
+                       f"set {dataset!r} has open-ended items{which}. Use variant=spelling, template or paraphrase "
+                       f"for it, or a multiple-choice data set (mmlu)")
+
+
 def require_options(item: PromptItem) -> None:
     """Format variants reorder and relabel answer options: an open-ended item, or one with fewer than 2 or more than
     10 options, is refused."""
     dataset = item.item_id.split("/")[0]
     if not item.is_mcq:
-        raise ConfigError(f"variant=format reorders and relabels answer options, so it needs multiple-choice items; "
-                          f"data set {dataset!r} has open-ended items (item {item.item_id!r} has no options). Use "
-                          f"variant=spelling, template or paraphrase for it, or a multiple-choice data set (mmlu)")
+        raise open_ended_refused(dataset, item.item_id)
     if not MIN_OPTIONS <= len(item.options) <= len(LETTERS):
         raise ConfigError(f"variant=format takes items with {MIN_OPTIONS}-{len(LETTERS)} options; item "
                           f"{item.item_id!r} of data set {dataset!r} has {len(item.options)}")
