@@ -113,5 +113,5 @@ def select_items(items: list[PromptItem], num: int | None, seed: int,
     return kept[: num or len(kept)]
 
 
-__all__ = ["BBH_TASKS", "DatasetSpec", "LOADERS", "OPEN_ENDED", "UNGRADED", "load_alpaca", "load_bbh", "load_items", "load_mmlu",
-           "load_questions", "select_items"]
+__all__ = ["BBH_TASKS", "DatasetSpec", "LOADERS", "OPEN_ENDED", "UNGRADED", "load_alpaca", "load_bbh", "load_items",
+           "load_mmlu", "load_questions", "select_items"]
