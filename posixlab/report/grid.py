@@ -114,7 +114,8 @@ def grid_section(runs: list, numbers: list[int], sections: list[str]) -> str:
     (``Task.grid_extra``: accuracy, consistency, a judge's shares) that some of the runs have. Empty when no task has
     such runs."""
     out = []
-    for task, mine, rows, axes in task_grids(runs):
+    grids = list(task_grids(runs))
+    for task, mine, rows, axes in grids:
         for n, (name, key, interval) in enumerate(task.grid_measures()):
             if n and all(summary_value(runs[i].summary, key) is None for i in mine):
                 continue  # open-ended runs have no accuracy; a measure no run has is no table
@@ -129,7 +130,7 @@ def grid_section(runs: list, numbers: list[int], sections: list[str]) -> str:
                      "where its run has one (the expanded percentile bootstrap over sets or samples that its run's "
                      "result line prints; an accuracy's two-way interval over items and prompts), and what its task "
                      "reads the headline against (POSIX: the paper's mean ± sd of ψ for the same model and setting). A "
-                     f"headline's other measures (accuracy, consistency) open below it. {h.esc(_unrecorded_note(runs))}"
+                     f"headline's other measures (accuracy, consistency) open below it. {h.esc(_unrecorded_note(runs, grids))}"
                      "</p>", id="grid")
 
 
@@ -139,7 +140,8 @@ def grid_markdown(runs: list) -> list[str]:
     per combination of the other settings; each value with its 95% interval and what its task reads it against, "—"
     where no run is; a partial run's value starred. Empty when no task has such runs."""
     out = []
-    for task, mine, rows, (row_key, column_key, split) in task_grids(runs):
+    grids = list(task_grids(runs))
+    for task, mine, rows, (row_key, column_key, split) in grids:
         name, key, interval = task.grid_measures()[0]
         for combination in dict.fromkeys(tuple(row[n] for n in split) for row in rows):
             members = [(i, row) for i, row in zip(mine, rows) if tuple(row[n] for n in split) == combination]
@@ -153,7 +155,7 @@ def grid_markdown(runs: list) -> list[str]:
                                     if row[row_key] == row_value and (column_key is None or row[column_key] == c))
                          or "—" for c in columns]
                 out.append("| " + " | ".join([row_value, *cells]) + " |")
-    note = _unrecorded_note(runs)
+    note = _unrecorded_note(runs, grids)
     return out[1:] + (["", note] if note and out else [])
 
 
@@ -214,10 +216,10 @@ def _interval(run, key: str | None, headline: bool = False) -> str | None:
     return None if ci is None else f"[{h.fmt(ci[0])}, {h.fmt(ci[1])}]{dagger}"
 
 
-def _unrecorded_note(runs: list) -> str:
-    """The footnote for † (``_interval``) when a grid of ``runs`` shows one; empty otherwise."""
+def _unrecorded_note(runs: list, grids: list) -> str:
+    """The footnote for † (``_interval``) when the ``grids`` (``task_grids``) of ``runs`` show one; empty otherwise."""
     shown = any(interval_unrecorded(runs[i].summary, task.grid_measures()[0][2])
-                for task, mine, _, _ in task_grids(runs) for i in mine)
+                for task, mine, _, _ in grids for i in mine)
     return f"† {UNRECORDED_METHOD}." if shown else ""
 
 

@@ -122,6 +122,16 @@ UNRECORDED_METHOD = ("its run records no method: written before 2026-12-07, when
                      "plain percentile bootstraps, narrower on few of them")
 
 
+def unrecorded_words(summary: dict, key: str) -> str:
+    """What a run's own page adds after an interval written without its method (``interval_unrecorded``); empty for
+    one that records it.
+
+    >>> unrecorded_words({"psi": {"ci95": [0.2, 0.4]}}, "psi.ci95")
+    ' (plain percentile: a run before 2026-12-07)'
+    """
+    return " (plain percentile: a run before 2026-12-07)" if interval_unrecorded(summary, key) else ""
+
+
 def interval_unrecorded(summary: dict, key: str) -> bool:
     """Whether the interval at the dotted ``key`` (``psi.ci95``) was written without its method beside it
     (``ci_method``, since 2026-12-07): an older run's plain percentile interval, which a page marks so that it is not

@@ -19,7 +19,7 @@ from posixlab.metrics.where import normalised_log_ratios
 from posixlab.rephrase.source import provenance_rows
 from posixlab.report import html as h
 from posixlab.results import prompts_per_set, race_words
-from posixlab.tasks.base import interval_unrecorded, model_name
+from posixlab.tasks.base import model_name, unrecorded_words
 
 TOP_PAIRS = 5  # per set: the pairs whose terms of ψ are largest
 CONTEXT = 40  # characters kept on each side of a variant's edit (the rest of the shared prompt is an ellipsis)
@@ -71,7 +71,7 @@ def _headline(summary: dict) -> str:
     return h.section("Headline", h.cards([
         ("POSIX", h.fmt(p.get("posix")), "no interval from one set" if p.get("num_sets") == 1
          else f"95% CI {h.fmt(ci[0])} to {h.fmt(ci[1])}"
-         + (" (plain percentile: a run before 2026-12-07)" if interval_unrecorded(summary, "psi.ci95") else "")),
+         + unrecorded_words(summary, "psi.ci95")),
         ("sets × N", f"{p.get('num_sets')} × {n}", f"sd {h.fmt(p.get('sd'))}, median {h.fmt(p.get('median'))}"),
         *about]))
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from posixlab.metrics.classification import NA
 from posixlab.rephrase.source import provenance_rows
 from posixlab.report import html as h
-from posixlab.tasks.base import interval_unrecorded, model_name
+from posixlab.tasks.base import model_name, unrecorded_words
 from posixlab.results import REPHRASINGS_FILE
 
 FIGURES = (("sensitivity_vs_consistency.png", "sensitivity against consistency"),)
@@ -70,7 +70,7 @@ def _headline(summary: dict) -> str:
     model = model_name(summary)
     ci = "no interval from one sample, " if summary.get("num_samples") == 1 else \
         (f"95% CI {h.fmt(s['ci95'][0])} to {h.fmt(s['ci95'][1])}"
-         + (" (plain percentile: a run before 2026-12-07)" if interval_unrecorded(summary, "sensitivity.ci95") else "")
+         + unrecorded_words(summary, "sensitivity.ci95")
          + ", " if s.get("ci95") else "")
     items = [("sensitivity S", h.fmt(s.get("mean")), f"{ci}sd {h.fmt(s.get('sd'))}, median {h.fmt(s.get('median'))}"),
              ("consistency C", h.fmt((c or {}).get("mean")), "no gold labels" if c is None else
