@@ -578,7 +578,8 @@ def load_chosen_tasks(argv: list[str]) -> None:
 def load_chosen_variants(argv: list[str]) -> None:
     """A variant type chosen on the command line (``variant=NAME``, a sweep's ``variant=A,B``) that has no config
     in ``conf/variant/``: a plug-in's (``posixlab.variants.register_variant``), its config node registered (its
-    name, no options); a name no plug-in brings is a ``ConfigError`` naming the types.
+    name, and as ``options`` its constructor's keywords and defaults, ``variant_options``, so that
+    ``variant.options.NAME=VALUE`` sets one); a name no plug-in brings is a ``ConfigError`` naming the types.
 
     >>> load_chosen_variants(["variant=spelling,template", "model=gemma3-270m"])
     >>> load_chosen_variants(["variant=speling"])
@@ -589,14 +590,14 @@ template, paraphrase, mixture, format, or one from a plug-in (a backend, task or
 POSIXLAB_PLUGINS=MODULE[,MODULE...] (a MODULE.py in this folder or an installed module), or install a package that \
 declares it under the entry point group posixlab.plugins
     """
-    from posixlab.variants import variant_type
+    from posixlab.variants.registry import variant_options, variant_type
 
     configured = {path.stem for path in (Path(CONF_DIR) / "variant").glob("*.yaml")}
     chosen = {value.strip() for arg in argv if arg.partition("=")[0].lstrip("+~") == "variant"
               for value in arg.partition("=")[2].split(",")}
     for name in sorted(name for name in chosen if re.fullmatch(r"[\w.-]+", name) and name not in configured):
-        variant_type(name)  # imports the plug-ins once; unknown still: the error
-        ConfigStore.instance().store(group="variant", name=name, node={"name": name, "options": {}})
+        options = variant_options(variant_type(name))  # imports the plug-ins once; unknown still: the error
+        ConfigStore.instance().store(group="variant", name=name, node={"name": name, "options": options})
 
 
 def expand_model_aliases(argv: list[str]) -> list[str]:

@@ -121,7 +121,7 @@ def dataset_spec(dataset, variant: str = "spelling", fields: dict | None = None)
 def evaluate_dataset(dataset="mmlu_sample", variant: str = "spelling", model="smollm2-135m-instruct", *,
                      fields: dict | None = None, num_sets: int | None = 20, num_variants: int = 20, shots: int = 0,
                      split: str | None = None, subjects: list[str] | None = None,
-                     exemplar_split: str | None = None, tokenizer=None,
+                     exemplar_split: str | None = None, variant_options: dict | None = None, tokenizer=None,
                      max_new_tokens: int | None = None, seed: int = 0, chat_template: bool = False,
                      cache_dir: str | None = None, score_cache: bool | None = None,
                      score_cache_dir: str | None = None, embedding="all-MiniLM-L6-v2",
@@ -136,11 +136,14 @@ def evaluate_dataset(dataset="mmlu_sample", variant: str = "spelling", model="sm
     ``named_datasets()``), your questions' JSON, JSONL or CSV file or hub data set (``owner/name``) with ``fields``
     naming their fields (``question``, ``choices``, ``answer``, ``subject``, ``id``, and the hub's ``config``:
     ``posixlab/data/questions.py``), or a ``DatasetSpec``.
-    ``split``, ``subjects`` and ``exemplar_split`` as ``dataset.``'s keys; ``max_new_tokens`` None: the data
+    ``split``, ``subjects`` and ``exemplar_split`` as ``dataset.``'s keys; ``variant_options`` as
+    ``variant.options.``'s, over the variant type's configured ones (the mixture's ``kinds``, a plug-in type's
+    constructor keywords); ``max_new_tokens`` None: the data
     set's (5 for multiple choice, 30 open-ended). ``model``, ``judge`` and the rest: as ``posixlab.evaluate``.
     Bad input raises ``posixlab.ConfigError`` before any model loads.
     """
     spec, options, tokens = dataset_spec(dataset, variant, fields)
+    options.update(variant_options or {})
     given = {"split": split, "subjects": None if subjects is None else list(subjects), "exemplar_split": exemplar_split}
     spec = replace(spec, **{key: value for key, value in given.items() if value is not None})
     settings = dict(dataset=spec, variant=variant, variant_options=options, num_sets=num_sets,

@@ -161,6 +161,51 @@ def test_an_outside_variant_type_builds_seeded_sets_that_a_run_scores(tmp_path, 
     assert sorted(p["kind"] for p in first["prompts"]) == ["casing", "casing", "spelling", "spelling"]
 
 
+def test_a_variant_type_s_options_are_its_constructor_s_keywords_on_the_command_line_and_in_python(tmp_path,
+                                                                                                tiny_lm):  # noqa: F811
+    """``variant.options.most=1`` sets the casing type's keyword (its config node holds the constructor's keywords
+    and defaults), a misspelt option is named with the right one, a keyword without a default must be given, and
+    ``evaluate_dataset(variant_options=...)`` passes them from Python: each variant then upper-cases one word."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.global_hydra import GlobalHydra
+
+    import posixlab
+    from posixlab.cli import CONF_DIR, check_override_keys, load_chosen_variants, to_config
+    from posixlab.variants import VariantGenerator, get_variant_generator, register_variant
+
+    load_chosen_variants(["variant=casing"])
+    check_override_keys(["variant=casing", "variant.options.most=1"])
+    with pytest.raises(ConfigError, match=re.escape("variant.options.mots is not a setting: did you mean "
+                                                    "variant.options.most?")):
+        check_override_keys(["variant=casing", "variant.options.mots=1"])
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["variant=casing", "variant.options.most=1"])
+        assert to_config(cfg, str(tmp_path)).variant_options == {"most": 1}
+        assert to_config(compose(config_name="config", overrides=["variant=casing"]),
+                         str(tmp_path)).variant_options == {"most": 3}
+    GlobalHydra.instance().clear()
+
+    register_variant(type("Needy", (VariantGenerator,), {"kind": "needy", "__init__": lambda self, *, mark: None}))
+    try:
+        load_chosen_variants(["variant=needy"])
+        with pytest.raises(ConfigError, match=re.escape("variant=needy needs variant.options.mark=VALUE (")):
+            get_variant_generator("needy", mark="???")  # Hydra's "must be given", left so
+    finally:
+        VARIANT_TYPES.pop("needy")
+        ConfigStore.instance().repo["variant"].pop("needy.yaml", None)
+
+    result = posixlab.evaluate_dataset("mmlu_sample", "casing", model=tiny_lm, variant_options={"most": 1},
+                                       num_sets=2, num_variants=3, max_new_tokens=2, embedding=None,
+                                       score_cache=False, progress=False)
+    counts = [len(p["record"]["upper_cased"]) for r in result.records for p in r["prompts"][1:]]
+    assert counts == [1] * 6
+    with pytest.raises(ConfigError, match=re.escape("variant=casing: bad option(s) ['least']")):
+        posixlab.evaluate_dataset("mmlu_sample", "casing", model=tiny_lm, variant_options={"least": 1},
+                                  progress=False)
+
+
 def test_a_variant_type_must_bring_a_kind_of_its_own():
     from posixlab.variants import VariantGenerator, register_variant
 

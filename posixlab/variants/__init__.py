@@ -23,7 +23,20 @@ for _builtin in (SpellingVariants, TemplateVariants, ParaphraseVariants, Mixture
 
 
 def get_variant_generator(name: str, **options) -> VariantGenerator:
+    """An instance of the variant type ``name`` made with ``options``; an option left ``???`` (a plug-in's keyword
+    without a default, ``variant_options``) or one the type does not take is a ``ConfigError`` that says so.
+
+    >>> get_variant_generator("template", pool=None)
+    Traceback (most recent call last):
+    ...
+    posixlab.errors.ConfigError: variant=template: bad option(s) ['pool'] (TemplateVariants() takes no \
+arguments)
+    """
     cls = variant_type(name)
+    unset = [key for key, value in options.items() if isinstance(value, str) and value == "???"]
+    if unset:
+        raise ConfigError(f"variant={name} needs {' '.join(f'variant.options.{key}=VALUE' for key in unset)} "
+                          f"({cls.__module__}.{cls.__qualname__} takes {', '.join(unset)} with no default)")
     try:
         return cls(**options)
     except TypeError as exc:

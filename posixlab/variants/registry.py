@@ -5,6 +5,7 @@ up without importing the package that imports it."""
 from __future__ import annotations
 
 import difflib
+import inspect
 
 from posixlab.errors import ConfigError
 from posixlab.variants.base import VariantGenerator
@@ -55,3 +56,37 @@ def variant_type(name: str) -> type[VariantGenerator]:
             raise ConfigError(f"unknown variant type {name!r}" + (f" (did you mean {close[0]}?)" if close else "")
                               + f"; the types are {', '.join(VARIANT_TYPES)}, or {HOW}{not_imported_note()}")
     return VARIANT_TYPES[name]
+
+
+_SETTABLE = (bool, int, float, str, type(None))
+
+
+def variant_options(cls: type[VariantGenerator]) -> dict:
+    """The options a variant type's constructor takes from a config (``variant.options.NAME=VALUE`` on the command
+    line): its keyword parameters with their defaults, ``"???"`` (Hydra's "must be given") for one without. A
+    parameter whose default is no plain value (an object, a callable), ``source`` (the paraphrase types' rephraser,
+    given by the run) and ``*args``/``**kwargs`` are left out: a config cannot write them.
+
+    >>> class Spaced(VariantGenerator):
+    ...     kind = "spaced_doc"
+    ...     def __init__(self, max_spaces: int = 3, words=("a", "b"), *, mark: str, hook=print, **extra):
+    ...         pass
+    >>> variant_options(Spaced)
+    {'max_spaces': 3, 'words': ['a', 'b'], 'mark': '???'}
+    >>> variant_options(VariantGenerator)
+    {}
+    """
+    if cls.__init__ is object.__init__:
+        return {}
+    out = {}
+    for name, p in list(inspect.signature(cls.__init__).parameters.items())[1:]:
+        default = p.default
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or name == "source":
+            continue
+        if default is p.empty:
+            out[name] = "???"
+        elif isinstance(default, _SETTABLE):
+            out[name] = default
+        elif isinstance(default, (list, tuple)) and all(isinstance(v, _SETTABLE) for v in default):
+            out[name] = list(default)
+    return out
