@@ -662,6 +662,20 @@ def cells_without_results(sweep: Path, shown: set[Path]) -> list[str]:
             for cell in sweep_status(sweep)[0] if cell.folder is None or cell.folder.resolve() not in shown]
 
 
+def folders_without_results(folder: Path, shown: set[Path]) -> list[str]:
+    """Below a folder of sweeps and runs (``outputs/``, ``multirun/``; ``runs_below``), what has no results among
+    ``shown`` (resolved paths): each sweep's cells as ``cells_without_results`` says them, and each single run's
+    folder (one that failed before its first unit, a dry run, one still running), named by its path there. Nothing
+    for a run's or a sweep's own folder (``cells_without_results`` is the sweep's)."""
+    if not folder.is_dir() or (folder / "multirun.yaml").is_file() or _is_run_folder(folder):
+        return []
+    sweeps, runs = runs_below(folder)
+    out = [f"{sweep.relative_to(folder).as_posix()}/{cell}" for sweep in sweeps
+           for cell in cells_without_results(sweep, shown)]
+    cells, _ = runs_status(folder, [run for run in runs if run.resolve() not in shown])
+    return out + [f"{cell.name}: {cell.state}" + (f" ({cell.detail})" if cell.detail else "") for cell in cells]
+
+
 def run_status(folder: str | Path) -> tuple[list[Cell], str]:
     """The folder of one run (``python run.py``, no ``-m``) as a sweep of one cell: done, running or failed, its units
     so far and what they give (the same files a sweep's cell leaves); its kind is ``run``."""

@@ -27,6 +27,7 @@ from posixlab.rephrase import RephraserConfig
 from posixlab.report.build import build_report
 from posixlab.compare import interval_words
 from posixlab.report import html as h
+from posixlab.status import STATE_FILE
 from posixlab.report.html import highlight_edit
 from posixlab.runner import run
 from posixlab.tasks import TASK_TYPES
@@ -241,11 +242,16 @@ def test_a_folder_of_runs_reports_every_run_below_it_and_names_those_it_cannot_r
         shutil.copytree(posix_run, day / name)
     (day / "09-20-00_stopped").mkdir()
     (day / "09-20-00_stopped" / "sets.jsonl").write_text("")  # stopped before its first set
+    failed = day / "09-30-00_failed"  # a bad setting: its folder holds no results, only the job's state
+    failed.mkdir()
+    (failed / STATE_FILE).write_text(json.dumps({"state": "failed", "num": 0, "error": "posixlab error: model=chat "
+                                                 "needs the API's model name", "exit_status": 2}), encoding="utf-8")
     page = page_of(tmp_path / "outputs", tmp_path / "page.html")
     assert h1(page) == "POSIX = {0} · POSIX = {0}".format(h.fmt(json.loads((posix_run / "summary.json").read_text())
                                                                  ["psi"]["posix"]))  # two runs, as two folders give
     assert re.search(r"Not on this page</strong>: 1 run folder without results: 09-20-00_stopped: .*stopped before "
-                     r"its first set", page)
+                     r"its first set\S*; 1 folder below without results: 2026-12-07/09-30-00_failed: failed \(posixlab "
+                     r"error: model=chat needs the API&#x27;s model name\)</div>", page)
     with pytest.raises(ConfigError, match="stopped before its first set"):  # given itself: its own error
         page_of(day / "09-20-00_stopped", tmp_path / "stopped.html")
 

@@ -27,7 +27,7 @@ from posixlab.paths import check_folder_to_write, file_to_write
 from posixlab.report import html as h
 from posixlab.report.grid import grid_markdown, grid_section, one_setting_pairs, task_settings
 from posixlab.results import SCHEMA_VERSION, SUMMARY_FILE
-from posixlab.status import cells_without_results, runs_below
+from posixlab.status import cells_without_results, folders_without_results, runs_below
 from posixlab.tasks import TASK_TYPES, task_named, task_of_records, task_of_summary
 from posixlab.tasks.base import Task, model_name, records_read_once
 
@@ -192,7 +192,7 @@ def build_report(folders, out, gate_rows=None, *, gate=None) -> Path:
     folders = [folders] if isinstance(folders, (str, Path)) else list(folders)
     if not folders:
         raise ConfigError("give at least one run folder")
-    runs, unread, seen = [], [], set()
+    runs, unread, seen, unread_folders = [], [], set(), set()
     for folder in folders:
         found = run_folders(folder)
         for run in found:
@@ -206,17 +206,20 @@ def build_report(folders, out, gate_rows=None, *, gate=None) -> Path:
                 if found == [Path(folder)]:
                     raise
                 unread.append(f"{run.name}: {exc}")
+                unread_folders.add(Path(run).resolve())
     if not runs:
         raise ConfigError(f"no run to report in {', '.join(map(str, folders))}: " + "; ".join(unread))
     gates = _gates(runs, gate_rows, gate)
     shown = {Path(run.folder).resolve() for run in runs}
     absent = [cell for folder in folders for cell in cells_without_results(Path(folder), shown)]
     unread = [why for why in unread if not any(cell.startswith(why.split(":")[0] + ":") for cell in absent)]
+    # below a folder of runs: the others without results (a failed run, a dry run); one unread is said above
+    below = [run for folder in folders for run in folders_without_results(Path(folder), shown | unread_folders)]
     out = file_to_write(out, REPORT_FILE)
     check_folder_to_write(out.parent, f"the page {out.name}")
     out.parent.mkdir(parents=True, exist_ok=True)
     with h.page_of_runs(len(runs)):  # the runs share the page's room for their units (report/html.py)
-        page = render(runs, gates, absent, unread)
+        page = render(runs, gates, absent, unread, below)
     out.write_text(page, encoding="utf-8")
     return out
 
@@ -268,16 +271,19 @@ def headline(run: Run) -> str:
     return f"{run.task.headline_name} = {'n/a' if value is None else f'{value:.4f}'}"
 
 
-def render(runs: list[Run], gates: list[list], absent: list[str] = (), unread: list[str] = ()) -> str:
+def render(runs: list[Run], gates: list[list], absent: list[str] = (), unread: list[str] = (),
+           below: list[str] = ()) -> str:
     """The page's HTML; ``absent``: the cells of the sweeps given that have no results (``cells_without_results``);
-    ``unread``: the run folders found in a folder given that could not be read, each with why."""
+    ``unread``: the run folders found in a folder given that could not be read, each with why; ``below``: what has no
+    results below a folder of runs and sweeps given (``folders_without_results``: a failed run, a dry run)."""
     several = len(runs) > 1
     title = ("PARTIAL · " if any(r.partial for r in runs) else "") + _title(runs)
     first_partial = next((r for r in runs if r.partial), None)  # its banner is the page's #partial
     body = [_banners(run, several, run is first_partial) for run in runs]
     missing = [f"{len(found)} {what}{'s' * (len(found) > 1)}{where} without results: "
                + "; ".join(h.esc(one) for one in found)
-               for found, what, where in ((absent, "cell", " of the sweep"), (unread, "run folder", "")) if found]
+               for found, what, where in ((absent, "cell", " of the sweep"), (unread, "run folder", ""),
+                                          (below, "folder", " below")) if found]
     if missing:
         body.insert(0, h.banner("<strong>Not on this page</strong>: " + "; ".join(missing), id="absent", kind="warn"))
     sections, values, paired, reads = [], [], [], {}
