@@ -96,9 +96,12 @@ def test_a_missing_text_is_announced_with_its_cost_and_a_dry_run_writes_nothing(
     mine = "Sort the support ticket into the team that should handle it."
     plan = source.plan([mine], 29)
     assert (plan["ready"], plan["to_write"], plan["paraphrases_to_write"], plan["local"]) == (0, 1, 29, True)
-    assert plan["estimated_requests"] == 6 and plan["estimated_minutes"] == 5.0
+    # one text: its 6 requests one after another, 112 s each in float32 on 2 cores, and 22 s to open the model
+    assert plan["estimated_requests"] == 6 and plan["estimated_minutes"] == 11.6 == round((6 * 112 + 22) / 60, 1)
+    assert source.plan([mine, mine + " Now.", mine + " Please."], 29)["estimated_minutes"] == round(
+        (9 * 112 + 22) / 60, 1)  # 3 texts, 18 requests: 2 texts in step
     line = source.announce(plan, "task sentence")
-    assert f"hf:{QWEN15} writes 29 paraphrases of 1 task sentence(s): about 6 requests, ~5 min of local" in line
+    assert f"hf:{QWEN15} writes 29 paraphrases of 1 task sentence(s): about 6 requests, ~11.6 min of local" in line
     source.dry_run = True
     rephrasings, record = source.paraphrases(mine, 3)
     assert rephrasings == [f"{mine} [paraphrase {i}, not yet written]" for i in (1, 2, 3)] and record["dry_run"]
@@ -106,9 +109,10 @@ def test_a_missing_text_is_announced_with_its_cost_and_a_dry_run_writes_nothing(
     gguf = make_paraphrase_source(RephraserConfig(backend="llamacpp", min_similarity=0.0, validate=False), tmp_path,
                                   instruction="task_sentence")
     plan = gguf.plan([mine], 29)
-    assert (plan["estimated_requests"], plan["estimated_minutes"]) == (6, 2.4)  # 24 s a request in llama.cpp
+    assert (plan["estimated_requests"], plan["estimated_minutes"]) == (6, 2.7)  # 24 s a request in llama.cpp, 16 s
+    # to open it
     assert gguf.announce(plan, "task sentence").endswith(
-        f"llamacpp:{QWEN15} writes 29 paraphrases of 1 task sentence(s): about 6 requests, ~2.4 min of local "
+        f"llamacpp:{QWEN15} writes 29 paraphrases of 1 task sentence(s): about 6 requests, ~2.7 min of local "
         f"generation on 2 CPU cores (rephraser=openai or rephraser=file avoid it; docs/replication.md)")  # one at a time
     assert "rephraser=llamacpp shortens it" in line and gguf.store.path.name == f"llamacpp-{QWEN15}.jsonl"
 

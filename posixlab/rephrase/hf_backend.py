@@ -32,9 +32,12 @@ class HFRephraser(Rephraser):
 
     kind = "hf"  # the rephraser backend: its name's prefix, its identity's "backend"
     batches = True  # its requests are decoded side by side in one batch (``chat_batch``)
-    # what one request of the packaged 1.5B rephraser costs, measured on 2 CPU cores: 4 sampled replies, float32
-    # (about 190 s for a question's 20 paraphrases, 3.8 requests on average; posixlab/data/paraphrases/)
-    seconds_per_request = 50
+    # what one batch of the packaged 1.5B rephraser costs on 2 CPU cores, float32: the requests of the texts written
+    # in step (max_concurrency // samples: 2 of 4 sampled replies each) decode side by side, and one request alone
+    # takes about as long as two (decoding is bound by reading the weights): 2 x 55.9 s in
+    # experiments/benchmark_local_rephrasers.py (docs/choices.md), 110-131 s for one request alone (2026-12-07)
+    seconds_per_batch = 112
+    load_seconds = 22  # opening its converted float32 weights (the first use converts them once: 30-80 s more)
 
     def __init__(self, spec: ModelSpec, cache_dir: str | None = None, temperature: float = 0.8, top_p: float = 0.95,
                  max_concurrency: int = 8):
@@ -63,9 +66,11 @@ class LlamaCppRephraser(HFRephraser):
     at a time), so one question is written at a time whatever ``max_concurrency`` says."""
 
     kind = "llamacpp"
-    # measured with the packaged 1.5B's Q4_K_M file on 2 CPU cores, 4 sampled replies a request: 24.0 s against hf's
-    # 55.9 s, on the same questions in the same run (experiments/benchmark_local_rephrasers.py; docs/choices.md)
-    seconds_per_request = 24
+    # measured with the packaged 1.5B's Q4_K_M file on 2 CPU cores, 4 sampled replies a request: 24.0 s a request
+    # (a batch here: one at a time) against hf's 55.9 s, on the same questions in the same run
+    # (experiments/benchmark_local_rephrasers.py; docs/choices.md); 25-52 s on 2026-12-07
+    seconds_per_batch = 24
+    load_seconds = 16
 
     def __init__(self, spec: ModelSpec, cache_dir: str | None = None, temperature: float = 0.8, top_p: float = 0.95):
         super().__init__(spec, cache_dir, temperature=temperature, top_p=top_p, max_concurrency=1)

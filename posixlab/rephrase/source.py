@@ -34,7 +34,8 @@ from posixlab.rephrase.store import ParaphraseFile, record_key
 
 SHIPPED = Path(__file__).resolve().parents[1] / "data" / "paraphrases"  # read-only, inside the package
 # the accepted paraphrases per request of the packaged 1.5B rephraser, from its records (posixlab/data/paraphrases/);
-# what a request costs in this process is the rephraser's ``seconds_per_request`` (posixlab/rephrase/hf_backend.py)
+# what a batch of requests costs in this process is the rephraser's ``seconds_per_batch``, and opening its model its
+# ``load_seconds`` (posixlab/rephrase/hf_backend.py)
 ACCEPTED_PER_REQUEST = 5.3
 
 
@@ -112,14 +113,18 @@ class ParaphraseSource:
         have = {t: len((r or {}).get("paraphrases", ())) for t, r in records.items()}
         shipped = sum(1 for t, r in records.items() if have[t] >= n and self._is_shipped(r))
         missing = {t: n - h for t, h in have.items() if h < n}
-        requests = sum(math.ceil(m / ACCEPTED_PER_REQUEST) for m in missing.values())
-        seconds = getattr(self.rephraser, "seconds_per_request", None)  # a model in this process: on these cores
+        per_text = [math.ceil(m / ACCEPTED_PER_REQUEST) for m in missing.values()]
+        requests = sum(per_text)
+        seconds = getattr(self.rephraser, "seconds_per_batch", None)  # a model in this process: on these cores
         local = seconds is not None
+        if local and missing:  # the texts in step share a batch; one text's requests follow each other
+            batches = max(max(per_text), math.ceil(requests / self._in_step()))
+            seconds = batches * seconds + getattr(self.rephraser, "load_seconds", 0)
         plan = {"texts": len(texts), "ready": len(texts) - len(missing), "shipped": shipped,
                 "to_write": len(missing), "paraphrases_to_write": sum(missing.values()),
                 "rephraser": None if self.rephraser is None else self.rephraser.name,
                 "estimated_requests": requests if missing else 0, "local": local,
-                "estimated_minutes": round(requests * seconds / 60, 1) if local and missing else None}
+                "estimated_minutes": round(seconds / 60, 1) if local and missing else None}
         return plan
 
     def announce(self, plan: dict, what: str = "question") -> str:
