@@ -83,6 +83,27 @@ def test_a_csv_with_option_columns_and_answers_in_every_form(tmp_path):
     assert items[0].options == ("red", "green", "blue", "grey") and items[0].subject is None
 
 
+def test_option_columns_left_empty_at_the_end_give_a_question_of_fewer_options(tmp_path):
+    """ARC's 3-5 options in columns A-E: a blank cell (CSV), null or a missing value at the end is no option (it was
+    shown as an empty "(D)", and null as "None"); a blank before a filled one is an error naming the record."""
+    path = tmp_path / "quiz.csv"
+    path.write_text("q,A,B,C,D,E,gold\nSky?,red,blue,green,grey,,B\nSun?,hot,cold,wet,,,A\n", encoding="utf-8")
+    items = load_questions(path=str(path), question="q", choices=["A", "B", "C", "D", "E"], answer="gold")
+    assert [i.options for i in items] == [("red", "blue", "green", "grey"), ("hot", "cold", "wet")]
+    assert [i.answer for i in items] == ["B", "A"]
+    rows = tmp_path / "quiz.jsonl"
+    rows.write_text(json.dumps({"q": "Sky?", "A": "red", "B": "blue", "C": None, "gold": 1}) + "\n", encoding="utf-8")
+    assert load_questions(path=str(rows), question="q", choices=["A", "B", "C"], answer="gold")[0].options == \
+        ("red", "blue")
+    path.write_text("q,A,B,C,D,gold\nSky?,red,,green,grey,A\n", encoding="utf-8")
+    with pytest.raises(DatasetUnavailableError, match=re.escape("quiz.csv, record 0: option B is empty, but D after "
+                                                                "it is not; a question with fewer options leaves")):
+        load_questions(path=str(path), question="q", choices=["A", "B", "C", "D"], answer="gold")
+    path.write_text("q,A,B,C,D,gold\nSky?,red,blue,green,,D\n", encoding="utf-8")
+    with pytest.raises(DatasetUnavailableError, match=re.escape("answer 'D' is none of the 3 options")):
+        load_questions(path=str(path), question="q", choices=["A", "B", "C", "D"], answer="gold")
+
+
 @pytest.mark.parametrize("separator", [",", ";", "\t"])
 def test_a_spreadsheet_s_csv_reads_with_its_own_separator_and_lists_as_pandas_writes_them(tmp_path, separator):
     """A "CSV" saved where the decimal mark is a comma is separated by semicolons (Excel in most of Europe), and a

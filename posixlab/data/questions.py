@@ -6,7 +6,7 @@ Your records keep their own field names; ``dataset.options`` names them:
 - ``question`` (required): the question's text;
 - ``choices``: the options of a multiple-choice question: a field holding a list of strings, or an object with the
   list under ``text`` and optionally its labels under ``label`` (the hub's common layout: ARC, OpenBookQA,
-  CommonsenseQA), or a list of ``{label, text}`` objects, or a list of fields (CSV columns ``[A, B, C, D]``), or a
+  CommonsenseQA), or a list of ``{label, text}`` objects, or a list of fields (CSV columns ``[A, B, C, D]``; a question of fewer options leaves the last empty), or a
   mapping of fields to the labels the answer uses (Winogrande: ``{option1: 1, option2: 2}``); null: open-ended
   questions;
 - ``answer``: the gold answer: an index from 0, a letter A, B, ..., one of the choices' labels, or the right option's
@@ -145,11 +145,13 @@ def options_of(record: dict, choices, where: str) -> tuple[list[str], list[str] 
     (['w', 'x'], ['a', 'b'])
     >>> options_of({"option1": "the cat", "option2": "the dog"}, {"option1": 1, "option2": 2}, "r")   # Winogrande
     (['the cat', 'the dog'], ['1', '2'])
+    >>> options_of({"A": "w", "B": "x", "C": "y", "D": ""}, ["A", "B", "C", "D"], "r")   # 3 options: D left empty
+    (['w', 'x', 'y'], None)
     """
-    if isinstance(choices, dict):  # fields and the labels the answer names them by
-        return [str(field(record, name, where)) for name in choices], [str(label) for label in choices.values()]
-    if isinstance(choices, (list, tuple)):
-        return [str(field(record, name, where)) for name in choices], None
+    if isinstance(choices, (dict, list, tuple)):  # fields (and, in a mapping, the labels the answer names them by)
+        options = _filled_fields(record, list(choices), where)
+        labels = [str(label) for label in choices.values()][:len(options)] if isinstance(choices, dict) else None
+        return options, labels
     value = _json_text(field(record, choices, where))
     labels = None
     if isinstance(value, dict):
@@ -169,6 +171,21 @@ def options_of(record: dict, choices, where: str) -> tuple[list[str], list[str] 
         labels = [str(option.get("label")) for option in value] if all("label" in o for o in value) else None
         value = [option["text"] for option in value]
     return [str(option) for option in value], labels
+
+
+def _filled_fields(record: dict, names: list[str], where: str) -> list[str]:
+    """The options in the fields ``names``, the empty ones at the end left out: a question with fewer options than
+    the columns (ARC's 3-5 in columns A-E) leaves the last ones empty (a blank CSV cell, null, NaN). An empty one
+    before a filled one is an error: the options after it would move up a letter, and the answer with them."""
+    values = [field(record, name, where) for name in names]
+    blank = [v is None or (isinstance(v, float) and v != v) or (isinstance(v, str) and not v.strip()) for v in values]
+    count = len(values) - next((k for k, b in enumerate(reversed(blank)) if not b), len(values))
+    inner = [name for name, b in zip(names[:count], blank) if b]
+    if inner:
+        raise DatasetUnavailableError(f"{where}: option {inner[0]} is empty, but {names[count - 1]} after it is not; "
+                                      f"a question with fewer options leaves the last ones empty (the answer's letter "
+                                      f"counts the options in order)")
+    return [str(v) for v in values[:count]]
 
 
 def gold_letter(value, options: list[str], labels: list[str] | None, where: str) -> str | None:
