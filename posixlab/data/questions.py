@@ -6,9 +6,9 @@ Your records keep their own field names; ``dataset.options`` names them:
 - ``question`` (required): the question's text;
 - ``choices``: the options of a multiple-choice question: a field holding a list of strings, or an object with the
   list under ``text`` and optionally its labels under ``label`` (the hub's common layout: ARC, OpenBookQA,
-  CommonsenseQA), or a list of ``{label, text}`` objects, or a list of fields (CSV columns ``[A, B, C, D]``; a question of fewer options leaves the last empty), or a
-  mapping of fields to the labels the answer uses (Winogrande: ``{option1: 1, option2: 2}``); null: open-ended
-  questions;
+  CommonsenseQA), or a list of ``{label, text}`` objects, or a list of fields (CSV columns ``[A, B, C, D]``; a
+  question of fewer options leaves the last empty), or a mapping of fields to the labels the answer uses
+  (Winogrande: ``{option1: 1, option2: 2}``); null: open-ended questions;
 - ``answer``: the gold answer: an index from 0, a letter A, B, ..., one of the choices' labels, or the right option's
   text;
 - ``subject``: a field naming the subject, which opens the paper's multiple-choice prompt ("... about {subject}.");
