@@ -320,7 +320,8 @@ def run_main(cfg: DictConfig) -> float | None:
         if judge_error is not None:  # the run's results, W&B run and page are written: then the judge's error
             raise judge_error
     except PosixlabError as exc:
-        print(f"\nposixlab error: {exc}", file=sys.stderr)
+        if not keep_going:  # a sweep's cell that fails alone: its "cell ... failed: posixlab error: ..." line says it
+            print(f"\nposixlab error: {exc}", file=sys.stderr)
         return cell_failed(output_dir, f"posixlab error: {exc}", 2, keep_going)
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM: what is kept and how to go on, not a traceback
         how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"

@@ -205,7 +205,7 @@ class JobStatusCallback(Callback):
         gate). A cell fails alone (``cli.main``), so every cell has run by now."""
         sweep = Path(str(config.hydra.sweep.dir))
         cells, earlier = {}, getattr(self, "earlier", {})
-        for path in sorted(sweep.glob(f"*/{STATE_FILE}"), key=lambda p: (len(p.parent.name), p.parent.name)):
+        for path in sorted(sweep.glob(f"*/{STATE_FILE}"), key=lambda p: _job_order(p.parent.name)):
             state = _read_state(path) or {}
             if path.parent.name not in earlier or state.get("started") != earlier[path.parent.name]:
                 cells[path.parent.name] = _lost(path, state)
@@ -221,8 +221,7 @@ class JobStatusCallback(Callback):
         again = "" if gates_only else \
             "\nposixlab: the same command with skip_done=true runs again only the cells that did not finish"
         print(f"\nposixlab: the sweep ended; {len(failed)} of {len(cells)} cells failed (posixlab status {sweep}):\n"
-              + "\n".join(_failed_line(cell, state) for cell, state in failed.items()) + again, file=sys.stderr,
-              flush=True)
+              + "\n".join(_failed_lines(failed)) + again, file=sys.stderr, flush=True)
         raise GateFailed(1) if gates_only else SystemExit(2)
 
 
@@ -301,6 +300,37 @@ def _queue_when_no_accounting() -> None:
 
 
 LEFT_QUEUE = "ENDED, gone from squeue, no sacct to say how"  # submitit's state of such a job (no parentheses)
+
+
+def _job_order(name: str) -> tuple:
+    """A cell's place in its sweep, from its folder's name (``<job number>_<run name>``): 2 before 10.
+
+    >>> sorted(["10_gpt2_mmlu", "2_llama2-7b_mmlu", "of job 7"], key=_job_order)
+    ['2_llama2-7b_mmlu', '10_gpt2_mmlu', 'of job 7']
+    """
+    head = name.split("_")[0]
+    return (int(head), name) if head.isdigit() else (10**9, name)
+
+
+def _failed_lines(failed: dict[str, dict]) -> list[str]:
+    """The sweep's end's lines for its failed cells: a cell alone with its error, and the cells that failed with
+    the same error (every cell of one model the hub cannot give) in one line that names them, the error said once.
+
+    >>> _failed_lines({"0_a": {"error": "no hub"}, "1_b": {"error": "bad"}, "2_c": {"error": "no hub"}})
+    ['posixlab: 2 cells failed with the same error (0_a, 2_c): no hub', 'posixlab: cell 1_b failed: bad']
+    """
+    groups: dict[str, list[str]] = {}
+    for cell, state in failed.items():
+        groups.setdefault(state.get("error") or "no error recorded", []).append(cell)
+    lines = []
+    for error, cells in groups.items():
+        if len(cells) == 1:
+            lines.append(_failed_line(cells[0], failed[cells[0]]))
+            continue
+        logs = [failed[cell]["log"] for cell in cells if failed[cell].get("log")]
+        lines.append(f"posixlab: {len(cells)} cells failed with the same error ({', '.join(cells)}): {error}"
+                     + (f"\ntheir logs: {', '.join(logs)}" if logs else ""))
+    return lines
 
 
 def _failed_line(cell: str, state: dict) -> str:
@@ -509,7 +539,14 @@ def _slurm_ending(log: Path | None, started: float = 0.0) -> str | None:
 
 
 def _last_error_line(log: Path | None) -> str | None:
-    """The log's last ``posixlab error:`` line, or the last line of a traceback."""
+    """The log's last ``posixlab error:`` line (alone, or in a sweep's ``cell ... failed:`` line), or the last line
+    of a traceback.
+
+    >>> import tempfile; log = Path(tempfile.mkdtemp()) / "cli.log"
+    >>> _ = log.write_text("posixlab: cell 3_gpt2 failed: posixlab error: no hub\nits log: x\n")
+    >>> _last_error_line(log)
+    'posixlab error: no hub'
+    """
     if log is None or not log.is_file():
         return None
     try:
@@ -521,6 +558,9 @@ def _last_error_line(log: Path | None) -> str | None:
     for line in reversed(lines):
         if line.startswith("posixlab error:"):
             return line
+        said = re.match(r"posixlab: cell \S+ failed: (posixlab error: .*)", line)  # a sweep's cell says it so
+        if said:
+            return said.group(1)
     for line in reversed(lines):
         if re.match(r"^[A-Za-z_.]+(Error|Exception|Exit)\b", line):
             return line
