@@ -543,7 +543,7 @@ def _last_error_line(log: Path | None) -> str | None:
     of a traceback.
 
     >>> import tempfile; log = Path(tempfile.mkdtemp()) / "cli.log"
-    >>> _ = log.write_text("posixlab: cell 3_gpt2 failed: posixlab error: no hub\nits log: x\n")
+    >>> _ = log.write_text("posixlab: cell 3_gpt2 failed: posixlab error: no hub\\nits log: x\\n")
     >>> _last_error_line(log)
     'posixlab error: no hub'
     """
