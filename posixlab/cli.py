@@ -319,10 +319,8 @@ def run_main(cfg: DictConfig) -> float | None:
             write_run_report(output_dir, rows)
         if judge_error is not None:  # the run's results, W&B run and page are written: then the judge's error
             raise judge_error
-    except PosixlabError as exc:
-        if not keep_going:  # a sweep's cell that fails alone: its "cell ... failed: posixlab error: ..." line says it
-            print(f"\nposixlab error: {exc}", file=sys.stderr)
-        return cell_failed(output_dir, f"posixlab error: {exc}", 2, keep_going)
+    except PosixlabError as exc:  # said here, but by a sweep's cell that fails alone in its "cell ... failed:" line
+        return cell_failed(output_dir, f"posixlab error: {exc}", 2, keep_going, say=not keep_going)
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM: what is kept and how to go on, not a traceback
         how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         note_error(output_dir, how if isinstance(exc, Terminated) else "interrupted (Ctrl-C)")
@@ -368,9 +366,12 @@ class SweepEndCallback(Callback):
             print("\n" + "\n".join(lines), flush=True)
 
 
-def cell_failed(output_dir: str, error: str, status: int, keep_going: bool) -> None:
+def cell_failed(output_dir: str, error: str, status: int, keep_going: bool, say: bool = False) -> None:
     """A job that fails (``status`` 2: an error; 1: a missed gate): recorded for ``posixlab status`` and the sweep's
-    end; the sweep goes on (``keep_going``), else the job's process exits with ``status`` (a run, ``fail_fast``)."""
+    end (``say``: printed first); the sweep goes on (``keep_going``), else the job's process exits with ``status``
+    (a run, ``fail_fast``)."""
+    if say:
+        print(f"\n{error}", file=sys.stderr)
     note_error(output_dir, error, exit_status=status)
     if not keep_going:
         if status == 1:
