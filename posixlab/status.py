@@ -205,7 +205,7 @@ class JobStatusCallback(Callback):
         gate). A cell fails alone (``cli.main``), so every cell has run by now."""
         sweep = Path(str(config.hydra.sweep.dir))
         cells, earlier = {}, getattr(self, "earlier", {})
-        for path in sorted(sweep.glob(f"*/{STATE_FILE}"), key=lambda p: _job_order(p.parent.name)):
+        for path in sorted(sweep.glob(f"*/{STATE_FILE}"), key=lambda p: job_order(p.parent.name)):
             state = _read_state(path) or {}
             if path.parent.name not in earlier or state.get("started") != earlier[path.parent.name]:
                 cells[path.parent.name] = _lost(path, state)
@@ -302,10 +302,10 @@ def _queue_when_no_accounting() -> None:
 LEFT_QUEUE = "ENDED, gone from squeue, no sacct to say how"  # submitit's state of such a job (no parentheses)
 
 
-def _job_order(name: str) -> tuple:
+def job_order(name: str) -> tuple:
     """A cell's place in its sweep, from its folder's name (``<job number>_<run name>``): 2 before 10.
 
-    >>> sorted(["10_gpt2_mmlu", "2_llama2-7b_mmlu", "of job 7"], key=_job_order)
+    >>> sorted(["10_gpt2_mmlu", "2_llama2-7b_mmlu", "of job 7"], key=job_order)
     ['2_llama2-7b_mmlu', '10_gpt2_mmlu', 'of job 7']
     """
     head = name.split("_")[0]

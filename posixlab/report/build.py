@@ -27,7 +27,7 @@ from posixlab.paths import check_folder_to_write, file_to_write
 from posixlab.report import html as h
 from posixlab.report.grid import grid_markdown, grid_section, one_setting_pairs, task_settings
 from posixlab.results import SCHEMA_VERSION, SUMMARY_FILE
-from posixlab.status import cells_without_results, folders_without_results, runs_below
+from posixlab.status import cells_without_results, folders_without_results, job_order, runs_below
 from posixlab.tasks import TASK_TYPES, task_named, task_of_records, task_of_summary
 from posixlab.tasks.base import Task, model_name, records_read_once
 
@@ -63,16 +63,12 @@ def run_folders(folder: str | Path) -> list[Path]:
     def is_run(path: Path) -> bool:
         return (path / SUMMARY_FILE).is_file() or task_of_records(path) is not None
 
-    def job_number(path: Path) -> int:  # a sweep's cell is <num>_<run name>: 2 before 10
-        head = path.name.split("_")[0]
-        return int(head) if head.isdigit() else 10**9
-
     if not folder.is_dir() or is_run(folder):
         return [folder]
 
     cells = [p for p in folder.iterdir() if p.is_dir() and is_run(p)]
     if cells:
-        return sorted(cells, key=lambda p: (job_number(p), p.name))
+        return sorted(cells, key=lambda p: job_order(p.name))  # a sweep's cell is <num>_<run name>: 2 before 10
     sweeps, runs = runs_below(folder)
     return [cell for sweep in sweeps for cell in run_folders(sweep) if cell != sweep] + \
         [run for run in runs if is_run(run)] or [folder]
